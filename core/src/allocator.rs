@@ -1,0 +1,503 @@
+//! The caching allocator: malloc and free over a [`Device`], with PyTorch's decisions.
+//!
+//! A request is rounded, routed to the small or large pool, and served by the best-fitting
+//! cached block of its stream, split when the remainder is worth keeping; only when nothing
+//! fits does the allocator ask the device for a segment (see `release.rs` for what it does
+//! when the device says no). A freed block merges with free neighbours and is cached.
+//!
+//! Invariants (checked by `check_invariants`): the blocks of each segment tile it exactly;
+//! no two free neighbours stay unmerged; a block is in its pool's free index iff it is free;
+//! an address is in the live map iff an allocated block starts there; the statistics equal
+//! a recount of the blocks.
+
+use alloc::vec::Vec;
+
+use crate::addr_map::AddrMap;
+use crate::block::{Block, BlockState, Slab, NIL};
+use crate::config::Config;
+use crate::device::{Device, Stream};
+use crate::error::AllocError;
+use crate::events::PendingEvents;
+use crate::free_index::FreeIndex;
+use crate::history::{Action, History, TraceEntry};
+use crate::size::{round_size, segment_size, Pool, MAX_REQUEST, MIN_BLOCK, SMALL_SIZE};
+use crate::stats::DeviceStats;
+
+/// A caching allocator for one device.
+pub struct Allocator<D: Device> {
+    pub(crate) device: D,
+    pub(crate) config: Config,
+    pub(crate) blocks: Slab,
+    pub(crate) free: [FreeIndex; 2],
+    pub(crate) live: AddrMap,
+    pub(crate) stream_uses:
+        hashbrown::HashMap<u32, Vec<Stream>, core::hash::BuildHasherDefault<crate::addr_map::AddrHasher>>,
+    pub(crate) events: PendingEvents,
+    pub(crate) stats: DeviceStats,
+    /// Bytes of segments held: PyTorch's `total_allocated_memory`.
+    pub(crate) reserved: u64,
+    /// The memory-fraction limit in bytes, once a fraction is set.
+    pub(crate) allowed: Option<u64>,
+    /// Free-block lookups per pool while garbage collection is on (ages of cached blocks).
+    pub(crate) lookups: [u32; 2],
+    pub(crate) history: History,
+}
+
+impl<D: Device> Allocator<D> {
+    /// An allocator over `device` with `config`.
+    pub fn new(device: D, config: Config) -> Allocator<D> {
+        let mut a = Allocator {
+            device,
+            blocks: Slab::default(),
+            free: [FreeIndex::default(), FreeIndex::default()],
+            live: AddrMap::default(),
+            stream_uses: Default::default(),
+            events: PendingEvents::default(),
+            stats: DeviceStats {
+                max_split_size: if config.max_split_size == u64::MAX { -1 } else { config.max_split_size as i64 },
+                ..DeviceStats::default()
+            },
+            reserved: 0,
+            allowed: None,
+            lookups: [0; 2],
+            history: History::new(config.history_entries),
+            config,
+        };
+        if let Some(f) = a.config.per_process_memory_fraction {
+            a.allowed = Some(a.fraction_to_bytes(f));
+        }
+        a
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// The device.
+    pub fn device(&self) -> &D {
+        &self.device
+    }
+
+    /// The device, mutably (tests use it to inject faults).
+    pub fn device_mut(&mut self) -> &mut D {
+        &mut self.device
+    }
+
+    /// The statistics.
+    pub fn stats(&self) -> &DeviceStats {
+        &self.stats
+    }
+
+    /// Bytes of segments held from the device.
+    pub fn reserved_bytes(&self) -> u64 {
+        self.reserved
+    }
+
+    /// The memory-fraction limit in bytes, if set.
+    pub fn allowed_bytes(&self) -> Option<u64> {
+        self.allowed
+    }
+
+    /// Restarts every peak statistic at its current value.
+    pub fn reset_peak_stats(&mut self) {
+        self.stats.reset_peak();
+    }
+
+    /// Restarts the accumulated statistics.
+    pub fn reset_accumulated_stats(&mut self) {
+        self.stats.reset_accumulated();
+    }
+
+    /// Allocates `size` bytes for use on `stream` and returns the address.
+    pub fn malloc(&mut self, size: u64, stream: Stream) -> Result<u64, AllocError> {
+        if size == 0 {
+            return Err(AllocError::ZeroSize);
+        }
+        if size > MAX_REQUEST {
+            return Err(AllocError::TooLarge { requested: size });
+        }
+        if !self.events.is_empty() {
+            self.process_events()?;
+        }
+        let rounded = round_size(size, &self.config.roundup_power2_divisions);
+        let pool = Pool::for_size(rounded);
+        let id = match self.take_free_block(pool, stream, rounded) {
+            Some(id) => id,
+            None => match self.grow(pool, stream, rounded)? {
+                Some(id) => id,
+                None => return Err(self.out_of_memory(size, rounded, stream)),
+            },
+        };
+        Ok(self.hand_out(id, rounded, size))
+    }
+
+    /// Frees an address returned by [`Allocator::malloc`]. If the block was used on other
+    /// streams, it becomes reusable once the work queued there now has completed.
+    pub fn free(&mut self, addr: u64) -> Result<(), AllocError> {
+        let Some(&id) = self.live.get(&addr) else {
+            return Err(self.diagnose_bad_pointer(addr));
+        };
+        let uses = if self.stream_uses.is_empty() { None } else { self.stream_uses.remove(&id) };
+        if let Some(uses) = uses {
+            if let Err(e) = self.insert_events(id, &uses) {
+                self.stream_uses.insert(id, uses);
+                return Err(e);
+            }
+        }
+        self.live.remove(&addr);
+        let b = &mut self.blocks[id];
+        let (size, pool, stream, requested, pending) = (b.size, b.pool, b.stream, b.requested, b.event_count > 0);
+        b.state = if pending { BlockState::PendingFree } else { BlockState::Free };
+        self.stats.allocation.decrease(pool, 1);
+        self.stats.allocated_bytes.decrease(pool, size);
+        if size >= self.config.max_split_size {
+            self.stats.oversize_allocations.decrease(1);
+        }
+        self.record(Action::FreeRequested, addr, requested, stream);
+        if !pending {
+            self.free_block(id);
+        }
+        Ok(())
+    }
+
+    /// Marks the allocation at `addr` as used on `stream`, so that after it is freed it is
+    /// not reused until the work queued on `stream` by then has completed.
+    pub fn record_stream(&mut self, addr: u64, stream: Stream) -> Result<(), AllocError> {
+        let Some(&id) = self.live.get(&addr) else {
+            return Err(self.diagnose_bad_pointer(addr));
+        };
+        if self.blocks[id].stream == stream {
+            return Ok(());
+        }
+        let uses = self.stream_uses.entry(id).or_default();
+        if !uses.contains(&stream) {
+            uses.push(stream);
+        }
+        Ok(())
+    }
+
+    /// Returns every cached segment that holds no allocation to the device, after waiting
+    /// for pending frees. Segments that still hold an allocation stay.
+    pub fn empty_cache(&mut self) -> Result<(), AllocError> {
+        self.synchronize_and_free_events()?;
+        self.release_unsplit_blocks(Pool::Large)?;
+        self.release_unsplit_blocks(Pool::Small)?;
+        Ok(())
+    }
+
+    /// Limits the bytes of segments held to `fraction` of the device's memory.
+    pub fn set_memory_fraction(&mut self, fraction: f64) -> Result<(), AllocError> {
+        if !(0.0..=1.0).contains(&fraction) {
+            return Err(AllocError::InvalidFraction(fraction));
+        }
+        self.allowed = Some(self.fraction_to_bytes(fraction));
+        Ok(())
+    }
+
+    fn fraction_to_bytes(&self, fraction: f64) -> u64 {
+        (fraction * self.device.total_memory() as f64) as u64
+    }
+
+    /// True when PyTorch's garbage collection of cached blocks is on.
+    #[inline]
+    pub(crate) fn gc_enabled(&self) -> bool {
+        self.allowed.is_some() && self.config.garbage_collection_threshold > 0.0
+    }
+
+    /// Takes the best-fitting cached block for a rounded request out of the free index,
+    /// honouring `max_split_size` and `max_non_split_rounding`.
+    #[inline]
+    pub(crate) fn take_free_block(&mut self, pool: Pool, stream: Stream, rounded: u64) -> Option<u32> {
+        if self.gc_enabled() {
+            self.lookups[pool.index()] = self.lookups[pool.index()].wrapping_add(1);
+        }
+        let ((_, size, addr), id) = self.free[pool.index()].best_fit(stream, rounded)?;
+        let max_split = self.config.max_split_size;
+        if rounded < max_split && size >= max_split {
+            return None;
+        }
+        if rounded >= max_split && size >= rounded.saturating_add(self.config.max_non_split_rounding) {
+            return None;
+        }
+        self.free[pool.index()].remove(stream, size, addr);
+        Some(id)
+    }
+
+    /// Asks the device for a segment of the size a rounded request needs. `Ok(None)` when the
+    /// device or the memory fraction says no.
+    pub(crate) fn allocate_segment(
+        &mut self,
+        pool: Pool,
+        stream: Stream,
+        size: u64,
+        is_retry: bool,
+    ) -> Result<Option<u32>, AllocError> {
+        if is_retry {
+            self.stats.num_alloc_retries += 1;
+        }
+        if let Some(allowed) = self.allowed {
+            if self.reserved + size > allowed {
+                return Ok(None);
+            }
+        }
+        let addr = match self.device.allocate(size) {
+            Ok(addr) => addr,
+            Err(crate::device::DeviceError::OutOfMemory) => return Ok(None),
+            Err(e) => return Err(e.into()),
+        };
+        self.reserved += size;
+        let id = self.blocks.insert(Block {
+            addr,
+            size,
+            requested: 0,
+            stream,
+            prev: NIL,
+            next: NIL,
+            gc_base: 0,
+            event_count: 0,
+            state: BlockState::Free,
+            pool,
+        });
+        self.stats.segment.increase(pool, 1);
+        self.stats.reserved_bytes.increase(pool, size);
+        if size >= self.config.max_split_size {
+            self.stats.oversize_segments.increase(1);
+        }
+        self.stats.num_device_alloc += 1;
+        self.record(Action::SegmentAlloc, addr, size, stream);
+        Ok(Some(id))
+    }
+
+    /// PyTorch's split rule: small pool when at least 512 B remain; large pool when the
+    /// request is below `max_split_size` and more than 1 MiB remains.
+    #[inline]
+    fn should_split(&self, id: u32, rounded: u64) -> bool {
+        let b = &self.blocks[id];
+        let remaining = b.size - rounded;
+        match b.pool {
+            Pool::Small => remaining >= MIN_BLOCK,
+            Pool::Large => rounded < self.config.max_split_size && remaining > SMALL_SIZE,
+        }
+    }
+
+    /// Hands out block `id` (taken from the free index or fresh from the device) for a
+    /// rounded request, splitting off the remainder when the split rule says so.
+    fn hand_out(&mut self, id: u32, rounded: u64, requested: u64) -> u64 {
+        let already_split = self.blocks[id].is_split();
+        let pool = self.blocks[id].pool;
+        let id = if self.should_split(id, rounded) {
+            let rest = &mut self.blocks[id];
+            let front = Block { size: rounded, prev: rest.prev, next: id, ..rest.clone() };
+            rest.addr += rounded;
+            rest.size -= rounded;
+            let (rest_stream, rest_size, rest_addr) = (rest.stream, rest.size, rest.addr);
+            let front_id = self.blocks.insert(front);
+            let rest = &mut self.blocks[id];
+            let before = rest.prev;
+            rest.prev = front_id;
+            rest.gc_base = self.lookups[pool.index()];
+            if before != NIL {
+                self.blocks[before].next = front_id;
+            }
+            self.free[pool.index()].insert(rest_stream, rest_size, rest_addr, id);
+            if already_split {
+                self.stats.inactive_split_bytes.decrease(pool, rounded);
+            } else {
+                self.stats.inactive_split_bytes.increase(pool, rest_size);
+                self.stats.inactive_split.increase(pool, 1);
+            }
+            front_id
+        } else {
+            if already_split {
+                let size = self.blocks[id].size;
+                self.stats.inactive_split_bytes.decrease(pool, size);
+                self.stats.inactive_split.decrease(pool, 1);
+            }
+            id
+        };
+        let b = &mut self.blocks[id];
+        b.state = BlockState::Allocated;
+        b.requested = requested;
+        let (addr, size, stream) = (b.addr, b.size, b.stream);
+        self.live.insert(addr, id);
+        let s = &mut self.stats;
+        s.allocation.increase(pool, 1);
+        s.allocated_bytes.increase(pool, size);
+        s.active.increase(pool, 1);
+        s.active_bytes.increase(pool, size);
+        s.requested_bytes.increase(pool, requested);
+        if size >= self.config.max_split_size {
+            s.oversize_allocations.increase(1);
+        }
+        self.record(Action::Alloc, addr, requested, stream);
+        addr
+    }
+
+    /// Caches a block whose free has completed: merges it with free neighbours and puts it
+    /// in the free index.
+    pub(crate) fn free_block(&mut self, id: u32) {
+        let b = &self.blocks[id];
+        let (addr, size, requested, stream, pool) = (b.addr, b.size, b.requested, b.stream, b.pool);
+        let neighbours = [b.prev, b.next];
+        self.record(Action::FreeCompleted, addr, requested, stream);
+        let mut net_blocks: i64 = 0;
+        let mut net_bytes: i64 = 0;
+        for neighbour in neighbours {
+            let subsumed = self.try_merge(id, neighbour);
+            if subsumed > 0 {
+                net_blocks -= 1;
+                net_bytes -= subsumed as i64;
+            }
+        }
+        let b = &mut self.blocks[id];
+        b.state = BlockState::Free;
+        b.requested = 0;
+        b.gc_base = self.lookups[pool.index()];
+        let split = b.is_split();
+        let (key_stream, key_size, key_addr) = (b.stream, b.size, b.addr);
+        self.free[pool.index()].insert(key_stream, key_size, key_addr, id);
+        if split {
+            net_blocks += 1;
+            net_bytes += key_size as i64;
+        }
+        let s = &mut self.stats;
+        match net_blocks {
+            n if n > 0 => s.inactive_split.increase(pool, n as u64),
+            n if n < 0 => s.inactive_split.decrease(pool, n.unsigned_abs()),
+            _ => {}
+        }
+        match net_bytes {
+            n if n > 0 => s.inactive_split_bytes.increase(pool, n as u64),
+            n if n < 0 => s.inactive_split_bytes.decrease(pool, n.unsigned_abs()),
+            _ => {}
+        }
+        s.active.decrease(pool, 1);
+        s.active_bytes.decrease(pool, size);
+        s.requested_bytes.decrease(pool, requested);
+    }
+
+    /// Merges the free neighbour `other` into block `id`; returns the bytes gained (0 when
+    /// `other` is absent or not free).
+    fn try_merge(&mut self, id: u32, other: u32) -> u64 {
+        if other == NIL || self.blocks[other].state != BlockState::Free {
+            return 0;
+        }
+        let o = self.blocks.remove(other);
+        self.free[o.pool.index()].remove(o.stream, o.size, o.addr);
+        let b = &mut self.blocks[id];
+        if b.prev == other {
+            b.addr = o.addr;
+            b.prev = o.prev;
+            if o.prev != NIL {
+                self.blocks[o.prev].next = id;
+            }
+        } else {
+            b.next = o.next;
+            if o.next != NIL {
+                self.blocks[o.next].prev = id;
+            }
+        }
+        self.blocks[id].size += o.size;
+        o.size
+    }
+
+    /// Records `uses` as events on their streams for block `id`. On failure nothing stays
+    /// recorded.
+    fn insert_events(&mut self, id: u32, uses: &[Stream]) -> Result<(), AllocError> {
+        let mut recorded = Vec::with_capacity(uses.len());
+        for &s in uses {
+            match self.device.record_event(s) {
+                Ok(e) => recorded.push((s, e)),
+                Err(err) => {
+                    for (_, e) in recorded {
+                        self.device.release_event(e);
+                    }
+                    return Err(err.into());
+                }
+            }
+        }
+        self.blocks[id].event_count = recorded.len() as u16;
+        for (s, e) in recorded {
+            self.events.push(s, e, id);
+        }
+        Ok(())
+    }
+
+    /// Completes pending frees whose events are done (called at each malloc).
+    pub(crate) fn process_events(&mut self) -> Result<(), AllocError> {
+        for i in 0..self.events.streams() {
+            while let Some((event, id)) = self.events.front(i) {
+                if !self.device.query_event(event)? {
+                    break;
+                }
+                self.events.pop_front(i);
+                self.device.release_event(event);
+                self.event_completed(id);
+            }
+        }
+        self.events.drop_empty();
+        Ok(())
+    }
+
+    /// Waits for every pending event and completes the frees waiting on them.
+    pub(crate) fn synchronize_and_free_events(&mut self) -> Result<(), AllocError> {
+        self.stats.num_sync_all_streams += 1;
+        for i in 0..self.events.streams() {
+            while let Some((event, id)) = self.events.front(i) {
+                self.device.synchronize_event(event)?;
+                self.events.pop_front(i);
+                self.device.release_event(event);
+                self.event_completed(id);
+            }
+        }
+        self.events.drop_empty();
+        Ok(())
+    }
+
+    fn event_completed(&mut self, id: u32) {
+        let b = &mut self.blocks[id];
+        b.event_count -= 1;
+        if b.event_count == 0 {
+            self.free_block(id);
+        }
+    }
+
+    /// Explains why `addr` is not a live allocation (a slow path: it scans the blocks).
+    fn diagnose_bad_pointer(&self, addr: u64) -> AllocError {
+        for (_, b) in self.blocks.iter() {
+            if b.addr == addr {
+                return AllocError::DoubleFree { addr };
+            }
+            if b.addr < addr && addr < b.end() && b.state == BlockState::Allocated {
+                return AllocError::InteriorPointer { addr, block: b.addr };
+            }
+        }
+        AllocError::UnknownPointer { addr }
+    }
+
+    /// Adds an entry to the history when it is on.
+    #[inline]
+    pub(crate) fn record(&mut self, action: Action, addr: u64, size: u64, stream: Stream) {
+        if self.history.enabled() {
+            let time_us = self.device.now_us();
+            self.history.record(TraceEntry { action, addr, size, stream, time_us });
+        }
+    }
+
+    /// Starts (or stops, with 0) recording the action history, forgetting earlier entries.
+    pub fn record_history(&mut self, entries: usize) {
+        self.config.history_entries = entries;
+        self.history.reset(entries);
+    }
+
+    /// The recorded history, oldest first.
+    pub fn history(&self) -> Vec<TraceEntry> {
+        self.history.entries()
+    }
+
+    /// Segment size a fresh device allocation would get for a request of `size` bytes.
+    pub fn segment_size_for(&self, size: u64) -> u64 {
+        segment_size(round_size(size, &self.config.roundup_power2_divisions))
+    }
+}

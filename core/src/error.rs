@@ -1,0 +1,122 @@
+//! Errors the allocator returns, each with a message that names the problem.
+//!
+//! An error never leaves the allocator changed: a call that fails has done nothing (an
+//! out-of-memory request may have returned cached segments to the device first, as
+//! PyTorch does, which changes no live allocation).
+
+use core::fmt;
+
+use crate::device::{DeviceError, Stream};
+use crate::size::format_size;
+
+/// Why a request could not be served, with the figures PyTorch's message gives.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OomReport {
+    /// Bytes the caller asked for.
+    pub requested: u64,
+    /// The request after rounding.
+    pub rounded: u64,
+    /// Size of the segment a new device allocation would have needed.
+    pub segment_size: u64,
+    /// The stream of the request.
+    pub stream: Stream,
+    /// Total memory of the device.
+    pub capacity: u64,
+    /// Memory the device reported free.
+    pub device_free: u64,
+    /// The memory-fraction limit, if one is set.
+    pub allowed: Option<u64>,
+    /// Bytes allocated to callers.
+    pub allocated: u64,
+    /// Bytes of segments held (allocated or cached).
+    pub reserved: u64,
+    /// Largest cached block left (after releasing what could be released).
+    pub largest_free_block: u64,
+}
+
+impl fmt::Display for OomReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "out of memory. Tried to allocate {} (requested {} bytes). The device has a total capacity of {} of which {} is free. ",
+            format_size(self.rounded),
+            self.requested,
+            format_size(self.capacity),
+            format_size(self.device_free),
+        )?;
+        if let Some(allowed) = self.allowed {
+            write!(f, "{} allowed; ", format_size(allowed))?;
+        }
+        write!(
+            f,
+            "Of the allocated memory {} is allocated by cachalot, and {} is reserved by cachalot but unallocated (largest cached block {}).",
+            format_size(self.allocated),
+            format_size(self.reserved.saturating_sub(self.allocated)),
+            format_size(self.largest_free_block),
+        )
+    }
+}
+
+/// Everything an allocator call can fail with.
+#[derive(Clone, Debug, PartialEq)]
+pub enum AllocError {
+    /// Nothing fits and the device (or the memory fraction) allows no more.
+    OutOfMemory(alloc::boxed::Box<OomReport>),
+    /// A request of zero bytes.
+    ZeroSize,
+    /// A request larger than any device could hold.
+    TooLarge {
+        /// Bytes asked for.
+        requested: u64,
+    },
+    /// The address is not one this allocator handed out.
+    UnknownPointer {
+        /// The address given.
+        addr: u64,
+    },
+    /// The address was handed out, but has been freed already.
+    DoubleFree {
+        /// The address given.
+        addr: u64,
+    },
+    /// The address points inside an allocation, not at its start.
+    InteriorPointer {
+        /// The address given.
+        addr: u64,
+        /// Start of the allocation it points into.
+        block: u64,
+    },
+    /// A memory fraction outside [0, 1].
+    InvalidFraction(f64),
+    /// The device refused a call for a reason other than memory.
+    Device(DeviceError),
+}
+
+impl fmt::Display for AllocError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            AllocError::OutOfMemory(r) => r.fmt(f),
+            AllocError::ZeroSize => f.write_str("cannot allocate 0 bytes"),
+            AllocError::TooLarge { requested } => {
+                write!(f, "cannot allocate {requested} bytes: larger than any device")
+            }
+            AllocError::UnknownPointer { addr } => {
+                write!(f, "pointer {addr:#x} was not allocated by this allocator")
+            }
+            AllocError::DoubleFree { addr } => write!(f, "pointer {addr:#x} was already freed"),
+            AllocError::InteriorPointer { addr, block } => {
+                write!(f, "pointer {addr:#x} points inside the allocation at {block:#x}, not at its start")
+            }
+            AllocError::InvalidFraction(v) => {
+                write!(f, "memory fraction {v} is invalid: it must be in [0.0, 1.0]")
+            }
+            AllocError::Device(e) => write!(f, "device error: {e}"),
+        }
+    }
+}
+
+impl From<DeviceError> for AllocError {
+    fn from(e: DeviceError) -> Self {
+        AllocError::Device(e)
+    }
+}

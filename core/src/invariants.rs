@@ -1,0 +1,191 @@
+//! `check_invariants`: an expensive walk over every structure that says, in words, the first
+//! way in which the paired structures disagree. Tests call it after every step.
+//!
+//! Checked: blocks tile each segment exactly and share its pool and stream; no two free
+//! neighbours are left unmerged; the free index holds exactly the free blocks, under their
+//! current keys; the live map holds exactly the allocated blocks; pending blocks have as
+//! many queued events as their count says; every statistic's current value equals a
+//! recount, and reserved bytes equal the sum of segment sizes.
+
+use alloc::format;
+use alloc::string::String;
+
+use crate::allocator::Allocator;
+use crate::block::{BlockState, NIL};
+use crate::device::Device;
+use crate::free_index::Key;
+use crate::size::{Pool, MIN_BLOCK};
+use crate::stats::StatArray;
+
+type Map<V> = hashbrown::HashMap<u32, V, core::hash::BuildHasherDefault<crate::addr_map::AddrHasher>>;
+
+#[derive(Default)]
+struct Recount {
+    allocation: StatArray,
+    segment: StatArray,
+    active: StatArray,
+    inactive_split: StatArray,
+    allocated_bytes: StatArray,
+    reserved_bytes: StatArray,
+    active_bytes: StatArray,
+    inactive_split_bytes: StatArray,
+    requested_bytes: StatArray,
+}
+
+fn same_current(name: &str, got: &StatArray, want: &StatArray) -> Result<(), String> {
+    for (pool, g, w) in [
+        ("all", &got.all, &want.all),
+        ("small_pool", &got.small_pool, &want.small_pool),
+        ("large_pool", &got.large_pool, &want.large_pool),
+    ] {
+        if g.current != w.current {
+            return Err(format!("stat {name}.{pool}.current is {} but a recount gives {}", g.current, w.current));
+        }
+        if g.peak < g.current {
+            return Err(format!("stat {name}.{pool}: peak {} below current {}", g.peak, g.current));
+        }
+    }
+    Ok(())
+}
+
+impl<D: Device> Allocator<D> {
+    /// Walks every structure and returns the first inconsistency found.
+    pub fn check_invariants(&self) -> Result<(), String> {
+        let mut indexed: Map<(Pool, Key)> = Map::default();
+        for pool in [Pool::Small, Pool::Large] {
+            for (key, id) in self.free[pool.index()].iter() {
+                if indexed.insert(id, (pool, key)).is_some() {
+                    return Err(format!("block {id} is in a free index twice"));
+                }
+            }
+        }
+        let mut queued: Map<usize> = Map::default();
+        for (_, _, id) in self.events.iter() {
+            *queued.entry(id).or_default() += 1;
+        }
+        let mut rc = Recount::default();
+        let mut visited = 0usize;
+        let mut reserved = 0u64;
+        for (head, b) in self.blocks.iter() {
+            if b.prev != NIL {
+                continue;
+            }
+            let (pool, stream) = (b.pool, b.stream);
+            let mut seg_size = 0u64;
+            let mut id = head;
+            let mut prev = NIL;
+            let mut prev_free = false;
+            let mut end = b.addr;
+            let split = b.next != NIL;
+            while id != NIL {
+                let c = self.blocks.get(id).ok_or_else(|| format!("segment {head} links to vacant id {id}"))?;
+                if c.prev != prev {
+                    return Err(format!(
+                        "block {id} at {:#x}: prev is {} but the chain came from {prev}",
+                        c.addr, c.prev
+                    ));
+                }
+                if c.addr != end {
+                    return Err(format!(
+                        "block {id} starts at {:#x}, not where its predecessor ends ({end:#x})",
+                        c.addr
+                    ));
+                }
+                if c.size == 0 || c.size % MIN_BLOCK != 0 {
+                    return Err(format!("block {id} has size {} (not a positive multiple of 512)", c.size));
+                }
+                if c.pool != pool || c.stream != stream {
+                    return Err(format!("block {id} differs in pool or stream from its segment"));
+                }
+                let free = c.state == BlockState::Free;
+                if free && prev_free {
+                    return Err(format!("free blocks {prev} and {id} are neighbours but not merged"));
+                }
+                self.check_block_membership(id, &indexed, &queued)?;
+                match c.state {
+                    BlockState::Allocated => {
+                        rc.allocation.increase(pool, 1);
+                        rc.allocated_bytes.increase(pool, c.size);
+                        rc.active.increase(pool, 1);
+                        rc.active_bytes.increase(pool, c.size);
+                        rc.requested_bytes.increase(pool, c.requested);
+                    }
+                    BlockState::PendingFree => {
+                        rc.active.increase(pool, 1);
+                        rc.active_bytes.increase(pool, c.size);
+                        rc.requested_bytes.increase(pool, c.requested);
+                    }
+                    BlockState::Free if split => {
+                        rc.inactive_split.increase(pool, 1);
+                        rc.inactive_split_bytes.increase(pool, c.size);
+                    }
+                    BlockState::Free => {}
+                }
+                prev_free = free;
+                seg_size += c.size;
+                end = c.end();
+                visited += 1;
+                prev = id;
+                id = c.next;
+            }
+            rc.segment.increase(pool, 1);
+            rc.reserved_bytes.increase(pool, seg_size);
+            reserved += seg_size;
+        }
+        if visited != self.blocks.len() {
+            return Err(format!("{} blocks stored but {visited} reachable from segment heads", self.blocks.len()));
+        }
+        if reserved != self.reserved {
+            return Err(format!("reserved is {} but segments sum to {reserved}", self.reserved));
+        }
+        let free_blocks = self.blocks.iter().filter(|(_, b)| b.state == BlockState::Free).count();
+        if indexed.len() != free_blocks {
+            return Err(format!("free index holds {} blocks but {free_blocks} are free", indexed.len()));
+        }
+        let allocated = self.blocks.iter().filter(|(_, b)| b.state == BlockState::Allocated).count();
+        if self.live.len() != allocated {
+            return Err(format!("live map holds {} addresses but {allocated} blocks are allocated", self.live.len()));
+        }
+        let queued = self.events.iter().count();
+        let counted: usize = self.blocks.iter().map(|(_, b)| b.event_count as usize).sum();
+        if queued != counted {
+            return Err(format!("{queued} events queued but blocks count {counted}"));
+        }
+        let s = &self.stats;
+        same_current("allocation", &s.allocation, &rc.allocation)?;
+        same_current("segment", &s.segment, &rc.segment)?;
+        same_current("active", &s.active, &rc.active)?;
+        same_current("inactive_split", &s.inactive_split, &rc.inactive_split)?;
+        same_current("allocated_bytes", &s.allocated_bytes, &rc.allocated_bytes)?;
+        same_current("reserved_bytes", &s.reserved_bytes, &rc.reserved_bytes)?;
+        same_current("active_bytes", &s.active_bytes, &rc.active_bytes)?;
+        same_current("inactive_split_bytes", &s.inactive_split_bytes, &rc.inactive_split_bytes)?;
+        same_current("requested_bytes", &s.requested_bytes, &rc.requested_bytes)?;
+        Ok(())
+    }
+
+    /// Checks that block `id` is in exactly the structures its state requires.
+    fn check_block_membership(&self, id: u32, indexed: &Map<(Pool, Key)>, queued: &Map<usize>) -> Result<(), String> {
+        let b = &self.blocks[id];
+        let in_index = match indexed.get(&id) {
+            None => false,
+            Some(&(pool, key)) if pool == b.pool && key == (b.stream, b.size, b.addr) => true,
+            Some(entry) => return Err(format!("block {id} is indexed as {entry:?}, not under its own pool and key")),
+        };
+        let in_live = self.live.get(&b.addr) == Some(&id);
+        let queued = queued.get(&id).copied().unwrap_or(0);
+        let ok = match b.state {
+            BlockState::Free => in_index && !in_live && queued == 0 && b.event_count == 0,
+            BlockState::Allocated => !in_index && in_live && queued == 0 && b.event_count == 0,
+            BlockState::PendingFree => !in_index && !in_live && b.event_count > 0 && queued == b.event_count as usize,
+        };
+        if ok {
+            Ok(())
+        } else {
+            Err(format!(
+                "block {id} at {:#x} is {:?} but in free index: {in_index}, in live map: {in_live}, events queued: {queued} (count {})",
+                b.addr, b.state, b.event_count
+            ))
+        }
+    }
+}

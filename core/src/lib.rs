@@ -1,0 +1,41 @@
+//! cachalot-core: the whole caching-allocator algorithm, with no I/O, no `std` and no
+//! `unsafe`, so the same code runs natively over CUDA and in the browser over a simulated
+//! device.
+//!
+//! Start with [`Allocator`]: `Allocator::new(SimDevice::new(capacity), Config::parse(..)?)`,
+//! then `malloc`, `free`, `record_stream`, `empty_cache`, `stats`, `memory_summary`,
+//! `snapshot`. [`trace`] reads allocation traces and [`replay`] drives an allocator with
+//! them. Every effect on memory goes through the [`Device`] trait.
+#![no_std]
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+extern crate alloc;
+
+mod addr_map;
+mod allocator;
+mod block;
+pub mod config;
+pub mod device;
+mod error;
+mod events;
+mod free_index;
+pub mod history;
+mod invariants;
+mod release;
+pub mod replay;
+pub mod sim;
+pub mod size;
+pub mod snapshot;
+pub mod stats;
+pub mod summary;
+pub mod trace;
+
+pub use allocator::Allocator;
+pub use config::{Config, ConfigError, Policy};
+pub use device::{Device, DeviceError, Event, Stream};
+pub use error::{AllocError, OomReport};
+pub use replay::{ReplayOutcome, Replayer};
+pub use sim::SimDevice;
+pub use stats::DeviceStats;
+pub use trace::{parse_trace, Trace, TraceError, TraceOp};

@@ -1,0 +1,173 @@
+//! What the allocator does when no cached block fits: garbage collection, a new segment,
+//! and PyTorch's recovery steps before declaring out of memory.
+//!
+//! Order (PyTorch 2.11): collect garbage if a memory fraction and
+//! `garbage_collection_threshold` are set → allocate a segment → release one big-enough
+//! oversize cached block (or oversize blocks largest first) and retry → wait for pending
+//! frees, release every unsplit cached segment and retry (counted in `num_alloc_retries`)
+//! → out of memory. Invariant: only whole cached segments (free blocks with no neighbours)
+//! are ever returned to the device.
+
+use alloc::boxed::Box;
+use alloc::vec::Vec;
+
+use crate::allocator::Allocator;
+use crate::device::{Device, Stream};
+use crate::error::{AllocError, OomReport};
+use crate::history::Action;
+use crate::size::{round_size, segment_size, Pool};
+
+impl<D: Device> Allocator<D> {
+    /// Gets a new segment for a rounded request, releasing cached memory as needed.
+    /// `Ok(None)` means out of memory.
+    pub(crate) fn grow(&mut self, pool: Pool, stream: Stream, rounded: u64) -> Result<Option<u32>, AllocError> {
+        let size = segment_size(rounded);
+        if self.gc_enabled() {
+            self.garbage_collect()?;
+        }
+        if let Some(id) = self.allocate_segment(pool, stream, size, false)? {
+            return Ok(Some(id));
+        }
+        if self.release_available_cached_blocks(pool, stream, rounded)? {
+            if let Some(id) = self.allocate_segment(pool, stream, size, false)? {
+                return Ok(Some(id));
+            }
+        }
+        self.release_cached_blocks()?;
+        self.allocate_segment(pool, stream, size, true)
+    }
+
+    /// Returns a cached segment to the device. The block must be free and unsplit.
+    pub(crate) fn release_block(&mut self, id: u32) -> Result<(), AllocError> {
+        let b = &self.blocks[id];
+        debug_assert!(!b.is_split());
+        let (addr, size, stream, pool) = (b.addr, b.size, b.stream, b.pool);
+        self.device.free(addr, size)?;
+        self.free[pool.index()].remove(stream, size, addr);
+        self.blocks.remove(id);
+        self.reserved -= size;
+        self.stats.num_device_free += 1;
+        self.stats.segment.decrease(pool, 1);
+        self.stats.reserved_bytes.decrease(pool, size);
+        if size >= self.config.max_split_size {
+            self.stats.oversize_segments.decrease(1);
+        }
+        self.record(Action::SegmentFree, addr, size, stream);
+        Ok(())
+    }
+
+    /// Releases one cached oversize segment large enough for the request, or else oversize
+    /// segments from the largest down until enough is released. True if that succeeded.
+    fn release_available_cached_blocks(
+        &mut self,
+        pool: Pool,
+        stream: Stream,
+        rounded: u64,
+    ) -> Result<bool, AllocError> {
+        let max_split = self.config.max_split_size;
+        if max_split == u64::MAX {
+            return Ok(false);
+        }
+        let target = rounded.max(max_split);
+        let index = &self.free[pool.index()];
+        if let Some((_, id)) = index.best_fit(stream, target) {
+            if !self.blocks[id].is_split() {
+                self.release_block(id)?;
+                return Ok(true);
+            }
+        }
+        let mut chosen = Vec::new();
+        let mut total = 0;
+        for ((s, size, _), id) in index.before(stream, target) {
+            if total >= target || size < max_split || s != stream {
+                break;
+            }
+            if !self.blocks[id].is_split() {
+                chosen.push(id);
+                total += size;
+            }
+        }
+        for id in chosen {
+            self.release_block(id)?;
+        }
+        Ok(total >= target)
+    }
+
+    /// Waits for pending frees, then returns every unsplit cached segment to the device.
+    pub(crate) fn release_cached_blocks(&mut self) -> Result<(), AllocError> {
+        self.synchronize_and_free_events()?;
+        self.release_unsplit_blocks(Pool::Large)?;
+        self.release_unsplit_blocks(Pool::Small)
+    }
+
+    /// Returns every cached segment of `pool` that is one whole free block.
+    pub(crate) fn release_unsplit_blocks(&mut self, pool: Pool) -> Result<(), AllocError> {
+        for id in self.free[pool.index()].ids() {
+            if !self.blocks[id].is_split() {
+                self.release_block(id)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// PyTorch's garbage collection: while reserved memory exceeds the threshold fraction
+    /// of the allowed memory, release unsplit cached large blocks at least as old (in
+    /// lookups since they were cached) as the average.
+    fn garbage_collect(&mut self) -> Result<(), AllocError> {
+        let Some(allowed) = self.allowed else { return Ok(()) };
+        let threshold = (self.config.garbage_collection_threshold * allowed as f64) as u64;
+        if self.reserved <= threshold {
+            return Ok(());
+        }
+        let target = self.reserved - threshold;
+        let now = self.lookups[Pool::Large.index()];
+        let age = |b: &crate::block::Block| now.wrapping_sub(b.gc_base) as u64;
+        let mut total_age = 0u64;
+        let mut freeable = 0u64;
+        for (_, id) in self.free[Pool::Large.index()].iter() {
+            let b = &self.blocks[id];
+            if !b.is_split() {
+                total_age += age(b);
+                freeable += 1;
+            }
+        }
+        let mut reclaimed = 0;
+        let mut freed_one = true;
+        while reclaimed < target && freed_one && freeable > 0 {
+            let threshold_age = total_age as f64 / freeable as f64;
+            freed_one = false;
+            for id in self.free[Pool::Large.index()].ids() {
+                let b = &self.blocks[id];
+                let a = age(b);
+                if !b.is_split() && a as f64 >= threshold_age {
+                    freed_one = true;
+                    reclaimed += b.size;
+                    total_age -= a;
+                    freeable -= 1;
+                    self.release_block(id)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Counts and describes an out-of-memory request.
+    pub(crate) fn out_of_memory(&mut self, requested: u64, rounded: u64, stream: Stream) -> AllocError {
+        let device_free = self.device.free_memory();
+        self.record(Action::Oom, device_free, rounded, stream);
+        self.stats.num_ooms += 1;
+        let largest_free_block = self.free.iter().flat_map(|f| f.iter()).map(|((_, s, _), _)| s).max().unwrap_or(0);
+        AllocError::OutOfMemory(Box::new(OomReport {
+            requested,
+            rounded,
+            segment_size: segment_size(round_size(requested, &self.config.roundup_power2_divisions)),
+            stream,
+            capacity: self.device.total_memory(),
+            device_free,
+            allowed: self.allowed,
+            allocated: self.stats.allocated_bytes.all.current as u64,
+            reserved: self.reserved,
+            largest_free_block,
+        }))
+    }
+}

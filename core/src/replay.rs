@@ -1,0 +1,167 @@
+//! The replay engine: drives an allocator with a trace, operation by operation, and reports
+//! what happened.
+//!
+//! An allocation the allocator refuses (out of memory) is counted and its slot left empty;
+//! the trace's later free of it is skipped, as a program that caught the error would. A
+//! pass ends by freeing what the trace left live, so the next pass starts from a warm cache
+//! with nothing allocated, as PyTorch's reference replay does.
+//!
+//! Invariant: `addrs[slot]` is non-zero iff the trace's allocation in that slot is live in
+//! the allocator.
+
+use alloc::boxed::Box;
+use alloc::vec::Vec;
+use core::fmt;
+
+use crate::allocator::Allocator;
+use crate::device::Device;
+use crate::error::{AllocError, OomReport};
+use crate::trace::{Trace, TraceOp};
+
+/// What one pass over a trace did.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct ReplayOutcome {
+    /// Operations executed.
+    pub ops: usize,
+    /// Peak bytes requested by live allocations.
+    pub peak_requested_bytes: u64,
+    /// Peak bytes of allocated blocks.
+    pub peak_allocated_bytes: u64,
+    /// Peak bytes of segments held.
+    pub peak_reserved_bytes: u64,
+    /// Segments obtained from the device during the pass.
+    pub device_allocs: u64,
+    /// Segments returned to the device during the pass.
+    pub device_frees: u64,
+    /// Allocations refused for lack of memory.
+    pub ooms: u64,
+    /// The first refusal: operation index and report.
+    #[serde(skip)]
+    pub first_oom: Option<(usize, Box<OomReport>)>,
+}
+
+/// A replay failed for a reason other than memory.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ReplayError {
+    /// Index of the operation that failed.
+    pub op: usize,
+    /// The allocator's error.
+    pub error: AllocError,
+}
+
+impl fmt::Display for ReplayError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "replay failed at operation {}: {}", self.op, self.error)
+    }
+}
+
+/// What a single step did.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Step {
+    /// An allocation landed at this address.
+    Allocated(u64),
+    /// The allocation at this address was freed.
+    Freed(u64),
+    /// An allocation was refused for lack of memory.
+    OutOfMemory(Box<OomReport>),
+    /// A free of an allocation that had been refused, skipped.
+    Skipped,
+}
+
+/// Replays traces; holds the slot table between passes.
+#[derive(Clone, Debug, Default)]
+pub struct Replayer {
+    addrs: Vec<u64>,
+}
+
+impl Replayer {
+    /// A replayer for traces with up to `slots` slots.
+    pub fn new(slots: u32) -> Replayer {
+        Replayer { addrs: alloc::vec![0; slots as usize] }
+    }
+
+    /// Executes one operation.
+    #[inline]
+    pub fn step<D: Device>(&mut self, alloc: &mut Allocator<D>, op: &TraceOp) -> Result<Step, AllocError> {
+        match *op {
+            TraceOp::Alloc { slot, size, stream } => match alloc.malloc(size, stream) {
+                Ok(addr) => {
+                    self.addrs[slot as usize] = addr;
+                    Ok(Step::Allocated(addr))
+                }
+                Err(AllocError::OutOfMemory(report)) => {
+                    self.addrs[slot as usize] = 0;
+                    Ok(Step::OutOfMemory(report))
+                }
+                Err(e) => Err(e),
+            },
+            TraceOp::Free { slot } => {
+                let addr = core::mem::take(&mut self.addrs[slot as usize]);
+                if addr == 0 {
+                    return Ok(Step::Skipped);
+                }
+                alloc.free(addr)?;
+                Ok(Step::Freed(addr))
+            }
+        }
+    }
+
+    /// Frees everything the trace left live.
+    pub fn free_live<D: Device>(&mut self, alloc: &mut Allocator<D>) -> Result<(), AllocError> {
+        for a in self.addrs.iter_mut() {
+            let addr = core::mem::take(a);
+            if addr != 0 {
+                alloc.free(addr)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Replays `ops` (a prefix or all of a trace) without freeing what is left live.
+    /// Peaks are those of the allocator's statistics since its last peak reset.
+    pub fn run_ops<D: Device>(
+        &mut self,
+        alloc: &mut Allocator<D>,
+        ops: &[TraceOp],
+    ) -> Result<ReplayOutcome, ReplayError> {
+        let (allocs0, frees0) = (alloc.stats().num_device_alloc, alloc.stats().num_device_free);
+        let mut out = ReplayOutcome::default();
+        for (i, op) in ops.iter().enumerate() {
+            match self.step(alloc, op) {
+                Ok(Step::OutOfMemory(report)) => {
+                    out.ooms += 1;
+                    if out.first_oom.is_none() {
+                        out.first_oom = Some((i, report));
+                    }
+                }
+                Ok(_) => {}
+                Err(error) => return Err(ReplayError { op: i, error }),
+            }
+        }
+        let s = alloc.stats();
+        out.ops = ops.len();
+        out.peak_requested_bytes = s.requested_bytes.all.peak as u64;
+        out.peak_allocated_bytes = s.allocated_bytes.all.peak as u64;
+        out.peak_reserved_bytes = s.reserved_bytes.all.peak as u64;
+        out.device_allocs = s.num_device_alloc - allocs0;
+        out.device_frees = s.num_device_free - frees0;
+        Ok(out)
+    }
+
+    /// Replays `ops` and then frees what is left live (device frees that causes are not
+    /// counted in the outcome).
+    pub fn run_pass<D: Device>(
+        &mut self,
+        alloc: &mut Allocator<D>,
+        ops: &[TraceOp],
+    ) -> Result<ReplayOutcome, ReplayError> {
+        let out = self.run_ops(alloc, ops)?;
+        self.free_live(alloc).map_err(|error| ReplayError { op: ops.len(), error })?;
+        Ok(out)
+    }
+
+    /// Replays a whole trace on `alloc` once.
+    pub fn replay<D: Device>(alloc: &mut Allocator<D>, trace: &Trace) -> Result<ReplayOutcome, ReplayError> {
+        Replayer::new(trace.slots).run_pass(alloc, &trace.ops)
+    }
+}

@@ -1,0 +1,289 @@
+//! Statistics in the shape of PyTorch's `DeviceStats`: each figure for all / small pool /
+//! large pool, with current, peak, allocated (total increases) and freed (total decreases).
+//!
+//! Invariants: `current == allocated - freed` and `peak >= current` for every stat, until
+//! `reset_accumulated` or `reset_peak` deliberately restart the totals or the peak.
+
+use alloc::string::{String, ToString};
+use alloc::vec::Vec;
+use serde::Serialize;
+
+use crate::size::Pool;
+
+/// One statistic.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Stat {
+    /// Value now.
+    pub current: i64,
+    /// Highest value since the last peak reset.
+    pub peak: i64,
+    /// Sum of all increases.
+    pub allocated: i64,
+    /// Sum of all decreases.
+    pub freed: i64,
+}
+
+impl Stat {
+    /// Adds `n`.
+    #[inline]
+    pub fn increase(&mut self, n: u64) {
+        self.current += n as i64;
+        self.allocated += n as i64;
+        if self.current > self.peak {
+            self.peak = self.current;
+        }
+    }
+
+    /// Subtracts `n`.
+    #[inline]
+    pub fn decrease(&mut self, n: u64) {
+        self.current -= n as i64;
+        self.freed += n as i64;
+    }
+
+    fn reset_peak(&mut self) {
+        self.peak = self.current;
+    }
+
+    fn reset_accumulated(&mut self) {
+        self.allocated = 0;
+        self.freed = 0;
+    }
+}
+
+/// A statistic for all pools and for each pool.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct StatArray {
+    /// Both pools together.
+    pub all: Stat,
+    /// The small pool.
+    pub small_pool: Stat,
+    /// The large pool.
+    pub large_pool: Stat,
+}
+
+impl StatArray {
+    /// Adds `n` to the total and to `pool`'s figure.
+    #[inline]
+    pub fn increase(&mut self, pool: Pool, n: u64) {
+        self.all.increase(n);
+        self.pool_mut(pool).increase(n);
+    }
+
+    /// Subtracts `n` from the total and from `pool`'s figure.
+    #[inline]
+    pub fn decrease(&mut self, pool: Pool, n: u64) {
+        self.all.decrease(n);
+        self.pool_mut(pool).decrease(n);
+    }
+
+    /// The figure of one pool.
+    pub fn pool(&self, pool: Pool) -> &Stat {
+        match pool {
+            Pool::Small => &self.small_pool,
+            Pool::Large => &self.large_pool,
+        }
+    }
+
+    #[inline]
+    fn pool_mut(&mut self, pool: Pool) -> &mut Stat {
+        match pool {
+            Pool::Small => &mut self.small_pool,
+            Pool::Large => &mut self.large_pool,
+        }
+    }
+
+    fn each(&mut self, f: impl Fn(&mut Stat)) {
+        f(&mut self.all);
+        f(&mut self.small_pool);
+        f(&mut self.large_pool);
+    }
+}
+
+/// Everything PyTorch's `torch.cuda.memory_stats()` reports, for one allocator.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct DeviceStats {
+    /// Allocations handed out to callers.
+    pub allocation: StatArray,
+    /// Segments obtained from the device.
+    pub segment: StatArray,
+    /// Blocks allocated or waiting for a pending free.
+    pub active: StatArray,
+    /// Free blocks that share their segment (cannot be returned to the device).
+    pub inactive_split: StatArray,
+    /// Bytes of allocated blocks.
+    pub allocated_bytes: StatArray,
+    /// Bytes of segments.
+    pub reserved_bytes: StatArray,
+    /// Bytes of active blocks.
+    pub active_bytes: StatArray,
+    /// Bytes of inactive split blocks.
+    pub inactive_split_bytes: StatArray,
+    /// Bytes callers asked for.
+    pub requested_bytes: StatArray,
+    /// Device allocations retried after releasing every cached segment.
+    pub num_alloc_retries: u64,
+    /// Requests that ended out of memory.
+    pub num_ooms: u64,
+    /// Times every pending event was waited for.
+    pub num_sync_all_streams: u64,
+    /// Device allocation calls that succeeded.
+    pub num_device_alloc: u64,
+    /// Device free calls.
+    pub num_device_free: u64,
+    /// Allocations of blocks at least `max_split_size` bytes.
+    pub oversize_allocations: Stat,
+    /// Segments at least `max_split_size` bytes.
+    pub oversize_segments: Stat,
+    /// The configured `max_split_size` (PyTorch reports `SIZE_MAX` as -1).
+    pub max_split_size: i64,
+}
+
+/// Names of the [`StatArray`] fields, in PyTorch's order.
+pub const ARRAY_NAMES: [&str; 9] = [
+    "allocation",
+    "segment",
+    "active",
+    "inactive_split",
+    "allocated_bytes",
+    "reserved_bytes",
+    "active_bytes",
+    "inactive_split_bytes",
+    "requested_bytes",
+];
+
+impl DeviceStats {
+    /// The stat arrays with their names, in PyTorch's order.
+    pub fn arrays(&self) -> [(&'static str, &StatArray); 9] {
+        [
+            (ARRAY_NAMES[0], &self.allocation),
+            (ARRAY_NAMES[1], &self.segment),
+            (ARRAY_NAMES[2], &self.active),
+            (ARRAY_NAMES[3], &self.inactive_split),
+            (ARRAY_NAMES[4], &self.allocated_bytes),
+            (ARRAY_NAMES[5], &self.reserved_bytes),
+            (ARRAY_NAMES[6], &self.active_bytes),
+            (ARRAY_NAMES[7], &self.inactive_split_bytes),
+            (ARRAY_NAMES[8], &self.requested_bytes),
+        ]
+    }
+
+    fn arrays_mut(&mut self) -> [&mut StatArray; 9] {
+        [
+            &mut self.allocation,
+            &mut self.segment,
+            &mut self.active,
+            &mut self.inactive_split,
+            &mut self.allocated_bytes,
+            &mut self.reserved_bytes,
+            &mut self.active_bytes,
+            &mut self.inactive_split_bytes,
+            &mut self.requested_bytes,
+        ]
+    }
+
+    /// Restarts every peak at its current value (`torch.cuda.reset_peak_memory_stats`).
+    pub fn reset_peak(&mut self) {
+        for a in self.arrays_mut() {
+            a.each(Stat::reset_peak);
+        }
+        self.oversize_allocations.reset_peak();
+        self.oversize_segments.reset_peak();
+    }
+
+    /// Restarts the allocated/freed totals and the counters
+    /// (`torch.cuda.reset_accumulated_memory_stats`).
+    pub fn reset_accumulated(&mut self) {
+        for a in self.arrays_mut() {
+            a.each(Stat::reset_accumulated);
+        }
+        self.oversize_allocations.reset_accumulated();
+        self.oversize_segments.reset_accumulated();
+        self.num_alloc_retries = 0;
+        self.num_ooms = 0;
+        self.num_sync_all_streams = 0;
+        self.num_device_alloc = 0;
+        self.num_device_free = 0;
+    }
+
+    /// The flat `name.pool.metric → value` list of `torch.cuda.memory_stats()`, sorted by
+    /// key as PyTorch sorts it.
+    pub fn flat(&self) -> Vec<(String, i64)> {
+        use alloc::format;
+        let mut out = Vec::with_capacity(120);
+        for (name, array) in self.arrays() {
+            for (pool, stat) in
+                [("all", &array.all), ("large_pool", &array.large_pool), ("small_pool", &array.small_pool)]
+            {
+                for (metric, v) in [
+                    ("allocated", stat.allocated),
+                    ("current", stat.current),
+                    ("freed", stat.freed),
+                    ("peak", stat.peak),
+                ] {
+                    out.push((format!("{name}.{pool}.{metric}"), v));
+                }
+            }
+        }
+        for (name, stat) in
+            [("oversize_allocations", &self.oversize_allocations), ("oversize_segments", &self.oversize_segments)]
+        {
+            for (metric, v) in
+                [("allocated", stat.allocated), ("current", stat.current), ("freed", stat.freed), ("peak", stat.peak)]
+            {
+                out.push((format!("{name}.{metric}"), v));
+            }
+        }
+        for (name, v) in [
+            ("num_alloc_retries", self.num_alloc_retries as i64),
+            ("num_device_alloc", self.num_device_alloc as i64),
+            ("num_device_free", self.num_device_free as i64),
+            ("num_ooms", self.num_ooms as i64),
+            ("num_sync_all_streams", self.num_sync_all_streams as i64),
+            ("max_split_size", self.max_split_size),
+        ] {
+            out.push((name.into(), v));
+        }
+        out.sort();
+        out
+    }
+
+    /// [`DeviceStats::flat`] as a JSON object.
+    pub fn to_flat_json(&self) -> String {
+        let mut map = serde_json::Map::new();
+        for (k, v) in self.flat() {
+            map.insert(k, v.into());
+        }
+        serde_json::Value::Object(map).to_string()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stat_tracks_peak_and_totals() {
+        let mut s = Stat::default();
+        s.increase(10);
+        s.decrease(4);
+        s.increase(1);
+        assert_eq!(s, Stat { current: 7, peak: 10, allocated: 11, freed: 4 });
+        s.reset_peak();
+        assert_eq!(s.peak, 7);
+    }
+
+    #[test]
+    fn flat_keys_match_pytorch_names() {
+        let mut st = DeviceStats::default();
+        st.allocated_bytes.increase(Pool::Small, 512);
+        let flat = st.flat();
+        let get = |k: &str| flat.iter().find(|(n, _)| n == k).map(|(_, v)| *v);
+        assert_eq!(get("allocated_bytes.all.current"), Some(512));
+        assert_eq!(get("allocated_bytes.small_pool.peak"), Some(512));
+        assert_eq!(get("allocated_bytes.large_pool.current"), Some(0));
+        assert_eq!(get("num_ooms"), Some(0));
+        assert_eq!(get("oversize_segments.peak"), Some(0));
+        assert_eq!(flat.len(), 9 * 3 * 4 + 2 * 4 + 6);
+    }
+}

@@ -1,0 +1,392 @@
+//! Allocation traces: RAPIDS RMM's logging CSV and PyTorch snapshot JSON, read from text.
+//!
+//! A trace becomes a list of operations on *slots*: each allocation gets the lowest free
+//! slot number, and a free names the slot of the allocation it ends, so a replay needs only
+//! an array indexed by slot. Rows a replay cannot use (frees of pointers the trace never
+//! allocated, `allocate failure` rows, zero-byte allocations) are counted in the
+//! [`TraceReport`], never fatal. Malformed text is a [`TraceError`] naming the line.
+//!
+//! Invariants: a `Free` names a slot whose allocation is live at that point; every slot
+//! number is below `slots`.
+
+use alloc::string::{String, ToString};
+use alloc::vec::Vec;
+use core::fmt;
+
+use crate::addr_map::AddrMap;
+use crate::device::Stream;
+
+/// One operation of a trace.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TraceOp {
+    /// Allocate `size` bytes on `stream` into `slot`.
+    Alloc {
+        /// Slot the address goes into.
+        slot: u32,
+        /// Requested bytes.
+        size: u64,
+        /// Stream of the request.
+        stream: Stream,
+    },
+    /// Free the allocation held in `slot`.
+    Free {
+        /// Slot of the allocation.
+        slot: u32,
+    },
+}
+
+/// What the reader saw besides the operations it kept.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct TraceReport {
+    /// Data rows (or history entries) read.
+    pub rows: usize,
+    /// Allocations kept.
+    pub allocs: usize,
+    /// Frees kept.
+    pub frees: usize,
+    /// Frees of a pointer with no live allocation in the trace (recording started late).
+    pub unknown_frees: usize,
+    /// `allocate failure` rows (or `oom` entries).
+    pub alloc_failures: usize,
+    /// Allocations of zero bytes (skipped, as PyTorch returns no memory for them).
+    pub zero_size: usize,
+    /// Allocations at an address still live in the trace (a free was not logged): the
+    /// earlier allocation is freed first.
+    pub implicit_frees: usize,
+    /// Allocations never freed by the end of the trace.
+    pub live_at_end: usize,
+    /// Distinct streams seen.
+    pub streams: usize,
+}
+
+/// A parsed trace.
+#[derive(Clone, Debug, Default)]
+pub struct Trace {
+    /// The operations, in order.
+    pub ops: Vec<TraceOp>,
+    /// Time of each operation in microseconds (same length as `ops`).
+    pub times_us: Vec<u64>,
+    /// Number of slots the operations use.
+    pub slots: u32,
+    /// What was counted while reading.
+    pub report: TraceReport,
+}
+
+/// Text that is not a readable trace.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TraceError {
+    /// 1-based line (0 when the problem is not on one line).
+    pub line: usize,
+    /// What is wrong.
+    pub message: String,
+}
+
+impl fmt::Display for TraceError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.line == 0 {
+            write!(f, "invalid trace: {}", self.message)
+        } else {
+            write!(f, "invalid trace, line {}: {}", self.line, self.message)
+        }
+    }
+}
+
+fn error(line: usize, message: impl Into<String>) -> TraceError {
+    TraceError { line, message: message.into() }
+}
+
+/// Builds a trace from pointer-level events, assigning slots.
+#[derive(Default)]
+struct Builder {
+    trace: Trace,
+    slot_of: AddrMap,
+    free_slots: Vec<u32>,
+    streams: Vec<Stream>,
+}
+
+impl Builder {
+    fn alloc(&mut self, ptr: u64, size: u64, stream: Stream, time_us: u64) {
+        self.trace.report.rows += 1;
+        if size == 0 {
+            self.trace.report.zero_size += 1;
+            return;
+        }
+        if self.slot_of.contains_key(&ptr) {
+            self.trace.report.implicit_frees += 1;
+            self.free(ptr, time_us);
+            self.trace.report.rows -= 1;
+        }
+        let slot = self.free_slots.pop().unwrap_or_else(|| {
+            self.trace.slots += 1;
+            self.trace.slots - 1
+        });
+        self.slot_of.insert(ptr, slot);
+        if !self.streams.contains(&stream) {
+            self.streams.push(stream);
+        }
+        self.trace.ops.push(TraceOp::Alloc { slot, size, stream });
+        self.trace.times_us.push(time_us);
+        self.trace.report.allocs += 1;
+    }
+
+    fn free(&mut self, ptr: u64, time_us: u64) {
+        self.trace.report.rows += 1;
+        let Some(slot) = self.slot_of.remove(&ptr) else {
+            self.trace.report.unknown_frees += 1;
+            return;
+        };
+        self.free_slots.push(slot);
+        self.trace.ops.push(TraceOp::Free { slot });
+        self.trace.times_us.push(time_us);
+        self.trace.report.frees += 1;
+    }
+
+    fn failure(&mut self) {
+        self.trace.report.rows += 1;
+        self.trace.report.alloc_failures += 1;
+    }
+
+    fn finish(mut self) -> Trace {
+        self.trace.report.live_at_end = self.slot_of.len();
+        self.trace.report.streams = self.streams.len();
+        // Slots are handed out lowest-last from the stack; keep the order deterministic.
+        self.trace
+    }
+}
+
+/// Reads a trace in either format: JSON when the text starts with `{`, CSV otherwise.
+pub fn parse_trace(text: &str) -> Result<Trace, TraceError> {
+    if text.trim_start().starts_with('{') {
+        parse_snapshot_json(text)
+    } else {
+        parse_csv(text)
+    }
+}
+
+fn parse_hex(field: &str) -> Option<u64> {
+    let f = field.trim();
+    let digits = f.strip_prefix("0x").or_else(|| f.strip_prefix("0X")).unwrap_or(f);
+    if digits.is_empty() {
+        return None;
+    }
+    u64::from_str_radix(digits, 16).ok()
+}
+
+/// Microseconds, or `HH:MM:SS.ffffff` as microseconds since midnight.
+fn parse_time(field: &str) -> Option<u64> {
+    let f = field.trim();
+    if f.is_empty() {
+        return Some(0);
+    }
+    if let Ok(us) = f.parse::<u64>() {
+        return Some(us);
+    }
+    let mut parts = f.split(':');
+    let (h, m, s) = (parts.next()?, parts.next()?, parts.next()?);
+    if parts.next().is_some() {
+        return None;
+    }
+    let (secs, frac) = s.split_once('.').unwrap_or((s, ""));
+    if frac.len() > 9 || !frac.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let mut micros: u64 = 0;
+    for (i, b) in frac.bytes().take(6).enumerate() {
+        micros += (b - b'0') as u64 * 10u64.pow(5 - i as u32);
+    }
+    let whole = h.parse::<u64>().ok()? * 3600 + m.parse::<u64>().ok()? * 60 + secs.parse::<u64>().ok()?;
+    Some(whole * 1_000_000 + micros)
+}
+
+/// Reads RMM's logging CSV (`Thread,Time,Action,Pointer,Size,Stream`; columns found by name).
+pub fn parse_csv(text: &str) -> Result<Trace, TraceError> {
+    let mut lines = text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty());
+    let (_, header) = lines.next().ok_or_else(|| error(0, "the text is empty"))?;
+    let names: Vec<&str> = header.split(',').map(str::trim).collect();
+    let column = |name: &str| {
+        names.iter().position(|n| n.eq_ignore_ascii_case(name)).ok_or_else(|| {
+            error(
+                1,
+                alloc::format!("header lacks the '{name}' column (expected Thread,Time,Action,Pointer,Size,Stream)"),
+            )
+        })
+    };
+    let (c_time, c_action, c_ptr, c_size) = (column("Time")?, column("Action")?, column("Pointer")?, column("Size")?);
+    let c_stream = names.iter().position(|n| n.eq_ignore_ascii_case("Stream"));
+    let mut b = Builder::default();
+    let mut fields: Vec<&str> = Vec::with_capacity(names.len());
+    for (i, line) in lines {
+        let n = i + 1;
+        fields.clear();
+        fields.extend(line.split(','));
+        if fields.len() < names.len() {
+            return Err(error(n, alloc::format!("expected {} fields, found {}", names.len(), fields.len())));
+        }
+        let time =
+            parse_time(fields[c_time]).ok_or_else(|| error(n, alloc::format!("bad time '{}'", fields[c_time])))?;
+        let ptr = parse_hex(fields[c_ptr]).ok_or_else(|| error(n, alloc::format!("bad pointer '{}'", fields[c_ptr])));
+        let size =
+            fields[c_size].trim().parse::<u64>().map_err(|_| error(n, alloc::format!("bad size '{}'", fields[c_size])));
+        let stream = match c_stream {
+            Some(c) => parse_hex(fields[c]).ok_or_else(|| error(n, alloc::format!("bad stream '{}'", fields[c])))?,
+            None => 0,
+        };
+        match fields[c_action].trim() {
+            "allocate" => b.alloc(ptr?, size?, stream, time),
+            "free" => b.free(ptr?, time),
+            "allocate failure" => b.failure(),
+            other => {
+                return Err(error(
+                    n,
+                    alloc::format!("unknown action '{other}' (expected allocate, free or allocate failure)"),
+                ))
+            }
+        }
+    }
+    Ok(b.finish())
+}
+
+/// Reads the `device_traces` of a PyTorch snapshot (`torch.cuda.memory._snapshot()`):
+/// `alloc` entries allocate, `free_requested` entries free, `oom` entries count as
+/// failures; other actions are ignored. Entries of every device are read in order.
+pub fn parse_snapshot_json(text: &str) -> Result<Trace, TraceError> {
+    let v: serde_json::Value = serde_json::from_str(text).map_err(|e| error(e.line(), e.to_string()))?;
+    let traces = v
+        .get("device_traces")
+        .and_then(|t| t.as_array())
+        .ok_or_else(|| error(0, "no 'device_traces' list: not a PyTorch memory snapshot"))?;
+    let mut b = Builder::default();
+    for (d, device) in traces.iter().enumerate() {
+        let entries = device.as_array().ok_or_else(|| error(0, alloc::format!("device_traces[{d}] is not a list")))?;
+        for (i, e) in entries.iter().enumerate() {
+            let field = |k: &str| e.get(k).and_then(|x| x.as_u64());
+            let action = e.get("action").and_then(|a| a.as_str()).unwrap_or("");
+            let need = |k: &str| {
+                field(k)
+                    .ok_or_else(|| error(0, alloc::format!("device_traces[{d}][{i}] ({action}) lacks a numeric '{k}'")))
+            };
+            let time = field("time_us").unwrap_or(0);
+            match action {
+                "alloc" => b.alloc(need("addr")?, need("size")?, field("stream").unwrap_or(0), time),
+                "free_requested" => b.free(need("addr")?, time),
+                "oom" => b.failure(),
+                _ => {}
+            }
+        }
+    }
+    Ok(b.finish())
+}
+
+impl Trace {
+    /// Peak of the bytes live at once, as requested (before rounding).
+    pub fn peak_requested(&self) -> u64 {
+        let mut size_of = alloc::vec![0u64; self.slots as usize];
+        let (mut live, mut peak) = (0u64, 0u64);
+        for op in &self.ops {
+            match *op {
+                TraceOp::Alloc { slot, size, .. } => {
+                    size_of[slot as usize] = size;
+                    live += size;
+                    peak = peak.max(live);
+                }
+                TraceOp::Free { slot } => live -= size_of[slot as usize],
+            }
+        }
+        peak
+    }
+
+    /// A one-line description of what the reader counted.
+    pub fn describe(&self) -> String {
+        let r = &self.report;
+        let mut s = alloc::format!("{} operations ({} allocations, {} frees)", self.ops.len(), r.allocs, r.frees);
+        for (n, what) in [
+            (r.unknown_frees, "frees of unknown pointers skipped"),
+            (r.alloc_failures, "allocation failures skipped"),
+            (r.zero_size, "zero-byte allocations skipped"),
+            (r.implicit_frees, "re-allocated live pointers (implicit frees)"),
+            (r.live_at_end, "allocations live at the end"),
+        ] {
+            if n > 0 {
+                s.push_str(&alloc::format!(", {n} {what}"));
+            }
+        }
+        s.to_string()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const CSV: &str = "Thread,Time,Action,Pointer,Size,Stream\n\
+        0,10,allocate,0x1000,100,0x0\n\
+        0,11,allocate,0x2000,200,0x0\n\
+        0,12,free,0x1000,100,0x0\n\
+        0,13,allocate,0x3000,300,0x7\n\
+        0,14,free,0x9999,5,0x0\n\
+        0,15,allocate failure,0x0,5,0x0\n";
+
+    #[test]
+    fn csv_assigns_reused_slots() {
+        let t = parse_csv(CSV).unwrap();
+        assert_eq!(
+            t.ops,
+            [
+                TraceOp::Alloc { slot: 0, size: 100, stream: 0 },
+                TraceOp::Alloc { slot: 1, size: 200, stream: 0 },
+                TraceOp::Free { slot: 0 },
+                TraceOp::Alloc { slot: 0, size: 300, stream: 7 },
+            ]
+        );
+        assert_eq!(t.slots, 2);
+        assert_eq!(t.report.unknown_frees, 1);
+        assert_eq!(t.report.alloc_failures, 1);
+        assert_eq!(t.report.live_at_end, 2);
+        assert_eq!(t.report.streams, 2);
+        assert_eq!(t.peak_requested(), 500);
+    }
+
+    #[test]
+    fn clock_times_and_reordered_columns() {
+        let t = parse_csv("Action,Pointer,Size,Time\nallocate,0x10,512,01:00:00.5\n").unwrap();
+        assert_eq!(t.times_us, [3_600_500_000]);
+    }
+
+    #[test]
+    fn malformed_rows_name_their_line() {
+        let e = parse_csv("Thread,Time,Action,Pointer,Size,Stream\n0,1,allocate,0xZZ,5,0x0\n").unwrap_err();
+        assert_eq!(e.line, 2);
+        assert!(e.message.contains("pointer"));
+        let e = parse_csv("Thread,Time,Action,Pointer,Size,Stream\n0,1,allocate,0x10,5\n").unwrap_err();
+        assert!(e.message.contains("fields"));
+        assert!(parse_csv("Pointer,Size\n").unwrap_err().message.contains("'Time'"));
+        assert!(parse_csv("").is_err());
+        let e = parse_csv("Thread,Time,Action,Pointer,Size,Stream\n0,1,steal,0x10,5,0x0\n").unwrap_err();
+        assert!(e.message.contains("steal"));
+    }
+
+    #[test]
+    fn snapshot_json_reads_device_traces() {
+        let json = r#"{"segments": [], "device_traces": [[
+            {"action": "segment_alloc", "addr": 0, "size": 2097152, "stream": 0},
+            {"action": "alloc", "addr": 4096, "size": 100, "stream": 0, "time_us": 5},
+            {"action": "free_requested", "addr": 4096, "size": 100, "stream": 0},
+            {"action": "free_completed", "addr": 4096, "size": 100, "stream": 0},
+            {"action": "oom", "addr": 0, "size": 100, "stream": 0}
+        ]]}"#;
+        let t = parse_trace(json).unwrap();
+        assert_eq!(t.ops, [TraceOp::Alloc { slot: 0, size: 100, stream: 0 }, TraceOp::Free { slot: 0 }]);
+        assert_eq!(t.report.alloc_failures, 1);
+        assert!(parse_trace("{\"segments\": []}").unwrap_err().message.contains("device_traces"));
+        assert!(parse_trace("{not json").is_err());
+    }
+
+    #[test]
+    fn zero_sizes_and_repeated_pointers_are_counted() {
+        let t =
+            parse_csv("Time,Action,Pointer,Size\n1,allocate,0x10,0\n2,allocate,0x20,5\n3,allocate,0x20,6\n").unwrap();
+        assert_eq!(t.report.zero_size, 1);
+        assert_eq!(t.report.implicit_frees, 1);
+        assert_eq!(t.ops.len(), 3);
+    }
+}

@@ -1,0 +1,83 @@
+//! The `cachalot` command-line tool: `replay` and `compare` allocation traces through the
+//! allocator over a simulated device.
+//!
+//! Invariant: every failure is one line on stderr starting with `cachalot: error:` and a
+//! non-zero exit status (2 for usage errors); nothing panics on bad input.
+
+mod args;
+mod compare_cmd;
+mod input;
+mod replay_cmd;
+mod run;
+
+use args::Args;
+
+/// What went wrong, and which exit status it maps to.
+pub enum Failure {
+    /// The command line was wrong (exit 2).
+    Usage(String),
+    /// The command could not do its job (exit 1).
+    Error(String),
+}
+
+impl From<String> for Failure {
+    fn from(s: String) -> Self {
+        Failure::Error(s)
+    }
+}
+
+pub const USAGE: &str = "\
+usage: cachalot <command> [options]
+
+commands:
+  replay [TRACE] [--config CONF] [--capacity SIZE] [--passes N] [--json] [--summary]
+      Replay an allocation trace (RMM CSV, .csv.gz or PyTorch snapshot .json; default:
+      the built-in gpt2_train trace) and report peak memory, device calls and ns/op.
+  compare [TRACE] [--config CONF]... [--capacity SIZE] [--passes N] [--json]
+      Replay one trace under several configs side by side (default: PyTorch's default,
+      max_split_size_mb:128 and cachalot's default), with PyTorch's measured figures.
+
+TRACE is a path or a built-in trace name: gpt2_train, resnet50_train, mixed_fc_conv.
+CONF uses PYTORCH_CUDA_ALLOC_CONF syntax, e.g. policy:pytorch,max_split_size_mb:128.
+SIZE takes units: 80GiB, 141GB, 512MiB.";
+
+/// Runs the tool on `argv` (without the program name).
+pub fn main(argv: Vec<String>) -> Result<(), Failure> {
+    let mut it = argv.into_iter();
+    let command = it.next().ok_or_else(|| Failure::Usage("missing command".into()))?;
+    let mut args = Args::new(it);
+    match command.as_str() {
+        "replay" => replay_cmd::run(&mut args),
+        "compare" => compare_cmd::run(&mut args),
+        "help" | "--help" | "-h" => {
+            println!("{USAGE}");
+            Ok(())
+        }
+        "--version" | "version" => {
+            println!("cachalot {}", env!("CARGO_PKG_VERSION"));
+            Ok(())
+        }
+        other => Err(Failure::Usage(format!("unknown command '{other}'"))),
+    }
+}
+
+/// Reads the options every replaying command shares.
+fn run_options(args: &mut Args, summary: bool) -> Result<run::RunOptions, Failure> {
+    let capacity = match args.value("capacity").map_err(Failure::Usage)? {
+        Some(c) => args::parse_size(&c).map_err(Failure::Usage)?,
+        None => run::DEFAULT_CAPACITY,
+    };
+    let warm_passes = match args.value("passes").map_err(Failure::Usage)? {
+        Some(p) => p
+            .parse::<usize>()
+            .ok()
+            .filter(|&n| (3..=1000).contains(&n))
+            .ok_or_else(|| Failure::Usage(format!("--passes {p}: expected a number from 3 to 1000")))?,
+        None => 5,
+    };
+    Ok(run::RunOptions { capacity, warm_passes, summary })
+}
+
+fn parse_config(text: &str) -> Result<cachalot_core::Config, Failure> {
+    cachalot_core::Config::parse(text).map_err(|e| Failure::Error(e.to_string()))
+}

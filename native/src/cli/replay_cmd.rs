@@ -1,0 +1,49 @@
+//! `cachalot replay`: one trace, one config; a readable report or one JSON object.
+
+use super::args::Args;
+use super::run::{human, run as replay};
+use super::{input, parse_config, run_options, Failure};
+
+pub fn run(args: &mut Args) -> Result<(), Failure> {
+    let json = args.flag("json");
+    let summary = args.flag("summary");
+    let config = args.value("config").map_err(Failure::Usage)?.unwrap_or_default();
+    let opts = run_options(args, summary)?;
+    args.finish(1).map_err(Failure::Usage)?;
+    let config = parse_config(&config)?;
+    let trace = input::load(args.positional(0))?;
+    let r = replay(&trace, &config, &opts)?;
+    if json {
+        println!("{}", serde_json::to_string(&r).map_err(|e| e.to_string())?);
+    } else {
+        println!("trace     {} ({})", r.trace, trace.trace.describe());
+        println!("config    {}", r.config);
+        println!("device    simulated, {}", human(r.capacity_bytes));
+        println!("peak requested  {:>12}", human(r.peak_requested_bytes));
+        println!("peak allocated  {:>12}", human(r.peak_allocated_bytes));
+        println!("peak reserved   {:>12}  ({:.3}x requested)", human(r.peak_reserved_bytes), r.reserved_over_requested);
+        println!("device calls    {} allocs, {} frees", r.device_allocs, r.device_frees);
+        println!("out of memory   {}", r.ooms);
+        println!(
+            "cpu cost        {:.1} ns/op warm (median of {}), {:.1} ns/op cold",
+            r.ns_per_op,
+            r.ns_per_op_passes.len(),
+            r.ns_per_op_cold
+        );
+        if let Some(oom) = &r.first_oom {
+            println!("first OOM       {oom}");
+        }
+    }
+    if let (Some(peak), Some(end)) = (&r.summary_at_peak, &r.summary_at_end) {
+        let text = format!(
+            "memory summary {peak}\nmemory summary at the end of the trace (before freeing what it left live):\n{end}"
+        );
+        // With --json, stdout holds exactly one JSON object.
+        if json {
+            eprint!("{text}");
+        } else {
+            print!("\n{text}");
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,156 @@
+//! One replay of a trace under one config, timed: a cold pass on a fresh allocator for the
+//! memory figures, then warm passes on the same allocator for the CPU cost per operation.
+//!
+//! Invariant: `ns_per_op` is the median over at least three warm passes of the replay loop
+//! alone (parsing, setup and the final frees are outside the clock).
+
+use std::io::{IsTerminal, Write};
+use std::time::Instant;
+
+use cachalot_core::replay::Step;
+use cachalot_core::{Allocator, Config, Replayer, SimDevice};
+use serde::Serialize;
+
+use super::input::NamedTrace;
+
+/// Simulated device size when none is given: an H200's usable memory.
+pub const DEFAULT_CAPACITY: u64 = 140 << 30;
+
+/// How to run.
+pub struct RunOptions {
+    /// Simulated device size in bytes.
+    pub capacity: u64,
+    /// Warm passes to time (at least 3).
+    pub warm_passes: usize,
+    /// Capture memory summaries at the peak and at the end.
+    pub summary: bool,
+}
+
+/// What a run measured; the `--json` output.
+#[derive(Serialize)]
+pub struct RunReport {
+    pub trace: String,
+    pub config: String,
+    pub ops: usize,
+    pub peak_requested_bytes: u64,
+    pub peak_allocated_bytes: u64,
+    pub peak_reserved_bytes: u64,
+    pub reserved_over_requested: f64,
+    pub device_allocs: u64,
+    pub device_frees: u64,
+    pub ooms: u64,
+    pub ns_per_op: f64,
+    pub ns_per_op_cold: f64,
+    pub ns_per_op_passes: Vec<f64>,
+    pub capacity_bytes: u64,
+    pub trace_report: cachalot_core::trace::TraceReport,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub first_oom: Option<String>,
+    #[serde(skip)]
+    pub summary_at_peak: Option<String>,
+    #[serde(skip)]
+    pub summary_at_end: Option<String>,
+}
+
+fn progress(msg: &str) {
+    let mut err = std::io::stderr();
+    if err.is_terminal() {
+        let _ = write!(err, "\r\x1b[2K{msg}");
+        let _ = err.flush();
+    }
+}
+
+fn done_progress() {
+    progress("");
+}
+
+/// Replays `t` under `config`.
+pub fn run(t: &NamedTrace, config: &Config, opts: &RunOptions) -> Result<RunReport, String> {
+    let ops = &t.trace.ops;
+    let config_name = config.to_config_string();
+    let fail = |e: cachalot_core::replay::ReplayError| format!("{}: {e}", t.name);
+    progress(&format!("{} under {config_name}: cold pass", t.name));
+    let mut alloc = Allocator::new(SimDevice::new(opts.capacity), config.clone());
+    let mut replayer = Replayer::new(t.trace.slots);
+    let start = Instant::now();
+    let cold = replayer.run_ops(&mut alloc, ops).map_err(fail)?;
+    let cold_ns = start.elapsed().as_nanos() as f64 / ops.len().max(1) as f64;
+    let summary_at_end = opts.summary.then(|| alloc.memory_summary(0, false));
+    replayer.free_live(&mut alloc).map_err(|e| format!("{}: {e}", t.name))?;
+    let mut passes = Vec::with_capacity(opts.warm_passes);
+    for p in 0..opts.warm_passes.max(3) {
+        progress(&format!("{} under {config_name}: warm pass {}/{}", t.name, p + 1, opts.warm_passes.max(3)));
+        let start = Instant::now();
+        replayer.run_ops(&mut alloc, ops).map_err(fail)?;
+        passes.push(start.elapsed().as_nanos() as f64 / ops.len().max(1) as f64);
+        replayer.free_live(&mut alloc).map_err(|e| format!("{}: {e}", t.name))?;
+    }
+    done_progress();
+    let summary_at_peak = if opts.summary { Some(summary_at_peak(t, config, opts.capacity)?) } else { None };
+    let mut sorted = passes.clone();
+    sorted.sort_by(f64::total_cmp);
+    let median = sorted[sorted.len() / 2];
+    Ok(RunReport {
+        trace: t.name.clone(),
+        config: config_name,
+        ops: ops.len(),
+        peak_requested_bytes: cold.peak_requested_bytes,
+        peak_allocated_bytes: cold.peak_allocated_bytes,
+        peak_reserved_bytes: cold.peak_reserved_bytes,
+        reserved_over_requested: cold.peak_reserved_bytes as f64 / cold.peak_requested_bytes.max(1) as f64,
+        device_allocs: cold.device_allocs,
+        device_frees: cold.device_frees,
+        ooms: cold.ooms,
+        ns_per_op: round1(median),
+        ns_per_op_cold: round1(cold_ns),
+        ns_per_op_passes: passes.into_iter().map(round1).collect(),
+        capacity_bytes: opts.capacity,
+        trace_report: t.trace.report.clone(),
+        first_oom: cold.first_oom.map(|(i, r)| format!("operation {i}: {r}")),
+        summary_at_peak,
+        summary_at_end,
+    })
+}
+
+fn round1(x: f64) -> f64 {
+    (x * 10.0).round() / 10.0
+}
+
+/// The memory summary at the moment reserved memory peaked (an untimed replay that keeps
+/// the statistics of the newest peak).
+fn summary_at_peak(t: &NamedTrace, config: &Config, capacity: u64) -> Result<String, String> {
+    let mut alloc = Allocator::new(SimDevice::new(capacity), config.clone());
+    let mut replayer = Replayer::new(t.trace.slots);
+    let mut best = (0u64, *alloc.stats(), 0usize);
+    for (i, op) in t.trace.ops.iter().enumerate() {
+        match replayer.step(&mut alloc, op) {
+            Ok(Step::Allocated(_)) if alloc.reserved_bytes() > best.0 => {
+                best = (alloc.reserved_bytes(), *alloc.stats(), i)
+            }
+            Ok(_) => {}
+            Err(e) => return Err(format!("{}: operation {i}: {e}", t.name)),
+        }
+    }
+    let (_, stats, op) = best;
+    Ok(format!(
+        "at operation {op} of {}, when reserved memory peaked:\n{}",
+        t.trace.ops.len(),
+        cachalot_core::summary::memory_summary(&stats, 0, false)
+    ))
+}
+
+/// Formats bytes in binary units with two decimals ("20.00 GiB").
+pub fn human(bytes: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = bytes as f64;
+    let mut u = 0;
+    while v >= 1024.0 && u < UNITS.len() - 1 {
+        v /= 1024.0;
+        u += 1;
+    }
+    if u == 0 {
+        format!("{bytes} B")
+    } else {
+        format!("{v:.2} {}", UNITS[u])
+    }
+}
