@@ -18,9 +18,10 @@ use crate::config::Config;
 use crate::device::{Device, Stream};
 use crate::error::AllocError;
 use crate::events::PendingEvents;
+use crate::explain::{Decision, Explainer};
 use crate::free_index::FreeIndex;
 use crate::history::{Action, History, TraceEntry};
-use crate::size::{round_size, segment_size, Pool, MAX_REQUEST, MIN_BLOCK, SMALL_SIZE};
+use crate::size::{power2_interval, round_size, segment_size, Pool, MAX_REQUEST, MIN_BLOCK, SMALL_SIZE};
 use crate::stats::DeviceStats;
 
 /// A caching allocator for one device.
@@ -41,6 +42,7 @@ pub struct Allocator<D: Device> {
     /// Free-block lookups per pool while garbage collection is on (ages of cached blocks).
     pub(crate) lookups: [u32; 2],
     pub(crate) history: History,
+    pub(crate) explainer: Explainer,
 }
 
 impl<D: Device> Allocator<D> {
@@ -61,6 +63,7 @@ impl<D: Device> Allocator<D> {
             allowed: None,
             lookups: [0; 2],
             history: History::new(config.history_entries),
+            explainer: Explainer::default(),
             config,
         };
         if let Some(f) = a.config.per_process_memory_fraction {
@@ -118,10 +121,25 @@ impl<D: Device> Allocator<D> {
             return Err(AllocError::TooLarge { requested: size });
         }
         if !self.events.is_empty() {
-            self.process_events()?;
+            let completed = self.process_events()?;
+            if completed > 0 {
+                self.explainer.note(|| Decision::EventsCompleted { blocks: completed });
+            }
         }
         let rounded = round_size(size, &self.config.roundup_power2_divisions);
         let pool = Pool::for_size(rounded);
+        if self.explainer.decisions.is_some() {
+            let divisions = self.config.roundup_power2_divisions[power2_interval(size)] as u64;
+            let rule = if size < MIN_BLOCK {
+                "the smallest block is 512 bytes"
+            } else if divisions > 1 && size > MIN_BLOCK * divisions {
+                "roundup_power2_divisions: the next of equal steps between powers of two"
+            } else {
+                "blocks are multiples of 512 bytes"
+            };
+            self.explainer.note(|| Decision::Rounded { requested: size, rounded, rule });
+            self.explainer.note(|| Decision::Pool { pool: pool.name(), segment_size: segment_size(rounded) });
+        }
         let id = match self.take_free_block(pool, stream, rounded) {
             Some(id) => id,
             None => match self.grow(pool, stream, rounded)? {
@@ -155,7 +173,10 @@ impl<D: Device> Allocator<D> {
             self.stats.oversize_allocations.decrease(1);
         }
         self.record(Action::FreeRequested, addr, requested, stream);
-        if !pending {
+        if pending {
+            let events = self.blocks[id].event_count as u64;
+            self.explainer.note(|| Decision::Pending { events });
+        } else {
             self.free_block(id);
         }
         Ok(())
@@ -212,12 +233,23 @@ impl<D: Device> Allocator<D> {
         if self.gc_enabled() {
             self.lookups[pool.index()] = self.lookups[pool.index()].wrapping_add(1);
         }
-        let ((_, size, addr), id) = self.free[pool.index()].best_fit(stream, rounded)?;
-        let max_split = self.config.max_split_size;
-        if rounded < max_split && size >= max_split {
-            return None;
+        let found = self.free[pool.index()].best_fit(stream, rounded);
+        if self.explainer.decisions.is_some() {
+            let cached_blocks = self.free[pool.index()].iter().count() as u64;
+            let (addr, size) = found.map_or((None, 0), |((_, size, addr), _)| (Some(addr), size));
+            self.explainer.note(|| Decision::BestFit { addr, size, cached_blocks });
         }
-        if rounded >= max_split && size >= rounded.saturating_add(self.config.max_non_split_rounding) {
+        let ((_, size, addr), id) = found?;
+        let max_split = self.config.max_split_size;
+        let rejected = if rounded < max_split && size >= max_split {
+            Some("below max_split_size, a request never takes a block of max_split_size or more")
+        } else if rounded >= max_split && size >= rounded.saturating_add(self.config.max_non_split_rounding) {
+            Some("an oversize request only takes a block less than max_non_split_rounding larger")
+        } else {
+            None
+        };
+        if let Some(reason) = rejected {
+            self.explainer.note(|| Decision::Rejected { addr, size, reason });
             return None;
         }
         self.free[pool.index()].remove(stream, size, addr);
@@ -238,14 +270,20 @@ impl<D: Device> Allocator<D> {
         }
         if let Some(allowed) = self.allowed {
             if self.reserved + size > allowed {
+                self.explainer
+                    .note(|| Decision::SegmentRefused { size, reason: "it would exceed the memory fraction" });
                 return Ok(None);
             }
         }
         let addr = match self.device.allocate(size) {
             Ok(addr) => addr,
-            Err(crate::device::DeviceError::OutOfMemory) => return Ok(None),
+            Err(crate::device::DeviceError::OutOfMemory) => {
+                self.explainer.note(|| Decision::SegmentRefused { size, reason: "the device is out of memory" });
+                return Ok(None);
+            }
             Err(e) => return Err(e.into()),
         };
+        self.explainer.note(|| Decision::NewSegment { addr, size });
         self.reserved += size;
         let id = self.blocks.insert(Block {
             addr,
@@ -281,12 +319,38 @@ impl<D: Device> Allocator<D> {
         }
     }
 
+    /// Why [`Allocator::should_split`] decided as it did.
+    fn split_reason(&self, pool: Pool, rounded: u64, remaining: u64, split: bool) -> &'static str {
+        match (pool, split) {
+            (_, false) if remaining == 0 => "it fits exactly",
+            (Pool::Small, true) => "small pool: at least 512 bytes remain",
+            (Pool::Small, false) => "small pool: less than 512 bytes would remain",
+            (Pool::Large, true) => "large pool: more than 1 MiB remains",
+            (Pool::Large, false) if rounded >= self.config.max_split_size => {
+                "blocks are never split for requests of max_split_size or more"
+            }
+            (Pool::Large, false) => "large pool: a remainder of 1 MiB or less is not worth a block",
+        }
+    }
+
     /// Hands out block `id` (taken from the free index or fresh from the device) for a
     /// rounded request, splitting off the remainder when the split rule says so.
     fn hand_out(&mut self, id: u32, rounded: u64, requested: u64) -> u64 {
         let already_split = self.blocks[id].is_split();
         let pool = self.blocks[id].pool;
-        let id = if self.should_split(id, rounded) {
+        let split = self.should_split(id, rounded);
+        if self.explainer.decisions.is_some() {
+            let (addr, block_size) = (self.blocks[id].addr, self.blocks[id].size);
+            let reason = self.split_reason(pool, rounded, block_size - rounded, split);
+            self.explainer.note(|| Decision::Split {
+                addr,
+                block_size,
+                remainder: block_size - rounded,
+                split,
+                reason,
+            });
+        }
+        let id = if split {
             let rest = &mut self.blocks[id];
             let front = Block { size: rounded, prev: rest.prev, next: id, ..rest.clone() };
             rest.addr += rounded;
@@ -343,11 +407,12 @@ impl<D: Device> Allocator<D> {
         self.record(Action::FreeCompleted, addr, requested, stream);
         let mut net_blocks: i64 = 0;
         let mut net_bytes: i64 = 0;
-        for neighbour in neighbours {
+        for (side, neighbour) in [("previous", neighbours[0]), ("next", neighbours[1])] {
             let subsumed = self.try_merge(id, neighbour);
             if subsumed > 0 {
                 net_blocks -= 1;
                 net_bytes -= subsumed as i64;
+                self.explainer.note(|| Decision::Merged { side, bytes: subsumed });
             }
         }
         let b = &mut self.blocks[id];
@@ -357,6 +422,7 @@ impl<D: Device> Allocator<D> {
         let split = b.is_split();
         let (key_stream, key_size, key_addr) = (b.stream, b.size, b.addr);
         self.free[pool.index()].insert(key_stream, key_size, key_addr, id);
+        self.explainer.note(|| Decision::Cached { addr: key_addr, size: key_size, whole_segment: !split });
         if split {
             net_blocks += 1;
             net_bytes += key_size as i64;
@@ -424,8 +490,10 @@ impl<D: Device> Allocator<D> {
         Ok(())
     }
 
-    /// Completes pending frees whose events are done (called at each malloc).
-    pub(crate) fn process_events(&mut self) -> Result<(), AllocError> {
+    /// Completes pending frees whose events are done (called at each malloc); returns how
+    /// many blocks became reusable.
+    pub(crate) fn process_events(&mut self) -> Result<u64, AllocError> {
+        let mut completed = 0;
         for i in 0..self.events.streams() {
             while let Some((event, id)) = self.events.front(i) {
                 if !self.device.query_event(event)? {
@@ -433,11 +501,11 @@ impl<D: Device> Allocator<D> {
                 }
                 self.events.pop_front(i);
                 self.device.release_event(event);
-                self.event_completed(id);
+                completed += self.event_completed(id) as u64;
             }
         }
         self.events.drop_empty();
-        Ok(())
+        Ok(completed)
     }
 
     /// Waits for every pending event and completes the frees waiting on them.
@@ -455,12 +523,15 @@ impl<D: Device> Allocator<D> {
         Ok(())
     }
 
-    fn event_completed(&mut self, id: u32) {
+    /// One of block `id`'s events completed; true if that completed its free.
+    fn event_completed(&mut self, id: u32) -> bool {
         let b = &mut self.blocks[id];
         b.event_count -= 1;
-        if b.event_count == 0 {
+        let done = b.event_count == 0;
+        if done {
             self.free_block(id);
         }
+        done
     }
 
     /// Explains why `addr` is not a live allocation (a slow path: it scans the blocks).
@@ -494,6 +565,16 @@ impl<D: Device> Allocator<D> {
     /// The recorded history, oldest first.
     pub fn history(&self) -> Vec<TraceEntry> {
         self.history.entries()
+    }
+
+    /// Starts (or stops) noting the decisions of each call; see [`Allocator::take_decisions`].
+    pub fn set_explain(&mut self, on: bool) {
+        self.explainer.decisions = if on { Some(Vec::new()) } else { None };
+    }
+
+    /// The decisions noted since the last call (empty when explaining is off).
+    pub fn take_decisions(&mut self) -> Vec<Decision> {
+        self.explainer.decisions.as_mut().map(core::mem::take).unwrap_or_default()
     }
 
     /// Segment size a fresh device allocation would get for a request of `size` bytes.

@@ -69,3 +69,34 @@ pub trait Device {
         0
     }
 }
+
+/// A boxed device is a device, so one allocator type can serve several device kinds.
+impl<D: Device + ?Sized> Device for alloc::boxed::Box<D> {
+    fn total_memory(&self) -> u64 {
+        (**self).total_memory()
+    }
+    fn free_memory(&self) -> u64 {
+        (**self).free_memory()
+    }
+    fn allocate(&mut self, size: u64) -> Result<u64, DeviceError> {
+        (**self).allocate(size)
+    }
+    fn free(&mut self, address: u64, size: u64) -> Result<(), DeviceError> {
+        (**self).free(address, size)
+    }
+    fn record_event(&mut self, stream: Stream) -> Result<Event, DeviceError> {
+        (**self).record_event(stream)
+    }
+    fn query_event(&mut self, event: Event) -> Result<bool, DeviceError> {
+        (**self).query_event(event)
+    }
+    fn synchronize_event(&mut self, event: Event) -> Result<(), DeviceError> {
+        (**self).synchronize_event(event)
+    }
+    fn release_event(&mut self, event: Event) {
+        (**self).release_event(event)
+    }
+    fn now_us(&self) -> u64 {
+        (**self).now_us()
+    }
+}

@@ -14,6 +14,7 @@ use alloc::vec::Vec;
 use crate::allocator::Allocator;
 use crate::device::{Device, Stream};
 use crate::error::{AllocError, OomReport};
+use crate::explain::Decision;
 use crate::history::Action;
 use crate::size::{round_size, segment_size, Pool};
 
@@ -23,18 +24,40 @@ impl<D: Device> Allocator<D> {
     pub(crate) fn grow(&mut self, pool: Pool, stream: Stream, rounded: u64) -> Result<Option<u32>, AllocError> {
         let size = segment_size(rounded);
         if self.gc_enabled() {
+            let before = self.reserved;
             self.garbage_collect()?;
+            let bytes = before - self.reserved;
+            if bytes > 0 {
+                self.explainer.note(|| Decision::GarbageCollected { bytes });
+            }
         }
         if let Some(id) = self.allocate_segment(pool, stream, size, false)? {
             return Ok(Some(id));
         }
-        if self.release_available_cached_blocks(pool, stream, rounded)? {
+        let released = self.noting_releases("release oversize cached segments", |a| {
+            a.release_available_cached_blocks(pool, stream, rounded)
+        })?;
+        if released {
             if let Some(id) = self.allocate_segment(pool, stream, size, false)? {
                 return Ok(Some(id));
             }
         }
-        self.release_cached_blocks()?;
+        self.noting_releases("release every unsplit cached segment and retry", |a| a.release_cached_blocks())?;
         self.allocate_segment(pool, stream, size, true)
+    }
+
+    /// Runs a release step and notes what it returned to the device.
+    fn noting_releases<T>(
+        &mut self,
+        step: &'static str,
+        f: impl FnOnce(&mut Self) -> Result<T, AllocError>,
+    ) -> Result<T, AllocError> {
+        let (frees, reserved) = (self.stats.num_device_free, self.reserved);
+        let out = f(self)?;
+        let segments = self.stats.num_device_free - frees;
+        let bytes = reserved - self.reserved;
+        self.explainer.note(|| Decision::Released { segments, bytes, step });
+        Ok(out)
     }
 
     /// Returns a cached segment to the device. The block must be free and unsplit.
@@ -154,6 +177,7 @@ impl<D: Device> Allocator<D> {
     /// Counts and describes an out-of-memory request.
     pub(crate) fn out_of_memory(&mut self, requested: u64, rounded: u64, stream: Stream) -> AllocError {
         let device_free = self.device.free_memory();
+        self.explainer.note(|| Decision::OutOfMemory { requested });
         self.record(Action::Oom, device_free, rounded, stream);
         self.stats.num_ooms += 1;
         let largest_free_block = self.free.iter().flat_map(|f| f.iter()).map(|((_, s, _), _)| s).max().unwrap_or(0);

@@ -1,0 +1,205 @@
+//! Decisions, explained: when explaining is on, the allocator notes each decision it takes
+//! during `malloc` and `free` — rounding, pool, best-fit candidate, split or not and why,
+//! new segment, the out-of-memory path, merges — so a person can follow it step by step.
+//!
+//! Invariant: explaining never changes a decision; when it is off, noting costs one branch.
+
+use alloc::string::String;
+use alloc::vec::Vec;
+use core::fmt;
+use serde::Serialize;
+
+use crate::size::format_size;
+
+/// One decision the allocator took.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Decision {
+    /// The request was rounded.
+    Rounded {
+        /// Bytes asked for.
+        requested: u64,
+        /// Bytes the block will have.
+        rounded: u64,
+        /// Which rule rounded it.
+        rule: &'static str,
+    },
+    /// The pool that serves the request, and the segment size a new segment would get.
+    Pool {
+        /// `small` or `large`.
+        pool: &'static str,
+        /// Size of a new segment for this request.
+        segment_size: u64,
+    },
+    /// Pending frees whose events completed were cached first.
+    EventsCompleted {
+        /// Blocks that became reusable.
+        blocks: u64,
+    },
+    /// The best-fitting cached block (smallest of the stream that fits, lowest address).
+    BestFit {
+        /// Its address, if one fits.
+        addr: Option<u64>,
+        /// Its size.
+        size: u64,
+        /// Cached blocks in the pool.
+        cached_blocks: u64,
+    },
+    /// The best fit was not taken.
+    Rejected {
+        /// Its address.
+        addr: u64,
+        /// Its size.
+        size: u64,
+        /// Why not.
+        reason: &'static str,
+    },
+    /// The block was split, or kept whole.
+    Split {
+        /// Address of the block handed out.
+        addr: u64,
+        /// Size of the block before the decision.
+        block_size: u64,
+        /// Bytes left over.
+        remainder: u64,
+        /// True if the remainder became a cached block of its own.
+        split: bool,
+        /// Why.
+        reason: &'static str,
+    },
+    /// Garbage collection returned old cached segments.
+    GarbageCollected {
+        /// Bytes returned to the device.
+        bytes: u64,
+    },
+    /// A new segment came from the device.
+    NewSegment {
+        /// Its address.
+        addr: u64,
+        /// Its size.
+        size: u64,
+    },
+    /// The device or the memory fraction refused a new segment.
+    SegmentRefused {
+        /// Size asked for.
+        size: u64,
+        /// Why.
+        reason: &'static str,
+    },
+    /// Cached segments were returned to the device to make room.
+    Released {
+        /// Segments returned.
+        segments: u64,
+        /// Bytes returned.
+        bytes: u64,
+        /// Which step of the recovery path.
+        step: &'static str,
+    },
+    /// Nothing worked: out of memory.
+    OutOfMemory {
+        /// Bytes asked for.
+        requested: u64,
+    },
+    /// A freed block merged with a free neighbour.
+    Merged {
+        /// `previous` or `next`.
+        side: &'static str,
+        /// Bytes the neighbour added.
+        bytes: u64,
+    },
+    /// A freed block is cached for reuse.
+    Cached {
+        /// Its address after merging.
+        addr: u64,
+        /// Its size after merging.
+        size: u64,
+        /// True if it is a whole segment (empty_cache could return it).
+        whole_segment: bool,
+    },
+    /// A freed block waits for work on other streams.
+    Pending {
+        /// Events recorded.
+        events: u64,
+    },
+}
+
+impl fmt::Display for Decision {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let sz = format_size;
+        match self {
+            Decision::Rounded { requested, rounded, rule } => {
+                write!(f, "Round {requested} bytes up to {} ({rule}).", sz(*rounded))
+            }
+            Decision::Pool { pool, segment_size } => write!(
+                f,
+                "Use the {pool} pool ({}); a new segment for it would be {}.",
+                if *pool == "small" { "requests of at most 1 MiB" } else { "requests above 1 MiB" },
+                sz(*segment_size)
+            ),
+            Decision::EventsCompleted { blocks } => {
+                write!(f, "{blocks} block(s) freed earlier on other streams are now reusable.")
+            }
+            Decision::BestFit { addr: Some(a), size, cached_blocks } => write!(
+                f,
+                "Best fit among {cached_blocks} cached block(s): the {} block at {a:#x} (smallest that fits).",
+                sz(*size)
+            ),
+            Decision::BestFit { addr: None, cached_blocks, .. } => {
+                write!(f, "No cached block of this stream is large enough ({cached_blocks} cached in the pool).")
+            }
+            Decision::Rejected { addr, size, reason } => {
+                write!(f, "Do not take the {} block at {addr:#x}: {reason}.", sz(*size))
+            }
+            Decision::Split { addr, block_size, remainder, split: true, reason } => write!(
+                f,
+                "Split the {} block: hand out the front at {addr:#x} and keep {} cached behind it ({reason}).",
+                sz(*block_size),
+                sz(*remainder)
+            ),
+            Decision::Split { block_size, remainder, split: false, reason, .. } => write!(
+                f,
+                "Hand out the whole {} block{} ({reason}).",
+                sz(*block_size),
+                if *remainder > 0 { alloc::format!(", wasting {}", sz(*remainder)) } else { String::new() }
+            ),
+            Decision::GarbageCollected { bytes } => {
+                write!(f, "Garbage collection returned {} of old cached segments.", sz(*bytes))
+            }
+            Decision::NewSegment { addr, size } => write!(f, "Allocate a new {} segment at {addr:#x}.", sz(*size)),
+            Decision::SegmentRefused { size, reason } => write!(f, "A new {} segment is refused: {reason}.", sz(*size)),
+            Decision::Released { segments, bytes, step } => {
+                write!(f, "{step}: returned {segments} cached segment(s), {}, to the device.", sz(*bytes))
+            }
+            Decision::OutOfMemory { requested } => {
+                write!(f, "Out of memory: nothing can serve {} even after releasing the cache.", sz(*requested))
+            }
+            Decision::Merged { side, bytes } => write!(f, "Merge with the free {side} block ({}).", sz(*bytes)),
+            Decision::Cached { addr, size, whole_segment } => write!(
+                f,
+                "Cache the {} block at {addr:#x}{}.",
+                sz(*size),
+                if *whole_segment { " (a whole segment: empty_cache can return it)" } else { "" }
+            ),
+            Decision::Pending { events } => write!(
+                f,
+                "The block was used on other streams: it waits for {events} event(s) before it can be reused."
+            ),
+        }
+    }
+}
+
+/// The decisions of the calls made since explaining was turned on or last taken.
+#[derive(Clone, Debug, Default)]
+pub struct Explainer {
+    pub(crate) decisions: Option<Vec<Decision>>,
+}
+
+impl Explainer {
+    /// Notes a decision if explaining is on.
+    #[inline]
+    pub(crate) fn note(&mut self, decision: impl FnOnce() -> Decision) {
+        if let Some(d) = &mut self.decisions {
+            d.push(decision());
+        }
+    }
+}
