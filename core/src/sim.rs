@@ -26,6 +26,8 @@ pub struct DeviceCalls {
     pub allocations: u64,
     /// Segment allocations refused (capacity or injected fault).
     pub failed_allocations: u64,
+    /// Of those, the ones refused by an injected fault.
+    pub injected_failures: u64,
     /// Segment frees.
     pub frees: u64,
     /// Events recorded.
@@ -137,8 +139,10 @@ impl Device for SimDevice {
 
     fn allocate(&mut self, size: u64) -> Result<u64, DeviceError> {
         let call = self.calls.allocations + self.calls.failed_allocations;
-        if self.failing_allocations.remove(&call) || size > self.capacity - self.used {
+        let injected = self.failing_allocations.remove(&call);
+        if injected || size > self.capacity - self.used {
             self.calls.failed_allocations += 1;
+            self.calls.injected_failures += injected as u64;
             return Err(DeviceError::OutOfMemory);
         }
         let addr = self.find_gap(size);

@@ -1,0 +1,146 @@
+//! Property test: random operation sequences (sizes from 1 B to 1 GiB, frees in random
+//! order, several streams, record_stream, empty_cache, memory fractions, capacity limits,
+//! injected device failures) against a simple model of live allocations.
+//!
+//! After every step: `check_invariants()` holds; no two live allocations overlap; every
+//! live allocation lies inside a segment the device handed out; the device's used bytes
+//! equal the allocator's reserved bytes. At the end, freeing everything and emptying the
+//! cache returns every byte to the device.
+
+use std::collections::BTreeMap;
+
+use cachalot_core::device::Device;
+use cachalot_core::{AllocError, Allocator, Config, SimDevice};
+use proptest::prelude::*;
+
+#[derive(Clone, Debug)]
+enum Op {
+    Malloc { size: u64, stream: u64 },
+    Free { pick: usize },
+    RecordStream { pick: usize, stream: u64 },
+    HoldStream(u64),
+    FinishStream(u64),
+    EmptyCache,
+    SetFraction(f64),
+    FailNextDeviceAlloc,
+}
+
+fn size() -> impl Strategy<Value = u64> {
+    prop_oneof![
+        4 => 1u64..=4096,
+        4 => 4096u64..=(1 << 20),
+        3 => (1u64 << 20)..=(32 << 20),
+        1 => (32u64 << 20)..=(1 << 30),
+        1 => prop::sample::select(vec![512u64, 1 << 20, (1 << 20) + 512, 2 << 20, 10 << 20, 20 << 20]),
+    ]
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        12 => (size(), 0u64..3).prop_map(|(size, stream)| Op::Malloc { size, stream }),
+        9 => any::<usize>().prop_map(|pick| Op::Free { pick }),
+        2 => (any::<usize>(), 0u64..4).prop_map(|(pick, stream)| Op::RecordStream { pick, stream }),
+        1 => (0u64..4).prop_map(Op::HoldStream),
+        2 => (0u64..4).prop_map(Op::FinishStream),
+        1 => Just(Op::EmptyCache),
+        1 => (0.3f64..=1.0).prop_map(Op::SetFraction),
+        1 => Just(Op::FailNextDeviceAlloc),
+    ]
+}
+
+fn config() -> impl Strategy<Value = String> {
+    prop::sample::select(vec![
+        "policy:pytorch",
+        "policy:pytorch,max_split_size_mb:40",
+        "policy:pytorch,roundup_power2_divisions:4",
+        "policy:pytorch,garbage_collection_threshold:0.6,per_process_memory_fraction:0.8",
+        "policy:pytorch,max_split_size_mb:20,max_non_split_rounding_mb:30",
+        "",
+    ])
+    .prop_map(String::from)
+}
+
+/// Checks everything the model can tell after a step.
+fn check(a: &Allocator<SimDevice>, live: &BTreeMap<u64, u64>) -> Result<(), TestCaseError> {
+    a.check_invariants().map_err(TestCaseError::fail)?;
+    let mut end = 0;
+    for (&addr, &size) in live {
+        prop_assert!(addr >= end, "allocations overlap at {addr:#x}");
+        end = addr + size;
+        let inside = a.device().segments().any(|(s, len)| s <= addr && addr + size <= s + len);
+        prop_assert!(inside, "allocation {addr:#x}+{size} lies outside every segment");
+    }
+    prop_assert_eq!(a.device().used(), a.reserved_bytes());
+    Ok(())
+}
+
+fn run(conf: &str, capacity: u64, ops: &[Op]) -> Result<(), TestCaseError> {
+    let mut a = Allocator::new(SimDevice::new(capacity), Config::parse(conf).unwrap());
+    let mut live: BTreeMap<u64, u64> = BTreeMap::new();
+    let mut order: Vec<u64> = Vec::new();
+    for op in ops {
+        let injected_before = a.device().calls().injected_failures;
+        match *op {
+            Op::Malloc { size, stream } => match a.malloc(size, stream) {
+                Ok(addr) => {
+                    prop_assert_eq!(addr % 512, 0);
+                    prop_assert!(live.insert(addr, size).is_none(), "address {addr:#x} handed out twice");
+                    order.push(addr);
+                }
+                Err(AllocError::OutOfMemory(r)) => {
+                    // Out of memory only when the request exceeds what the device or the
+                    // fraction could still give after releasing every whole cached segment,
+                    // or when an injected device failure hit this very request.
+                    let limit = r.allowed.unwrap_or(u64::MAX).min(capacity);
+                    let injected = a.device().calls().injected_failures > injected_before;
+                    prop_assert!(
+                        r.segment_size > limit.saturating_sub(r.reserved) || injected,
+                        "spurious out of memory: {r}"
+                    );
+                }
+                Err(e) => return Err(TestCaseError::fail(format!("malloc({size}): {e}"))),
+            },
+            Op::Free { pick } if !order.is_empty() => {
+                let addr = order.swap_remove(pick % order.len());
+                live.remove(&addr);
+                a.free(addr).map_err(|e| TestCaseError::fail(e.to_string()))?;
+            }
+            Op::RecordStream { pick, stream } if !order.is_empty() => {
+                a.record_stream(order[pick % order.len()], stream).map_err(|e| TestCaseError::fail(e.to_string()))?;
+            }
+            Op::HoldStream(s) => a.device_mut().hold_stream(s),
+            Op::FinishStream(s) => a.device_mut().finish_stream(s),
+            Op::EmptyCache => a.empty_cache().map_err(|e| TestCaseError::fail(e.to_string()))?,
+            Op::SetFraction(f) => a.set_memory_fraction(f).map_err(|e| TestCaseError::fail(e.to_string()))?,
+            Op::FailNextDeviceAlloc => {
+                let calls = a.device().calls();
+                a.device_mut().fail_allocation_call(calls.allocations + calls.failed_allocations);
+            }
+            _ => {}
+        }
+        check(&a, &live)?;
+    }
+    for addr in order {
+        a.free(addr).map_err(|e| TestCaseError::fail(e.to_string()))?;
+    }
+    a.empty_cache().map_err(|e| TestCaseError::fail(e.to_string()))?;
+    check(&a, &BTreeMap::new())?;
+    prop_assert_eq!(a.reserved_bytes(), 0, "segments leaked after freeing everything");
+    prop_assert_eq!(a.device().used(), 0);
+    prop_assert_eq!(a.stats().allocated_bytes.all.current, 0);
+    prop_assert_eq!(a.stats().active.all.current, 0);
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 2000, max_shrink_iters: 2000, ..ProptestConfig::default() })]
+
+    #[test]
+    fn random_sequences_keep_every_invariant(
+        conf in config(),
+        capacity in prop::sample::select(vec![64u64 << 20, 256 << 20, 2 << 30, 16 << 30]),
+        ops in prop::collection::vec(op(), 1..120),
+    ) {
+        run(&conf, capacity, &ops)?;
+    }
+}

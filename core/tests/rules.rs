@@ -1,0 +1,383 @@
+//! PyTorch 2.11's allocator rules, one test each: every test fails if its rule changes.
+
+use cachalot_core::device::Device;
+use cachalot_core::{AllocError, Allocator, Config, SimDevice};
+
+const KIB: u64 = 1 << 10;
+const MIB: u64 = 1 << 20;
+const GIB: u64 = 1 << 30;
+
+fn alloc_with(conf: &str, capacity: u64) -> Allocator<SimDevice> {
+    let c = if conf.is_empty() { "policy:pytorch".to_string() } else { format!("policy:pytorch,{conf}") };
+    Allocator::new(SimDevice::new(capacity), Config::parse(&c).unwrap())
+}
+
+fn pytorch() -> Allocator<SimDevice> {
+    alloc_with("", 80 * GIB)
+}
+
+/// Size of the block an allocation got (allocated bytes grow by it).
+fn block_size(a: &mut Allocator<SimDevice>, size: u64) -> u64 {
+    let before = a.stats().allocated_bytes.all.current;
+    a.malloc(size, 0).unwrap();
+    (a.stats().allocated_bytes.all.current - before) as u64
+}
+
+fn checked(a: &Allocator<SimDevice>) {
+    a.check_invariants().unwrap();
+}
+
+#[test]
+fn requests_round_to_512_byte_blocks() {
+    let mut a = pytorch();
+    assert_eq!(block_size(&mut a, 1), 512);
+    assert_eq!(block_size(&mut a, 512), 512);
+    assert_eq!(block_size(&mut a, 513), 1024);
+    assert_eq!(block_size(&mut a, 100_000), 100_352);
+    checked(&a);
+}
+
+#[test]
+fn roundup_power2_divisions_rounds_to_steps() {
+    let mut a = alloc_with("roundup_power2_divisions:4", 80 * GIB);
+    // 1200 B lies in an interval where 512 B × 4 divisions > size: plain rounding.
+    assert_eq!(block_size(&mut a, 1200), 1536);
+    // 5 MiB + 1 lies in [4 MiB, 8 MiB): four steps of 1 MiB.
+    assert_eq!(block_size(&mut a, 5 * MIB + 1), 6 * MIB);
+    let mut b = alloc_with("roundup_power2_divisions:[1:2,>:8]", 80 * GIB);
+    // [1 MiB, 2 MiB) has 2 divisions: 1.1 MiB rounds to 1.5 MiB.
+    assert_eq!(block_size(&mut b, MIB + 100 * KIB), MIB + 512 * KIB);
+    // Later intervals have 8: 5 MiB + 1 rounds to 5.5 MiB.
+    assert_eq!(block_size(&mut b, 5 * MIB + 1), 5 * MIB + 512 * KIB);
+    checked(&a);
+    checked(&b);
+}
+
+#[test]
+fn small_requests_use_2mib_segments_and_large_ones_20mib() {
+    let mut a = pytorch();
+    a.malloc(MIB, 0).unwrap(); // rounded 1 MiB: small pool
+    assert_eq!(a.stats().reserved_bytes.small_pool.current as u64, 2 * MIB);
+    a.malloc(MIB + 1, 0).unwrap(); // large pool, below 10 MiB: 20 MiB segment
+    assert_eq!(a.stats().reserved_bytes.large_pool.current as u64, 20 * MIB);
+    assert_eq!(a.stats().num_device_alloc, 2);
+    checked(&a);
+    let mut b = pytorch();
+    b.malloc(10 * MIB + 1, 0).unwrap(); // at least 10 MiB: own segment rounded up to 2 MiB
+    assert_eq!(b.stats().reserved_bytes.large_pool.current as u64, 12 * MIB);
+    b.malloc(10 * MIB - 512, 0).unwrap(); // just below 10 MiB: a 20 MiB segment
+    assert_eq!(b.stats().reserved_bytes.large_pool.current as u64, 32 * MIB);
+}
+
+#[test]
+fn small_pool_splits_when_512_bytes_remain() {
+    let mut a = pytorch();
+    let x = a.malloc(MIB, 0).unwrap();
+    let y = a.malloc(MIB - 512, 0).unwrap();
+    // The 2 MiB segment held 1 MiB + (1 MiB - 512): the last 512 B are a split-off block.
+    assert_eq!(y, x + MIB);
+    assert_eq!(a.stats().inactive_split_bytes.small_pool.current, 512);
+    let z = a.malloc(512, 0).unwrap();
+    assert_eq!(z, y + MIB - 512, "the 512-byte remainder is reused");
+    assert_eq!(a.stats().num_device_alloc, 1);
+    checked(&a);
+}
+
+#[test]
+fn large_pool_splits_only_when_more_than_1mib_remains() {
+    // A 20 MiB segment serving 19 MiB leaves exactly 1 MiB: not split.
+    let mut a = pytorch();
+    let p = a.malloc(19 * MIB, 0).unwrap();
+    a.free(p).unwrap();
+    assert_eq!(block_size(&mut a, 19 * MIB), 20 * MIB, "a 1 MiB remainder stays in the block");
+    // Serving 19 MiB - 512 leaves 1 MiB + 512: split.
+    let mut b = pytorch();
+    let p = b.malloc(19 * MIB, 0).unwrap();
+    b.free(p).unwrap();
+    assert_eq!(block_size(&mut b, 19 * MIB - 512), 19 * MIB - 512);
+    assert_eq!(b.stats().inactive_split_bytes.large_pool.current as u64, MIB + 512);
+    checked(&a);
+    checked(&b);
+}
+
+#[test]
+fn best_fit_takes_the_smallest_block_that_fits() {
+    let mut a = pytorch();
+    let big = a.malloc(12 * MIB, 0).unwrap();
+    let _sep1 = a.malloc(12 * MIB, 0).unwrap();
+    let small = a.malloc(10 * MIB, 0).unwrap();
+    let _sep2 = a.malloc(12 * MIB, 0).unwrap();
+    a.free(big).unwrap();
+    a.free(small).unwrap();
+    assert_eq!(a.malloc(10 * MIB, 0).unwrap(), small, "10 MiB fits the 10 MiB block exactly");
+    assert_eq!(a.malloc(11 * MIB, 0).unwrap(), big);
+    checked(&a);
+}
+
+#[test]
+fn best_fit_breaks_ties_by_lowest_address() {
+    let mut a = pytorch();
+    let p = a.malloc(12 * MIB, 0).unwrap();
+    let q = a.malloc(12 * MIB, 0).unwrap();
+    a.free(p).unwrap();
+    a.free(q).unwrap();
+    assert_eq!(a.malloc(12 * MIB, 0).unwrap(), p.min(q));
+    checked(&a);
+}
+
+#[test]
+fn cached_blocks_serve_only_their_own_stream() {
+    let mut a = pytorch();
+    let p = a.malloc(4 * MIB, 1).unwrap();
+    a.free(p).unwrap();
+    let q = a.malloc(4 * MIB, 2).unwrap();
+    assert_ne!(q, p);
+    assert_eq!(a.stats().num_device_alloc, 2, "stream 2 gets a segment of its own");
+    assert_eq!(a.malloc(4 * MIB, 1).unwrap(), p);
+    checked(&a);
+}
+
+#[test]
+fn below_max_split_size_never_takes_an_oversize_block() {
+    let mut a = alloc_with("max_split_size_mb:100", 80 * GIB);
+    let big = a.malloc(200 * MIB, 0).unwrap();
+    a.free(big).unwrap();
+    let p = a.malloc(50 * MIB, 0).unwrap();
+    assert_ne!(p, big, "the cached 200 MiB block is oversize: not taken for 50 MiB");
+    assert_eq!(a.stats().num_device_alloc, 2);
+    assert_eq!(a.stats().oversize_segments.current, 1);
+    checked(&a);
+}
+
+#[test]
+fn oversize_requests_take_blocks_within_max_non_split_rounding() {
+    let mut a = alloc_with("max_split_size_mb:100", 80 * GIB);
+    let big = a.malloc(200 * MIB, 0).unwrap();
+    a.free(big).unwrap();
+    // 181 MiB + 20 MiB > 200 MiB: the 200 MiB block is close enough, and is not split.
+    assert_eq!(a.malloc(181 * MIB, 0).unwrap(), big);
+    assert_eq!(a.stats().allocated_bytes.all.current as u64, 200 * MIB);
+    a.free(big).unwrap();
+    // 180 MiB + 20 MiB = 200 MiB: too much waste, a new segment.
+    assert_ne!(a.malloc(180 * MIB, 0).unwrap(), big);
+    checked(&a);
+    let mut b = alloc_with("max_split_size_mb:100,max_non_split_rounding_mb:64", 80 * GIB);
+    let big = b.malloc(200 * MIB, 0).unwrap();
+    b.free(big).unwrap();
+    assert_eq!(b.malloc(150 * MIB, 0).unwrap(), big, "max_non_split_rounding_mb widens the window");
+}
+
+#[test]
+fn freed_blocks_merge_with_free_neighbours() {
+    let mut a = pytorch();
+    let x = a.malloc(4 * MIB, 0).unwrap();
+    let y = a.malloc(4 * MIB, 0).unwrap();
+    let z = a.malloc(4 * MIB, 0).unwrap();
+    a.free(x).unwrap();
+    a.free(z).unwrap();
+    assert_eq!(a.stats().inactive_split.large_pool.current, 2);
+    a.free(y).unwrap();
+    let segs = a.segments(0);
+    assert_eq!(segs.len(), 1);
+    assert_eq!(segs[0].blocks.len(), 1, "x, y, z and the remainder merged into one block");
+    assert_eq!(a.stats().inactive_split.large_pool.current, 0);
+    checked(&a);
+}
+
+#[test]
+fn record_stream_delays_reuse_until_the_stream_finishes() {
+    let mut a = pytorch();
+    let p = a.malloc(4 * MIB, 0).unwrap();
+    a.record_stream(p, 9).unwrap();
+    a.device_mut().hold_stream(9);
+    a.free(p).unwrap();
+    assert_eq!(a.segments(0)[0].blocks[0].state, "active_pending_free");
+    let q = a.malloc(4 * MIB, 0).unwrap();
+    assert_ne!(q, p, "pending block is not reused");
+    checked(&a);
+    a.device_mut().finish_stream(9);
+    // The pending free completes at the next malloc.
+    let r = a.malloc(4 * MIB, 0).unwrap();
+    assert_eq!(r, p);
+    checked(&a);
+}
+
+#[test]
+fn record_stream_on_the_allocation_stream_is_ignored() {
+    let mut a = pytorch();
+    let p = a.malloc(4 * MIB, 3).unwrap();
+    a.record_stream(p, 3).unwrap();
+    a.free(p).unwrap();
+    assert_eq!(a.device().calls().events_recorded, 0);
+    assert_eq!(a.malloc(4 * MIB, 3).unwrap(), p);
+}
+
+#[test]
+fn pending_blocks_do_not_merge_until_their_events_complete() {
+    let mut a = pytorch();
+    let x = a.malloc(4 * MIB, 0).unwrap();
+    let y = a.malloc(4 * MIB, 0).unwrap();
+    a.record_stream(y, 5).unwrap();
+    a.device_mut().hold_stream(5);
+    a.free(y).unwrap();
+    a.free(x).unwrap();
+    assert_eq!(a.segments(0)[0].blocks.len(), 3, "x cached, y pending, remainder cached");
+    checked(&a);
+    a.empty_cache().unwrap(); // waits for the events, then merges and releases
+    assert_eq!(a.stats().reserved_bytes.all.current, 0);
+    assert_eq!(a.stats().num_sync_all_streams, 1);
+    checked(&a);
+}
+
+#[test]
+fn empty_cache_releases_unsplit_segments_only() {
+    let mut a = pytorch();
+    let whole = a.malloc(12 * MIB, 0).unwrap();
+    let part = a.malloc(2 * MIB, 0).unwrap(); // 20 MiB segment, split
+    let _other = a.malloc(2 * MIB, 0).unwrap(); // same segment, stays allocated
+    a.free(whole).unwrap();
+    a.free(part).unwrap();
+    a.empty_cache().unwrap();
+    assert_eq!(a.stats().reserved_bytes.all.current as u64, 20 * MIB);
+    assert_eq!(a.stats().num_device_free, 1);
+    checked(&a);
+}
+
+#[test]
+fn memory_fraction_refuses_segments_beyond_the_limit() {
+    let mut a = pytorch();
+    a.set_memory_fraction(0.25).unwrap(); // 20 GiB of 80
+    a.malloc(15 * GIB, 0).unwrap();
+    let err = a.malloc(6 * GIB, 0).unwrap_err();
+    let AllocError::OutOfMemory(r) = &err else { panic!("{err}") };
+    assert_eq!(r.allowed, Some(20 * GIB));
+    assert!(err.to_string().contains("20.00 GiB allowed"), "{err}");
+    assert_eq!(a.stats().num_ooms, 1);
+    assert!(a.malloc(4 * GIB, 0).is_ok());
+    assert!(a.set_memory_fraction(1.5).is_err());
+    checked(&a);
+}
+
+#[test]
+fn per_process_memory_fraction_key_sets_the_limit() {
+    let a = alloc_with("per_process_memory_fraction:0.5", 8 * GIB);
+    assert_eq!(a.allowed_bytes(), Some(4 * GIB));
+}
+
+#[test]
+fn out_of_memory_first_releases_cached_segments_and_retries() {
+    let mut a = pytorch_with_capacity(100 * MIB);
+    let p = a.malloc(60 * MIB, 0).unwrap();
+    a.free(p).unwrap(); // 60 MiB cached
+    let q = a.malloc(70 * MIB, 0).unwrap(); // device has 40 MiB free: release the cache, retry
+    assert!(q > 0);
+    assert_eq!(a.stats().num_alloc_retries, 1);
+    assert_eq!(a.stats().num_device_free, 1);
+    assert_eq!(a.stats().num_ooms, 0);
+    checked(&a);
+}
+
+fn pytorch_with_capacity(capacity: u64) -> Allocator<SimDevice> {
+    alloc_with("", capacity)
+}
+
+#[test]
+fn oversize_cached_blocks_are_released_before_everything_else() {
+    let mut a = alloc_with("max_split_size_mb:20", 100 * MIB);
+    let big = a.malloc(50 * MIB, 0).unwrap();
+    let small = a.malloc(30 * MIB, 0).unwrap();
+    a.free(big).unwrap();
+    a.free(small).unwrap();
+    // 60 MiB: no cached block may serve it (not within 20 MiB of rounding); the device has
+    // 20 MiB free. The 50 MiB block alone is not enough, so oversize blocks are released
+    // largest first until 60 MiB are back — no full cache flush, no retry counted.
+    a.malloc(60 * MIB, 0).unwrap();
+    assert_eq!(a.stats().num_alloc_retries, 0);
+    assert_eq!(a.stats().num_device_free, 2);
+    checked(&a);
+}
+
+#[test]
+fn out_of_memory_reports_the_figures() {
+    let mut a = pytorch_with_capacity(64 * MIB);
+    let _keep = a.malloc(40 * MIB, 0).unwrap();
+    let err = a.malloc(30 * MIB, 0).unwrap_err();
+    let AllocError::OutOfMemory(r) = &err else { panic!("{err}") };
+    assert_eq!((r.requested, r.capacity, r.device_free), (30 * MIB, 64 * MIB, 24 * MIB));
+    assert_eq!((r.allocated, r.reserved, r.allowed), (40 * MIB, 40 * MIB, None));
+    let msg = err.to_string();
+    for part in
+        ["Tried to allocate 30.00 MiB", "total capacity of 64.00 MiB", "24.00 MiB is free", "40.00 MiB is allocated"]
+    {
+        assert!(msg.contains(part), "{msg}");
+    }
+    assert_eq!(a.stats().num_ooms, 1);
+    assert_eq!(a.stats().num_alloc_retries, 1);
+    checked(&a);
+}
+
+#[test]
+fn garbage_collection_releases_old_cached_blocks_above_the_threshold() {
+    let mut a = alloc_with("garbage_collection_threshold:0.5", 100 * MIB);
+    a.set_memory_fraction(1.0).unwrap();
+    let old = a.malloc(30 * MIB, 0).unwrap();
+    a.free(old).unwrap();
+    for _ in 0..5 {
+        let p = a.malloc(12 * MIB, 0).unwrap(); // served by splitting... or new segments
+        a.free(p).unwrap();
+    }
+    // Reserved is at least 30 MiB; a request that needs a new segment over the 50 MiB
+    // threshold makes garbage collection return the unused cached segment.
+    let _x = a.malloc(40 * MIB, 0).unwrap();
+    let _y = a.malloc(40 * MIB, 0).unwrap();
+    assert!(a.stats().num_device_free >= 1, "garbage collection released a cached segment");
+    assert_eq!(a.stats().num_alloc_retries, 0, "without a full cache flush");
+    checked(&a);
+}
+
+#[test]
+fn bad_pointers_are_named_and_change_nothing() {
+    let mut a = pytorch();
+    let p = a.malloc(4096, 0).unwrap();
+    let before = *a.stats();
+    assert!(matches!(a.free(p + 512), Err(AllocError::InteriorPointer { .. })));
+    assert!(matches!(a.free(12345), Err(AllocError::UnknownPointer { .. })));
+    assert_eq!(*a.stats(), before);
+    a.free(p).unwrap();
+    assert!(matches!(a.free(p), Err(AllocError::DoubleFree { .. })));
+    assert!(matches!(a.malloc(0, 0), Err(AllocError::ZeroSize)));
+    assert!(matches!(a.malloc(u64::MAX, 0), Err(AllocError::TooLarge { .. })));
+    assert!(matches!(a.record_stream(p, 1), Err(AllocError::DoubleFree { .. })));
+    checked(&a);
+}
+
+#[test]
+fn device_failures_other_than_memory_are_errors_not_panics() {
+    let mut a = pytorch();
+    a.device_mut().fail_allocation_call(0);
+    // An injected refusal looks like out of memory: the allocator retries after flushing.
+    let p = a.malloc(MIB, 0).unwrap();
+    assert_eq!(a.stats().num_alloc_retries, 1);
+    a.free(p).unwrap();
+    checked(&a);
+    assert_eq!(a.device().free_memory(), 80 * GIB - 2 * MIB);
+}
+
+#[test]
+fn decisions_are_explained() {
+    let mut a = pytorch();
+    a.set_explain(true);
+    let p = a.malloc(1000, 0).unwrap();
+    let steps: Vec<String> = a.take_decisions().iter().map(|d| d.to_string()).collect();
+    let text = steps.join("\n");
+    for part in ["Round 1000 bytes up to 1024 bytes", "small pool", "No cached block", "new 2.00 MiB segment", "Split"]
+    {
+        assert!(text.contains(part), "{text}");
+    }
+    a.free(p).unwrap();
+    let text: Vec<String> = a.take_decisions().iter().map(|d| d.to_string()).collect();
+    assert!(text.join("\n").contains("Merge with the free next block"), "{text:?}");
+    a.set_explain(false);
+    a.malloc(1000, 0).unwrap();
+    assert!(a.take_decisions().is_empty());
+}
