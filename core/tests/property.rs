@@ -9,7 +9,6 @@
 
 use std::collections::BTreeMap;
 
-use cachalot_core::device::Device;
 use cachalot_core::{AllocError, Allocator, Config, SimDevice};
 use proptest::prelude::*;
 
