@@ -235,7 +235,7 @@ impl<D: Device> Allocator<D> {
         }
         let found = self.free[pool.index()].best_fit(stream, rounded);
         if self.explainer.decisions.is_some() {
-            let cached_blocks = self.free[pool.index()].iter().count() as u64;
+            let cached_blocks = self.free[pool.index()].len() as u64;
             let (addr, size) = found.map_or((None, 0), |((_, size, addr), _)| (Some(addr), size));
             self.explainer.note(|| Decision::BestFit { addr, size, cached_blocks });
         }

@@ -1,10 +1,18 @@
-//! The free index of one pool: cached blocks ordered by (stream, size, address), the
-//! order PyTorch's best fit searches in.
+//! The free index of one pool: cached blocks ordered by (stream, size, address), the order
+//! PyTorch's best fit searches in, with constant-time lookups.
 //!
-//! Invariant (kept by the allocator): a block is in its pool's free index iff its state is
-//! `Free`; the key stored for it equals its current (stream, size, address).
+//! Per stream, blocks sit in size classes: exact classes for sizes below 512 KiB (one size
+//! each) and 64 geometric classes per power of two above. Each class keeps its blocks
+//! sorted by (size, address) in a short vector; a two-level bitmap finds the next non-empty
+//! class with two `trailing_zeros`. Best fit is therefore: the first fitting block of the
+//! request's own class, else the first block of the next non-empty class — exactly the
+//! smallest block of at least the requested size, lowest address on ties.
+//!
+//! Invariants (kept by the allocator): a block is in its pool's free index iff its state is
+//! `Free`; the key stored for it equals its current (stream, size, address); a class's bit
+//! is set iff the class holds a block; streams are kept sorted by stream id.
 
-use alloc::collections::BTreeMap;
+use alloc::boxed::Box;
 use alloc::vec::Vec;
 
 use crate::device::Stream;
@@ -12,44 +20,255 @@ use crate::device::Stream;
 /// The ordering key of a cached block.
 pub type Key = (Stream, u64, u64);
 
-/// Cached blocks of one pool.
+/// Sizes below this many 512-byte units get one class each.
+const EXACT_CLASSES: u32 = 1024;
+/// log2 of the classes per power of two above the exact range.
+const SUB_BITS: u32 = 6;
+/// Classes in all: enough for sizes up to 2^52 bytes.
+const CLASSES: usize = 4096;
+const WORDS: usize = CLASSES / 64;
+
+/// The class of a size (a multiple of 512); monotone in the size.
+#[inline]
+fn class_of(size: u64) -> usize {
+    let units = size >> 9;
+    if units < EXACT_CLASSES as u64 {
+        return units as usize;
+    }
+    let octave = 63 - units.leading_zeros();
+    let sub = (units >> (octave - SUB_BITS)) & ((1 << SUB_BITS) - 1);
+    (EXACT_CLASSES + ((octave - 10) << SUB_BITS)) as usize + sub as usize
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Entry {
+    size: u64,
+    addr: u64,
+    id: u32,
+}
+
+/// The cached blocks of one stream.
+#[derive(Clone, Debug)]
+struct StreamIndex {
+    stream: Stream,
+    top: u64,
+    words: [u64; WORDS],
+    classes: Box<[Vec<Entry>]>,
+    len: usize,
+}
+
+impl StreamIndex {
+    fn new(stream: Stream) -> StreamIndex {
+        StreamIndex { stream, top: 0, words: [0; WORDS], classes: (0..CLASSES).map(|_| Vec::new()).collect(), len: 0 }
+    }
+
+    /// The first non-empty class at or after `from`.
+    #[inline]
+    fn next_class(&self, from: usize) -> Option<usize> {
+        if from >= CLASSES {
+            return None;
+        }
+        let (w, b) = (from / 64, from % 64);
+        let here = self.words[w] & (!0u64 << b);
+        if here != 0 {
+            return Some(w * 64 + here.trailing_zeros() as usize);
+        }
+        let above = if w + 1 < 64 { self.top & (!0u64 << (w + 1)) } else { 0 };
+        if above == 0 {
+            return None;
+        }
+        let w = above.trailing_zeros() as usize;
+        Some(w * 64 + self.words[w].trailing_zeros() as usize)
+    }
+
+    #[inline]
+    fn best_fit(&self, size: u64) -> Option<Entry> {
+        let c = class_of(size);
+        let v = &self.classes[c];
+        if !v.is_empty() {
+            let i = v.partition_point(|e| e.size < size);
+            if i < v.len() {
+                return Some(v[i]);
+            }
+        }
+        self.next_class(c + 1).map(|n| self.classes[n][0])
+    }
+
+    #[inline]
+    fn insert(&mut self, e: Entry) {
+        let c = class_of(e.size);
+        let v = &mut self.classes[c];
+        let i = v.partition_point(|x| (x.size, x.addr) < (e.size, e.addr));
+        debug_assert!(v.get(i).is_none_or(|x| x.addr != e.addr), "block cached twice");
+        v.insert(i, e);
+        self.words[c / 64] |= 1 << (c % 64);
+        self.top |= 1 << (c / 64);
+        self.len += 1;
+    }
+
+    #[inline]
+    fn remove(&mut self, size: u64, addr: u64) -> bool {
+        let c = class_of(size);
+        let v = &mut self.classes[c];
+        let i = v.partition_point(|x| (x.size, x.addr) < (size, addr));
+        if i == v.len() || v[i].addr != addr || v[i].size != size {
+            return false;
+        }
+        v.remove(i);
+        if v.is_empty() {
+            self.words[c / 64] &= !(1 << (c % 64));
+            if self.words[c / 64] == 0 {
+                self.top &= !(1 << (c / 64));
+            }
+        }
+        self.len -= 1;
+        true
+    }
+
+    /// Entries in (size, address) order.
+    fn entries(&self) -> impl Iterator<Item = &Entry> + '_ {
+        let mut c = self.next_class(0);
+        core::iter::from_fn(move || {
+            let cur = c?;
+            c = self.next_class(cur + 1);
+            Some(&self.classes[cur])
+        })
+        .flatten()
+    }
+}
+
+/// Cached blocks of one pool, per stream.
 #[derive(Clone, Debug, Default)]
 pub struct FreeIndex {
-    map: BTreeMap<Key, u32>,
+    streams: Vec<StreamIndex>,
 }
 
 impl FreeIndex {
+    #[inline]
+    fn stream(&self, stream: Stream) -> Option<&StreamIndex> {
+        self.streams.iter().find(|s| s.stream == stream)
+    }
+
     /// Adds a cached block.
     #[inline]
     pub fn insert(&mut self, stream: Stream, size: u64, addr: u64, id: u32) {
-        let old = self.map.insert((stream, size, addr), id);
-        debug_assert!(old.is_none(), "block cached twice");
+        let i = match self.streams.iter().position(|s| s.stream == stream) {
+            Some(i) => i,
+            None => {
+                let at = self.streams.partition_point(|s| s.stream < stream);
+                self.streams.insert(at, StreamIndex::new(stream));
+                at
+            }
+        };
+        self.streams[i].insert(Entry { size, addr, id });
     }
 
     /// Removes a cached block; true if it was there.
     #[inline]
     pub fn remove(&mut self, stream: Stream, size: u64, addr: u64) -> bool {
-        self.map.remove(&(stream, size, addr)).is_some()
+        match self.streams.iter_mut().find(|s| s.stream == stream) {
+            Some(s) => s.remove(size, addr),
+            None => false,
+        }
     }
 
     /// The smallest block of `stream` of at least `size` bytes (lowest address on ties).
     #[inline]
     pub fn best_fit(&self, stream: Stream, size: u64) -> Option<(Key, u32)> {
-        self.map.range((stream, size, 0)..).next().filter(|(k, _)| k.0 == stream).map(|(k, &id)| (*k, id))
+        let e = self.stream(stream)?.best_fit(size)?;
+        Some(((stream, e.size, e.addr), e.id))
     }
 
-    /// Blocks ordered before `(stream, size, 0)`, from the closest down.
-    pub fn before(&self, stream: Stream, size: u64) -> impl Iterator<Item = (Key, u32)> + '_ {
-        self.map.range(..(stream, size, 0)).rev().map(|(k, &id)| (*k, id))
+    /// Blocks of `stream` smaller than `size`, largest first (address order reversed on ties).
+    pub fn before(&self, stream: Stream, size: u64) -> Vec<(Key, u32)> {
+        let Some(s) = self.stream(stream) else { return Vec::new() };
+        let mut out: Vec<(Key, u32)> =
+            s.entries().take_while(|e| e.size < size).map(|e| ((stream, e.size, e.addr), e.id)).collect();
+        out.reverse();
+        out
     }
 
-    /// Every cached block in index order.
+    /// Every cached block in (stream, size, address) order.
     pub fn iter(&self) -> impl Iterator<Item = (Key, u32)> + '_ {
-        self.map.iter().map(|(k, &id)| (*k, id))
+        self.streams.iter().flat_map(|s| s.entries().map(move |e| ((s.stream, e.size, e.addr), e.id)))
     }
 
     /// Ids of every cached block, in index order.
     pub fn ids(&self) -> Vec<u32> {
-        self.map.values().copied().collect()
+        self.iter().map(|(_, id)| id).collect()
+    }
+
+    /// Number of cached blocks.
+    pub fn len(&self) -> usize {
+        self.streams.iter().map(|s| s.len).sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn classes_are_monotone_and_in_range() {
+        let mut last = 0;
+        for units in 1u64..5000 {
+            let c = class_of(units << 9);
+            assert!(c >= last);
+            last = c;
+        }
+        assert!(class_of(1 << 52) < CLASSES);
+        assert_eq!(class_of(512), 1);
+    }
+
+    #[test]
+    fn best_fit_is_smallest_then_lowest_address() {
+        let mut f = FreeIndex::default();
+        f.insert(0, 3 << 20, 0x5000_0000, 1);
+        f.insert(0, 3 << 20, 0x1000_0000, 2);
+        f.insert(0, (3 << 20) + 512, 0x0800_0000, 3);
+        f.insert(0, 100 << 20, 0x0100_0000, 4);
+        f.insert(1, 1 << 20, 0x0, 5);
+        assert_eq!(f.best_fit(0, 2 << 20).unwrap().1, 2);
+        assert_eq!(f.best_fit(0, (3 << 20) + 1).unwrap().1, 3);
+        assert_eq!(f.best_fit(0, (3 << 20) + 1024).unwrap().1, 4);
+        assert_eq!(f.best_fit(0, 101 << 20), None);
+        assert_eq!(f.best_fit(1, 512).unwrap().1, 5);
+        assert_eq!(f.best_fit(2, 512), None);
+        let order: Vec<u32> = f.iter().map(|(_, id)| id).collect();
+        assert_eq!(order, [2, 1, 3, 4, 5]);
+        assert_eq!(f.before(0, 100 << 20).iter().map(|(_, id)| *id).collect::<Vec<_>>(), [3, 1, 2]);
+        assert!(f.remove(0, 3 << 20, 0x1000_0000));
+        assert!(!f.remove(0, 3 << 20, 0x1000_0000));
+        assert_eq!(f.best_fit(0, 2 << 20).unwrap().1, 1);
+        assert_eq!(f.len(), 4);
+    }
+
+    #[test]
+    fn agrees_with_an_ordered_set() {
+        use alloc::collections::BTreeMap;
+        let mut f = FreeIndex::default();
+        let mut model: BTreeMap<Key, u32> = BTreeMap::new();
+        let mut x: u64 = 12345;
+        for i in 0..20000u32 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let size = ((x % 4096) + 1) << (9 + (x >> 60) % 12);
+            let stream = (x >> 40) % 3;
+            let addr = (x >> 20) % (1 << 30) << 9;
+            let key = (stream, size, addr);
+            if x % 3 == 0 && !model.is_empty() {
+                let k = *model.keys().nth((x >> 8) as usize % model.len()).unwrap();
+                model.remove(&k);
+                assert!(f.remove(k.0, k.1, k.2));
+            } else if !model.contains_key(&key) && !model.keys().any(|k| k.2 == addr) {
+                model.insert(key, i);
+                f.insert(stream, size, addr, i);
+            }
+            let want = model.range((stream, size, 0)..).next().filter(|(k, _)| k.0 == stream).map(|(k, v)| (*k, *v));
+            assert_eq!(f.best_fit(stream, size), want);
+        }
+        let all: Vec<(Key, u32)> = model.iter().map(|(k, v)| (*k, *v)).collect();
+        assert_eq!(f.iter().collect::<Vec<_>>(), all);
     }
 }
