@@ -22,6 +22,7 @@ pub fn pytorch_conf_name(config: &Config) -> Option<String> {
 
 pub fn run(args: &mut Args) -> Result<(), Failure> {
     let json = args.flag("json");
+    let strict = args.flag("strict");
     let mut configs = args.values("config").map_err(Failure::Usage)?;
     let opts = run_options(args, false)?;
     args.finish(1).map_err(Failure::Usage)?;
@@ -30,6 +31,7 @@ pub fn run(args: &mut Args) -> Result<(), Failure> {
     }
     let parsed: Vec<Config> = configs.iter().map(|c| parse_config(c)).collect::<Result<_, _>>()?;
     let trace = input::load(args.positional(0))?;
+    input::check_skipped(&trace, strict)?;
     let reports: Vec<RunReport> = parsed.iter().map(|c| replay(&trace, c, &opts)).collect::<Result<_, _>>()?;
     if json {
         let rows: Vec<serde_json::Value> = reports

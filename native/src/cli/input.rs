@@ -83,3 +83,19 @@ pub fn pytorch_references(trace: &str) -> Vec<serde_json::Value> {
         .filter(|v| v["trace"] == trace)
         .collect()
 }
+
+/// Rows the reader skipped (unknown frees, failures, zero sizes) are reported on stderr;
+/// with `strict`, frees of pointers the trace never allocated are an error.
+pub fn check_skipped(t: &NamedTrace, strict: bool) -> Result<(), String> {
+    let r = &t.trace.report;
+    if strict && r.unknown_frees > 0 {
+        return Err(format!(
+            "{}: {} free(s) of pointers the trace never allocated (recording started late?); drop --strict to skip them",
+            t.name, r.unknown_frees
+        ));
+    }
+    if r.unknown_frees + r.alloc_failures + r.zero_size + r.implicit_frees > 0 {
+        eprintln!("cachalot: note: {}: {}", t.name, t.trace.describe());
+    }
+    Ok(())
+}

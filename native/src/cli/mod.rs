@@ -30,10 +30,12 @@ pub const USAGE: &str = "\
 usage: cachalot <command> [options]
 
 commands:
-  replay [TRACE] [--config CONF] [--capacity SIZE] [--passes N] [--json] [--summary]
+  replay [TRACE] [--config CONF] [--capacity SIZE] [--passes N] [--json] [--summary] [--strict]
       Replay an allocation trace (RMM CSV, .csv.gz or PyTorch snapshot .json; default:
       the built-in gpt2_train trace) and report peak memory, device calls and ns/op.
-  compare [TRACE] [--config CONF]... [--capacity SIZE] [--passes N] [--json]
+      --summary prints memory_summary at the peak and at the end; --strict rejects frees
+      of pointers the trace never allocated (otherwise they are counted and skipped).
+  compare [TRACE] [--config CONF]... [--capacity SIZE] [--passes N] [--json] [--strict]
       Replay one trace under several configs side by side (default: PyTorch's default,
       max_split_size_mb:128 and cachalot's default), with PyTorch's measured figures.
 
@@ -67,6 +69,11 @@ fn run_options(args: &mut Args, summary: bool) -> Result<run::RunOptions, Failur
         Some(c) => args::parse_size(&c).map_err(Failure::Usage)?,
         None => run::DEFAULT_CAPACITY,
     };
+    if capacity < cachalot_core::size::SMALL_BUFFER {
+        return Err(Failure::Usage(format!(
+            "--capacity {capacity} bytes is too small: a device needs room for at least one 2 MiB segment"
+        )));
+    }
     let warm_passes = match args.value("passes").map_err(Failure::Usage)? {
         Some(p) => p
             .parse::<usize>()

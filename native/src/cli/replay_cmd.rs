@@ -7,11 +7,13 @@ use super::{input, parse_config, run_options, Failure};
 pub fn run(args: &mut Args) -> Result<(), Failure> {
     let json = args.flag("json");
     let summary = args.flag("summary");
+    let strict = args.flag("strict");
     let config = args.value("config").map_err(Failure::Usage)?.unwrap_or_default();
     let opts = run_options(args, summary)?;
     args.finish(1).map_err(Failure::Usage)?;
     let config = parse_config(&config)?;
     let trace = input::load(args.positional(0))?;
+    input::check_skipped(&trace, strict)?;
     let r = replay(&trace, &config, &opts)?;
     if json {
         println!("{}", serde_json::to_string(&r).map_err(|e| e.to_string())?);
