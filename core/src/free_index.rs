@@ -255,7 +255,7 @@ mod tests {
             x ^= x << 17;
             let size = ((x % 4096) + 1) << (9 + (x >> 60) % 12);
             let stream = (x >> 40) % 3;
-            let addr = (x >> 20) % (1 << 30) << 9;
+            let addr = ((x >> 20) % (1 << 30)) << 9;
             let key = (stream, size, addr);
             if x % 3 == 0 && !model.is_empty() {
                 let k = *model.keys().nth((x >> 8) as usize % model.len()).unwrap();
