@@ -23,6 +23,7 @@ use crate::free_index::FreeIndex;
 use crate::history::{Action, History, TraceEntry};
 use crate::size::{power2_interval, round_size, segment_size, Pool, MAX_REQUEST, MIN_BLOCK, SMALL_SIZE};
 use crate::stats::DeviceStats;
+use crate::vrange::{whole_pages, VirtualMemory, VmMode};
 
 /// A caching allocator for one device.
 pub struct Allocator<D: Device> {
@@ -43,12 +44,21 @@ pub struct Allocator<D: Device> {
     pub(crate) lookups: [u32; 2],
     pub(crate) history: History,
     pub(crate) explainer: Explainer,
+    pub(crate) vm: VirtualMemory,
 }
 
 impl<D: Device> Allocator<D> {
     /// An allocator over `device` with `config`.
     pub fn new(device: D, config: Config) -> Allocator<D> {
+        let granularity = device.vm_granularity();
+        let mode = match (config.policy, config.expandable_segments, granularity) {
+            (_, _, None) => VmMode::Off,
+            (crate::config::Policy::Cachalot, _, Some(_)) => VmMode::Paged,
+            (crate::config::Policy::PyTorch, true, Some(_)) => VmMode::Expandable,
+            (crate::config::Policy::PyTorch, false, Some(_)) => VmMode::Off,
+        };
         let mut a = Allocator {
+            vm: VirtualMemory::new(mode, granularity.unwrap_or(crate::size::SMALL_BUFFER)),
             device,
             blocks: Slab::default(),
             free: [FreeIndex::default(), FreeIndex::default()],
@@ -100,6 +110,13 @@ impl<D: Device> Allocator<D> {
     /// The memory-fraction limit in bytes, if set.
     pub fn allowed_bytes(&self) -> Option<u64> {
         self.allowed
+    }
+
+    /// True when the allocator maps physical pages into reserved address ranges (cachalot's
+    /// paged policy or PyTorch's expandable segments); false when it uses classic segments,
+    /// by policy or because the device has no virtual memory.
+    pub fn uses_virtual_memory(&self) -> bool {
+        self.vm.mode != VmMode::Off
     }
 
     /// Restarts every peak statistic at its current value.
@@ -193,6 +210,9 @@ impl<D: Device> Allocator<D> {
         }
         let uses = self.stream_uses.entry(id).or_default();
         if !uses.contains(&stream) {
+            if uses.len() == u8::MAX as usize {
+                return Err(AllocError::TooManyStreams { addr });
+            }
             uses.push(stream);
         }
         Ok(())
@@ -227,13 +247,18 @@ impl<D: Device> Allocator<D> {
     }
 
     /// Takes the best-fitting cached block for a rounded request out of the free index,
-    /// honouring `max_split_size` and `max_non_split_rounding`.
+    /// honouring `max_split_size` and `max_non_split_rounding` (which virtual memory makes
+    /// moot: its blocks are always split) and, for expandable segments, PyTorch's preference
+    /// for blocks that can grow.
     #[inline]
     pub(crate) fn take_free_block(&mut self, pool: Pool, stream: Stream, rounded: u64) -> Option<u32> {
         if self.gc_enabled() {
             self.lookups[pool.index()] = self.lookups[pool.index()].wrapping_add(1);
         }
-        let found = self.free[pool.index()].best_fit(stream, rounded);
+        let mut found = self.free[pool.index()].best_fit(stream, rounded);
+        if self.vm.mode == VmMode::Expandable {
+            found = found.map(|f| self.prefer_expandable(pool, stream, rounded, f));
+        }
         if self.explainer.decisions.is_some() {
             let cached_blocks = self.free[pool.index()].len() as u64;
             let (addr, size) = found.map_or((None, 0), |((_, size, addr), _)| (Some(addr), size));
@@ -241,7 +266,9 @@ impl<D: Device> Allocator<D> {
         }
         let ((_, size, addr), id) = found?;
         let max_split = self.config.max_split_size;
-        let rejected = if rounded < max_split && size >= max_split {
+        let rejected = if self.vm.mode == VmMode::Paged && self.blocks[id].in_vm {
+            None
+        } else if rounded < max_split && size >= max_split {
             Some("below max_split_size, a request never takes a block of max_split_size or more")
         } else if rounded >= max_split && size >= rounded.saturating_add(self.config.max_non_split_rounding) {
             Some("an oversize request only takes a block less than max_non_split_rounding larger")
@@ -252,8 +279,31 @@ impl<D: Device> Allocator<D> {
             self.explainer.note(|| Decision::Rejected { addr, size, reason });
             return None;
         }
-        self.free[pool.index()].remove(stream, size, addr);
+        self.uncache(id);
         Some(id)
+    }
+
+    /// Puts free block `id` in its pool's free index (and counts its idle pages).
+    #[inline]
+    pub(crate) fn cache(&mut self, id: u32) {
+        let b = &self.blocks[id];
+        self.free[b.pool.index()].insert(b.stream, b.size, b.addr, id);
+        if b.in_vm && self.vm.mode == VmMode::Paged {
+            let w = whole_pages(b.addr, b.size, self.vm.paged_page);
+            self.vm.idle_pages += w.end - w.start;
+        }
+    }
+
+    /// Takes free block `id` out of its pool's free index.
+    #[inline]
+    pub(crate) fn uncache(&mut self, id: u32) {
+        let b = &self.blocks[id];
+        let removed = self.free[b.pool.index()].remove(b.stream, b.size, b.addr);
+        debug_assert!(removed, "uncached block was in the free index");
+        if b.in_vm && self.vm.mode == VmMode::Paged {
+            let w = whole_pages(b.addr, b.size, self.vm.paged_page);
+            self.vm.idle_pages -= w.end - w.start;
+        }
     }
 
     /// Asks the device for a segment of the size a rounded request needs. `Ok(None)` when the
@@ -262,6 +312,7 @@ impl<D: Device> Allocator<D> {
         &mut self,
         pool: Pool,
         stream: Stream,
+        rounded: u64,
         size: u64,
         is_retry: bool,
     ) -> Result<Option<u32>, AllocError> {
@@ -274,6 +325,14 @@ impl<D: Device> Allocator<D> {
                     .note(|| Decision::SegmentRefused { size, reason: "it would exceed the memory fraction" });
                 return Ok(None);
             }
+        }
+        if self.vm.mode == VmMode::Expandable {
+            let found = self.grow_expandable(pool, stream, rounded)?;
+            if found.is_none() {
+                self.explainer
+                    .note(|| Decision::SegmentRefused { size, reason: "the device could not map more pages" });
+            }
+            return Ok(found);
         }
         let addr = match self.device.allocate(size) {
             Ok(addr) => addr,
@@ -296,6 +355,7 @@ impl<D: Device> Allocator<D> {
             event_count: 0,
             state: BlockState::Free,
             pool,
+            in_vm: false,
         });
         self.stats.segment.increase(pool, 1);
         self.stats.reserved_bytes.increase(pool, size);
@@ -313,15 +373,24 @@ impl<D: Device> Allocator<D> {
     fn should_split(&self, id: u32, rounded: u64) -> bool {
         let b = &self.blocks[id];
         let remaining = b.size - rounded;
-        match b.pool {
-            Pool::Small => remaining >= MIN_BLOCK,
-            Pool::Large => rounded < self.config.max_split_size && remaining > SMALL_SIZE,
+        if b.pool == Pool::Small || b.in_vm || self.config.expandable_segments {
+            remaining >= MIN_BLOCK
+        } else {
+            rounded < self.config.max_split_size && remaining > SMALL_SIZE
         }
     }
 
     /// Why [`Allocator::should_split`] decided as it did.
-    fn split_reason(&self, pool: Pool, rounded: u64, remaining: u64, split: bool) -> &'static str {
-        match (pool, split) {
+    fn split_reason(&self, id: u32, rounded: u64, remaining: u64, split: bool) -> &'static str {
+        let b = &self.blocks[id];
+        if b.in_vm || self.config.expandable_segments {
+            return match split {
+                _ if remaining == 0 => "it fits exactly",
+                true => "virtual memory: any remainder of at least 512 bytes is kept",
+                false => "less than 512 bytes would remain",
+            };
+        }
+        match (b.pool, split) {
             (_, false) if remaining == 0 => "it fits exactly",
             (Pool::Small, true) => "small pool: at least 512 bytes remain",
             (Pool::Small, false) => "small pool: less than 512 bytes would remain",
@@ -337,11 +406,11 @@ impl<D: Device> Allocator<D> {
     /// rounded request, splitting off the remainder when the split rule says so.
     fn hand_out(&mut self, id: u32, rounded: u64, requested: u64) -> u64 {
         let already_split = self.blocks[id].is_split();
-        let pool = self.blocks[id].pool;
+        let (pool, in_vm) = (self.blocks[id].pool, self.blocks[id].in_vm);
         let split = self.should_split(id, rounded);
         if self.explainer.decisions.is_some() {
             let (addr, block_size) = (self.blocks[id].addr, self.blocks[id].size);
-            let reason = self.split_reason(pool, rounded, block_size - rounded, split);
+            let reason = self.split_reason(id, rounded, block_size - rounded, split);
             self.explainer.note(|| Decision::Split {
                 addr,
                 block_size,
@@ -355,7 +424,7 @@ impl<D: Device> Allocator<D> {
             let front = Block { size: rounded, prev: rest.prev, next: id, ..rest.clone() };
             rest.addr += rounded;
             rest.size -= rounded;
-            let (rest_stream, rest_size, rest_addr) = (rest.stream, rest.size, rest.addr);
+            let rest_size = rest.size;
             let front_id = self.blocks.insert(front);
             let rest = &mut self.blocks[id];
             let before = rest.prev;
@@ -363,9 +432,13 @@ impl<D: Device> Allocator<D> {
             rest.gc_base = self.lookups[pool.index()];
             if before != NIL {
                 self.blocks[before].next = front_id;
+            } else if in_vm {
+                self.set_range_head(front_id);
             }
-            self.free[pool.index()].insert(rest_stream, rest_size, rest_addr, id);
-            if already_split {
+            self.cache(id);
+            if in_vm {
+                // Like PyTorch's expandable segments, virtual memory counts no split blocks.
+            } else if already_split {
                 self.stats.inactive_split_bytes.decrease(pool, rounded);
             } else {
                 self.stats.inactive_split_bytes.increase(pool, rest_size);
@@ -373,7 +446,7 @@ impl<D: Device> Allocator<D> {
             }
             front_id
         } else {
-            if already_split {
+            if already_split && !in_vm {
                 let size = self.blocks[id].size;
                 self.stats.inactive_split_bytes.decrease(pool, size);
                 self.stats.inactive_split.decrease(pool, 1);
@@ -395,6 +468,9 @@ impl<D: Device> Allocator<D> {
             s.oversize_allocations.increase(1);
         }
         self.record(Action::Alloc, addr, requested, stream);
+        if in_vm && self.vm.mode == VmMode::Paged {
+            self.vm.peak_in_use = self.vm.peak_in_use.max(self.vm.pages_in_use());
+        }
         addr
     }
 
@@ -402,13 +478,13 @@ impl<D: Device> Allocator<D> {
     /// in the free index.
     pub(crate) fn free_block(&mut self, id: u32) {
         let b = &self.blocks[id];
-        let (addr, size, requested, stream, pool) = (b.addr, b.size, b.requested, b.stream, b.pool);
+        let (addr, size, requested, stream, pool, in_vm) = (b.addr, b.size, b.requested, b.stream, b.pool, b.in_vm);
         let neighbours = [b.prev, b.next];
         self.record(Action::FreeCompleted, addr, requested, stream);
         let mut net_blocks: i64 = 0;
         let mut net_bytes: i64 = 0;
         for (side, neighbour) in [("previous", neighbours[0]), ("next", neighbours[1])] {
-            let subsumed = self.try_merge(id, neighbour);
+            let subsumed = self.try_merge(id, neighbour, BlockState::Free);
             if subsumed > 0 {
                 net_blocks -= 1;
                 net_bytes -= subsumed as i64;
@@ -420,43 +496,54 @@ impl<D: Device> Allocator<D> {
         b.requested = 0;
         b.gc_base = self.lookups[pool.index()];
         let split = b.is_split();
-        let (key_stream, key_size, key_addr) = (b.stream, b.size, b.addr);
-        self.free[pool.index()].insert(key_stream, key_size, key_addr, id);
+        let (key_size, key_addr) = (b.size, b.addr);
+        self.cache(id);
         self.explainer.note(|| Decision::Cached { addr: key_addr, size: key_size, whole_segment: !split });
         if split {
             net_blocks += 1;
             net_bytes += key_size as i64;
         }
         let s = &mut self.stats;
-        match net_blocks {
-            n if n > 0 => s.inactive_split.increase(pool, n as u64),
-            n if n < 0 => s.inactive_split.decrease(pool, n.unsigned_abs()),
-            _ => {}
-        }
-        match net_bytes {
-            n if n > 0 => s.inactive_split_bytes.increase(pool, n as u64),
-            n if n < 0 => s.inactive_split_bytes.decrease(pool, n.unsigned_abs()),
-            _ => {}
+        if !in_vm {
+            match net_blocks {
+                n if n > 0 => s.inactive_split.increase(pool, n as u64),
+                n if n < 0 => s.inactive_split.decrease(pool, n.unsigned_abs()),
+                _ => {}
+            }
+            match net_bytes {
+                n if n > 0 => s.inactive_split_bytes.increase(pool, n as u64),
+                n if n < 0 => s.inactive_split_bytes.decrease(pool, n.unsigned_abs()),
+                _ => {}
+            }
         }
         s.active.decrease(pool, 1);
         s.active_bytes.decrease(pool, size);
         s.requested_bytes.decrease(pool, requested);
     }
 
-    /// Merges the free neighbour `other` into block `id`; returns the bytes gained (0 when
-    /// `other` is absent or not free).
-    fn try_merge(&mut self, id: u32, other: u32) -> u64 {
-        if other == NIL || self.blocks[other].state != BlockState::Free {
+    /// Merges the neighbour `other` into block `id` if `other` is in `state` (free or
+    /// unmapped), taking it out of its index; returns the bytes gained (0 when not merged).
+    pub(crate) fn try_merge(&mut self, id: u32, other: u32, state: BlockState) -> u64 {
+        if other == NIL || self.blocks[other].state != state {
             return 0;
         }
+        match state {
+            BlockState::Free => self.uncache(other),
+            BlockState::Unmapped => {
+                let o = &self.blocks[other];
+                self.vm.unmapped[o.pool.index()].remove(&(o.stream, o.addr));
+            }
+            _ => unreachable!("only free or unmapped blocks merge"),
+        }
         let o = self.blocks.remove(other);
-        self.free[o.pool.index()].remove(o.stream, o.size, o.addr);
         let b = &mut self.blocks[id];
         if b.prev == other {
             b.addr = o.addr;
             b.prev = o.prev;
             if o.prev != NIL {
                 self.blocks[o.prev].next = id;
+            } else if o.in_vm {
+                self.set_range_head(id);
             }
         } else {
             b.next = o.next;
@@ -466,6 +553,14 @@ impl<D: Device> Allocator<D> {
         }
         self.blocks[id].size += o.size;
         o.size
+    }
+
+    /// Records that block `id` now starts its virtual range.
+    fn set_range_head(&mut self, id: u32) {
+        let addr = self.blocks[id].addr;
+        if let Some(r) = self.vm.range_of(addr) {
+            self.vm.ranges[r].head = id;
+        }
     }
 
     /// Records `uses` as events on their streams for block `id`. On failure nothing stays
@@ -483,7 +578,7 @@ impl<D: Device> Allocator<D> {
                 }
             }
         }
-        self.blocks[id].event_count = recorded.len() as u16;
+        self.blocks[id].event_count = recorded.len() as u8;
         for (s, e) in recorded {
             self.events.push(s, e, id);
         }

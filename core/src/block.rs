@@ -4,7 +4,8 @@
 //! list by address through `prev`/`next` ids ([`NIL`] at the ends), so a segment is the
 //! chain reachable from a block whose `prev` is NIL. Invariants: the chain of a segment
 //! tiles it exactly (each block starts where the previous one ends); an id in a chain is
-//! never vacant in the slab.
+//! never vacant in the slab. In a virtual range (`in_vm`), `Unmapped` blocks cover whole
+//! pages with no memory behind them; every other block there is mapped.
 
 use alloc::vec::Vec;
 
@@ -23,9 +24,11 @@ pub enum BlockState {
     PendingFree,
     /// Cached and in the free index, ready for reuse.
     Free,
+    /// Address space of a virtual range with no memory mapped behind it (whole pages).
+    Unmapped,
 }
 
-/// One block's metadata (48 bytes).
+/// One block's metadata (48 bytes; a test holds it to that).
 #[derive(Clone, Debug)]
 pub struct Block {
     /// Device address of the first byte.
@@ -43,11 +46,13 @@ pub struct Block {
     /// The pool's lookup count when the block was cached (for garbage collection ages).
     pub gc_base: u32,
     /// Events still to complete before a pending free finishes.
-    pub event_count: u16,
-    /// Allocated, pending or free.
+    pub event_count: u8,
+    /// Allocated, pending, free or unmapped.
     pub state: BlockState,
     /// The pool the block's segment belongs to.
     pub pool: Pool,
+    /// True when the block lies in a virtual range rather than a classic segment.
+    pub in_vm: bool,
 }
 
 impl Block {
@@ -121,5 +126,14 @@ impl core::ops::IndexMut<u32> for Slab {
     #[inline]
     fn index_mut(&mut self, id: u32) -> &mut Block {
         self.entries[id as usize].as_mut().expect("slab id in use")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn block_metadata_stays_small() {
+        assert_eq!(core::mem::size_of::<super::Block>(), 48);
+        assert_eq!(core::mem::size_of::<Option<super::Block>>(), 48);
     }
 }

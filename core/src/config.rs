@@ -16,7 +16,8 @@ use crate::size::{LARGE_BUFFER, MIB, POWER2_INTERVALS};
 pub enum Policy {
     /// PyTorch 2.11's native caching allocator, decision for decision.
     PyTorch,
-    /// cachalot's own policy (see the docs); until it lands it decides as PyTorch does.
+    /// cachalot's own policy: virtual memory mapped page by page, idle pages moved to where
+    /// they are needed (PyTorch's decisions on devices without virtual memory).
     Cachalot,
 }
 
@@ -43,7 +44,8 @@ pub struct Config {
     pub roundup_power2_divisions: [u32; POWER2_INTERVALS],
     /// Fraction of the allowed memory above which cached blocks are reclaimed; 0 = off.
     pub garbage_collection_threshold: f64,
-    /// One growing virtual range per stream and pool instead of fixed segments.
+    /// One growing virtual range per stream and pool instead of fixed segments (PyTorch's
+    /// policy; cachalot's policy always uses virtual memory when the device has it).
     pub expandable_segments: bool,
     /// Fraction of device memory this allocator may reserve, if limited.
     pub per_process_memory_fraction: Option<f64>,
@@ -135,12 +137,7 @@ impl Config {
                 }
                 self.garbage_collection_threshold = v;
             }
-            "expandable_segments" => {
-                self.expandable_segments = parse_bool(key, value)?;
-                if self.expandable_segments {
-                    return Err(err(key, "True is not supported yet; allowed: False"));
-                }
-            }
+            "expandable_segments" => self.expandable_segments = parse_bool(key, value)?,
             "per_process_memory_fraction" => {
                 let v = parse_f64(key, value)?;
                 if !(0.0..=1.0).contains(&v) {

@@ -2,7 +2,10 @@
 //!
 //! The core never touches memory itself. It asks a device for segments, gives them back,
 //! and records and queries events on streams to learn when a block freed on one stream may
-//! be reused on another. Every call is fallible: out of memory is a value, never a panic.
+//! be reused on another. Devices that support virtual memory also reserve address ranges
+//! and map physical pages into them (the `vm_` methods; the defaults say "unsupported", and
+//! the allocator then falls back to classic segments). Every call is fallible: out of
+//! memory is a value, never a panic.
 
 use core::fmt;
 
@@ -11,6 +14,11 @@ pub type Stream = u64;
 
 /// An event handle issued by a device, opaque to the core.
 pub type Event = u64;
+
+/// A physical memory handle issued by a device's `vm_create`, opaque to the core.
+pub type PhysHandle = u64;
+
+const NO_VM: DeviceError = DeviceError::Unsupported("virtual memory");
 
 /// What a device call can report.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -68,6 +76,54 @@ pub trait Device {
     fn now_us(&self) -> u64 {
         0
     }
+
+    /// The page size of virtual-memory mappings, or `None` when the device has no virtual
+    /// memory (then every other `vm_` call fails).
+    fn vm_granularity(&self) -> Option<u64> {
+        None
+    }
+
+    /// Reserves `size` bytes of address space (no memory behind it) and returns its start.
+    fn vm_reserve(&mut self, size: u64) -> Result<u64, DeviceError> {
+        let _ = size;
+        Err(NO_VM)
+    }
+
+    /// Returns an address range obtained from [`Device::vm_reserve`] (it must be unmapped).
+    fn vm_release(&mut self, addr: u64, size: u64) -> Result<(), DeviceError> {
+        let _ = (addr, size);
+        Err(NO_VM)
+    }
+
+    /// Creates `size` bytes (a multiple of the granularity) of physical memory.
+    fn vm_create(&mut self, size: u64) -> Result<PhysHandle, DeviceError> {
+        let _ = size;
+        Err(NO_VM)
+    }
+
+    /// Frees physical memory from [`Device::vm_create`] (it must be unmapped).
+    fn vm_destroy(&mut self, handle: PhysHandle, size: u64) -> Result<(), DeviceError> {
+        let _ = (handle, size);
+        Err(NO_VM)
+    }
+
+    /// Maps the whole of `handle` (`size` bytes) at `addr` inside a reserved range.
+    fn vm_map(&mut self, addr: u64, size: u64, handle: PhysHandle) -> Result<(), DeviceError> {
+        let _ = (addr, size, handle);
+        Err(NO_VM)
+    }
+
+    /// Makes a freshly mapped range readable and writable by the device.
+    fn vm_set_access(&mut self, addr: u64, size: u64) -> Result<(), DeviceError> {
+        let _ = (addr, size);
+        Err(NO_VM)
+    }
+
+    /// Unmaps a range made of whole mappings.
+    fn vm_unmap(&mut self, addr: u64, size: u64) -> Result<(), DeviceError> {
+        let _ = (addr, size);
+        Err(NO_VM)
+    }
 }
 
 /// A boxed device is a device, so one allocator type can serve several device kinds.
@@ -98,5 +154,29 @@ impl<D: Device + ?Sized> Device for alloc::boxed::Box<D> {
     }
     fn now_us(&self) -> u64 {
         (**self).now_us()
+    }
+    fn vm_granularity(&self) -> Option<u64> {
+        (**self).vm_granularity()
+    }
+    fn vm_reserve(&mut self, size: u64) -> Result<u64, DeviceError> {
+        (**self).vm_reserve(size)
+    }
+    fn vm_release(&mut self, addr: u64, size: u64) -> Result<(), DeviceError> {
+        (**self).vm_release(addr, size)
+    }
+    fn vm_create(&mut self, size: u64) -> Result<PhysHandle, DeviceError> {
+        (**self).vm_create(size)
+    }
+    fn vm_destroy(&mut self, handle: PhysHandle, size: u64) -> Result<(), DeviceError> {
+        (**self).vm_destroy(handle, size)
+    }
+    fn vm_map(&mut self, addr: u64, size: u64, handle: PhysHandle) -> Result<(), DeviceError> {
+        (**self).vm_map(addr, size, handle)
+    }
+    fn vm_set_access(&mut self, addr: u64, size: u64) -> Result<(), DeviceError> {
+        (**self).vm_set_access(addr, size)
+    }
+    fn vm_unmap(&mut self, addr: u64, size: u64) -> Result<(), DeviceError> {
+        (**self).vm_unmap(addr, size)
     }
 }

@@ -88,6 +88,11 @@ pub enum AllocError {
     },
     /// A memory fraction outside [0, 1].
     InvalidFraction(f64),
+    /// An allocation was recorded on more streams than one block can track (255).
+    TooManyStreams {
+        /// The allocation.
+        addr: u64,
+    },
     /// The device refused a call for a reason other than memory.
     Device(DeviceError),
 }
@@ -109,6 +114,9 @@ impl fmt::Display for AllocError {
             }
             AllocError::InvalidFraction(v) => {
                 write!(f, "memory fraction {v} is invalid: it must be in [0.0, 1.0]")
+            }
+            AllocError::TooManyStreams { addr } => {
+                write!(f, "allocation {addr:#x} is already recorded on 255 streams, the most one block tracks")
             }
             AllocError::Device(e) => write!(f, "device error: {e}"),
         }

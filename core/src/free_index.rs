@@ -127,11 +127,19 @@ impl StreamIndex {
 
     /// Entries in (size, address) order.
     fn entries(&self) -> impl Iterator<Item = &Entry> + '_ {
-        let mut c = self.next_class(0);
+        self.entries_from(0)
+    }
+
+    /// Entries of at least `size` bytes in (size, address) order.
+    fn entries_from(&self, size: u64) -> impl Iterator<Item = &Entry> + '_ {
+        let first = class_of(size);
+        let mut c = self.next_class(first);
         core::iter::from_fn(move || {
             let cur = c?;
             c = self.next_class(cur + 1);
-            Some(&self.classes[cur])
+            let v = &self.classes[cur];
+            let skip = if cur == first { v.partition_point(|e| e.size < size) } else { 0 };
+            Some(&v[skip..])
         })
         .flatten()
     }
@@ -188,6 +196,13 @@ impl FreeIndex {
         out
     }
 
+    /// Blocks of `stream` of at least `size` bytes, in index order (best fit first).
+    pub fn iter_from(&self, stream: Stream, size: u64) -> impl Iterator<Item = (Key, u32)> + '_ {
+        self.stream(stream)
+            .into_iter()
+            .flat_map(move |s| s.entries_from(size).map(move |e| ((stream, e.size, e.addr), e.id)))
+    }
+
     /// Every cached block in (stream, size, address) order.
     pub fn iter(&self) -> impl Iterator<Item = (Key, u32)> + '_ {
         self.streams.iter().flat_map(|s| s.entries().map(move |e| ((s.stream, e.size, e.addr), e.id)))
@@ -236,6 +251,7 @@ mod tests {
         assert_eq!(f.best_fit(2, 512), None);
         let order: Vec<u32> = f.iter().map(|(_, id)| id).collect();
         assert_eq!(order, [2, 1, 3, 4, 5]);
+        assert_eq!(f.iter_from(0, (3 << 20) + 1).map(|(_, id)| id).collect::<Vec<_>>(), [3, 4]);
         assert_eq!(f.before(0, 100 << 20).iter().map(|(_, id)| *id).collect::<Vec<_>>(), [3, 1, 2]);
         assert!(f.remove(0, 3 << 20, 0x1000_0000));
         assert!(!f.remove(0, 3 << 20, 0x1000_0000));

@@ -12,7 +12,7 @@ use alloc::string::String;
 
 use crate::allocator::Allocator;
 use crate::block::{BlockState, NIL};
-use crate::device::Device;
+use crate::device::{Device, Stream};
 use crate::free_index::Key;
 use crate::size::{Pool, MIN_BLOCK};
 use crate::stats::StatArray;
@@ -59,6 +59,12 @@ impl<D: Device> Allocator<D> {
                 }
             }
         }
+        let mut unmapped_index: Map<(Pool, Stream, u64)> = Map::default();
+        for pool in [Pool::Small, Pool::Large] {
+            for (&(stream, addr), &id) in &self.vm.unmapped[pool.index()] {
+                unmapped_index.insert(id, (pool, stream, addr));
+            }
+        }
         let mut queued: Map<usize> = Map::default();
         for (_, _, id) in self.events.iter() {
             *queued.entry(id).or_default() += 1;
@@ -66,11 +72,22 @@ impl<D: Device> Allocator<D> {
         let mut rc = Recount::default();
         let mut visited = 0usize;
         let mut reserved = 0u64;
+        let mut idle = 0u64;
         for (head, b) in self.blocks.iter() {
             if b.prev != NIL {
                 continue;
             }
             let (pool, stream) = (b.pool, b.stream);
+            let range = if b.in_vm {
+                let r = self.vm.range_of(b.addr).ok_or_else(|| format!("virtual block {head} lies in no range"))?;
+                let range = &self.vm.ranges[r];
+                if range.head != head || range.base != b.addr || range.pool != pool || range.stream != stream {
+                    return Err(format!("range at {:#x} disagrees with its head block {head}", range.base));
+                }
+                Some(range)
+            } else {
+                None
+            };
             let mut seg_size = 0u64;
             let mut id = head;
             let mut prev = NIL;
@@ -97,11 +114,34 @@ impl<D: Device> Allocator<D> {
                 if c.pool != pool || c.stream != stream {
                     return Err(format!("block {id} differs in pool or stream from its segment"));
                 }
-                let free = c.state == BlockState::Free;
-                if free && prev_free {
-                    return Err(format!("free blocks {prev} and {id} are neighbours but not merged"));
+                let free = matches!(c.state, BlockState::Free | BlockState::Unmapped);
+                if free && prev_free && self.blocks[prev].state == c.state {
+                    return Err(format!("{:?} blocks {prev} and {id} are neighbours but not merged", c.state));
                 }
-                self.check_block_membership(id, &indexed, &queued)?;
+                if c.in_vm != b.in_vm {
+                    return Err(format!("block {id} differs from its segment in being virtual"));
+                }
+                if let Some(range) = range {
+                    let page = range.page;
+                    let (first, last) = (range.page_of(c.addr), range.page_of(c.end() - 1));
+                    if c.state == BlockState::Unmapped {
+                        if (c.addr - range.base) % page != 0 || c.size % page != 0 {
+                            return Err(format!("unmapped block {id} at {:#x} is not whole pages", c.addr));
+                        }
+                        if range.pages[first..=last].iter().any(Option::is_some) {
+                            return Err(format!("unmapped block {id} at {:#x} lies over mapped pages", c.addr));
+                        }
+                    } else if range.pages[first..=last].iter().any(Option::is_none) {
+                        return Err(format!("{:?} block {id} at {:#x} lies over unmapped pages", c.state, c.addr));
+                    }
+                    if c.state == BlockState::Free && self.vm.mode == crate::vrange::VmMode::Paged {
+                        let w = crate::vrange::whole_pages(c.addr, c.size, page);
+                        idle += w.end - w.start;
+                    }
+                } else if c.state == BlockState::Unmapped {
+                    return Err(format!("block {id} is unmapped outside a virtual range"));
+                }
+                self.check_block_membership(id, &indexed, &unmapped_index, &queued)?;
                 match c.state {
                     BlockState::Allocated => {
                         rc.allocation.increase(pool, 1);
@@ -115,11 +155,11 @@ impl<D: Device> Allocator<D> {
                         rc.active_bytes.increase(pool, c.size);
                         rc.requested_bytes.increase(pool, c.requested);
                     }
-                    BlockState::Free if split => {
+                    BlockState::Free if split && range.is_none() => {
                         rc.inactive_split.increase(pool, 1);
                         rc.inactive_split_bytes.increase(pool, c.size);
                     }
-                    BlockState::Free => {}
+                    BlockState::Free | BlockState::Unmapped => {}
                 }
                 prev_free = free;
                 seg_size += c.size;
@@ -129,8 +169,31 @@ impl<D: Device> Allocator<D> {
                 id = c.next;
             }
             rc.segment.increase(pool, 1);
-            rc.reserved_bytes.increase(pool, seg_size);
-            reserved += seg_size;
+            let held = match range {
+                Some(r) => {
+                    if seg_size != r.size {
+                        return Err(format!(
+                            "range at {:#x} has {} bytes of blocks for {} reserved",
+                            r.base, seg_size, r.size
+                        ));
+                    }
+                    r.pages.iter().filter(|p| p.is_some()).count() as u64 * r.page
+                }
+                None => seg_size,
+            };
+            rc.reserved_bytes.increase(pool, held);
+            reserved += held;
+        }
+        for &(_, pool) in &self.vm.page_pool {
+            rc.reserved_bytes.increase(pool, self.vm.paged_page);
+            reserved += self.vm.paged_page;
+        }
+        let mapped: u64 = self.vm.ranges.iter().map(|r| r.pages.iter().filter(|p| p.is_some()).count() as u64).sum();
+        if mapped != self.vm.mapped_pages {
+            return Err(format!("{} pages counted mapped but {mapped} are", self.vm.mapped_pages));
+        }
+        if self.vm.mode == crate::vrange::VmMode::Paged && idle != self.vm.idle_pages {
+            return Err(format!("{} pages counted idle but {idle} are", self.vm.idle_pages));
         }
         if visited != self.blocks.len() {
             return Err(format!("{} blocks stored but {visited} reachable from segment heads", self.blocks.len()));
@@ -165,7 +228,13 @@ impl<D: Device> Allocator<D> {
     }
 
     /// Checks that block `id` is in exactly the structures its state requires.
-    fn check_block_membership(&self, id: u32, indexed: &Map<(Pool, Key)>, queued: &Map<usize>) -> Result<(), String> {
+    fn check_block_membership(
+        &self,
+        id: u32,
+        indexed: &Map<(Pool, Key)>,
+        unmapped: &Map<(Pool, Stream, u64)>,
+        queued: &Map<usize>,
+    ) -> Result<(), String> {
         let b = &self.blocks[id];
         let in_index = match indexed.get(&id) {
             None => false,
@@ -174,10 +243,15 @@ impl<D: Device> Allocator<D> {
         };
         let in_live = self.live.get(&b.addr) == Some(&id);
         let queued = queued.get(&id).copied().unwrap_or(0);
+        let in_unmapped = unmapped.get(&id) == Some(&(b.pool, b.stream, b.addr));
+        if in_unmapped != (b.state == BlockState::Unmapped) {
+            return Err(format!("block {id} is {:?} but in the unmapped index: {in_unmapped}", b.state));
+        }
         let ok = match b.state {
             BlockState::Free => in_index && !in_live && queued == 0 && b.event_count == 0,
             BlockState::Allocated => !in_index && in_live && queued == 0 && b.event_count == 0,
             BlockState::PendingFree => !in_index && !in_live && b.event_count > 0 && queued == b.event_count as usize,
+            BlockState::Unmapped => !in_index && !in_live && queued == 0 && b.event_count == 0,
         };
         if ok {
             Ok(())

@@ -17,6 +17,7 @@ use crate::error::{AllocError, OomReport};
 use crate::explain::Decision;
 use crate::history::Action;
 use crate::size::{round_size, segment_size, Pool};
+use crate::vrange::VmMode;
 
 impl<D: Device> Allocator<D> {
     /// Gets a new segment for a rounded request, releasing cached memory as needed.
@@ -31,19 +32,28 @@ impl<D: Device> Allocator<D> {
                 self.explainer.note(|| Decision::GarbageCollected { bytes });
             }
         }
-        if let Some(id) = self.allocate_segment(pool, stream, size, false)? {
+        if self.vm.mode == VmMode::Paged {
+            if let Some(id) = self.grow_paged(pool, stream, rounded)? {
+                return Ok(Some(id));
+            }
+            // Waiting for pending frees may leave pages idle that can be moved.
+            self.stats.num_alloc_retries += 1;
+            self.synchronize_and_free_events()?;
+            return self.grow_paged(pool, stream, rounded);
+        }
+        if let Some(id) = self.allocate_segment(pool, stream, rounded, size, false)? {
             return Ok(Some(id));
         }
         let released = self.noting_releases("release oversize cached segments", |a| {
             a.release_available_cached_blocks(pool, stream, rounded)
         })?;
         if released {
-            if let Some(id) = self.allocate_segment(pool, stream, size, false)? {
+            if let Some(id) = self.allocate_segment(pool, stream, rounded, size, false)? {
                 return Ok(Some(id));
             }
         }
         self.noting_releases("release every unsplit cached segment and retry", |a| a.release_cached_blocks())?;
-        self.allocate_segment(pool, stream, size, true)
+        self.allocate_segment(pool, stream, rounded, size, true)
     }
 
     /// Runs a release step and notes what it returned to the device.
@@ -63,10 +73,10 @@ impl<D: Device> Allocator<D> {
     /// Returns a cached segment to the device. The block must be free and unsplit.
     pub(crate) fn release_block(&mut self, id: u32) -> Result<(), AllocError> {
         let b = &self.blocks[id];
-        debug_assert!(!b.is_split());
+        debug_assert!(!b.is_split() && !b.in_vm);
         let (addr, size, stream, pool) = (b.addr, b.size, b.stream, b.pool);
         self.device.free(addr, size)?;
-        self.free[pool.index()].remove(stream, size, addr);
+        self.uncache(id);
         self.blocks.remove(id);
         self.reserved -= size;
         self.stats.num_device_free += 1;
@@ -94,7 +104,7 @@ impl<D: Device> Allocator<D> {
         let target = rounded.max(max_split);
         let index = &self.free[pool.index()];
         if let Some((_, id)) = index.best_fit(stream, target) {
-            if !self.blocks[id].is_split() {
+            if !self.blocks[id].is_split() && !self.blocks[id].in_vm {
                 self.release_block(id)?;
                 return Ok(true);
             }
@@ -105,7 +115,7 @@ impl<D: Device> Allocator<D> {
             if total >= target || size < max_split || s != stream {
                 break;
             }
-            if !self.blocks[id].is_split() {
+            if !self.blocks[id].is_split() && !self.blocks[id].in_vm {
                 chosen.push(id);
                 total += size;
             }
@@ -123,12 +133,25 @@ impl<D: Device> Allocator<D> {
         self.release_unsplit_blocks(Pool::Small)
     }
 
-    /// Returns every cached segment of `pool` that is one whole free block.
+    /// Returns every cached segment of `pool` that is one whole free block, and unmaps the
+    /// whole pages of every free block in virtual ranges (releasing ranges left empty).
     pub(crate) fn release_unsplit_blocks(&mut self, pool: Pool) -> Result<(), AllocError> {
+        let mut to_unmap = Vec::new();
         for id in self.free[pool.index()].ids() {
-            if !self.blocks[id].is_split() {
+            if self.blocks[id].in_vm {
+                to_unmap.push(id);
+            } else if !self.blocks[id].is_split() {
                 self.release_block(id)?;
             }
+        }
+        for id in to_unmap {
+            self.unmap_free_block(id)?;
+        }
+        if self.vm.mode == VmMode::Paged {
+            let page = self.vm.paged_page;
+            let kept: Vec<_> = self.vm.page_pool.iter().filter(|(_, p)| *p == pool).map(|(h, _)| *h).collect();
+            self.vm.page_pool.retain(|(_, p)| *p != pool);
+            self.destroy_pages(&kept, pool, page)?;
         }
         Ok(())
     }
@@ -142,6 +165,10 @@ impl<D: Device> Allocator<D> {
         if self.reserved <= threshold {
             return Ok(());
         }
+        if self.vm.mode == VmMode::Paged {
+            // Idle pages are the paged policy's cache: return them until under the threshold.
+            return self.release_idle_pages(threshold).map(|_| ());
+        }
         let target = self.reserved - threshold;
         let now = self.lookups[Pool::Large.index()];
         let age = |b: &crate::block::Block| now.wrapping_sub(b.gc_base) as u64;
@@ -149,7 +176,7 @@ impl<D: Device> Allocator<D> {
         let mut freeable = 0u64;
         for (_, id) in self.free[Pool::Large.index()].iter() {
             let b = &self.blocks[id];
-            if !b.is_split() {
+            if !b.is_split() && !b.in_vm {
                 total_age += age(b);
                 freeable += 1;
             }
@@ -162,7 +189,7 @@ impl<D: Device> Allocator<D> {
             for id in self.free[Pool::Large.index()].ids() {
                 let b = &self.blocks[id];
                 let a = age(b);
-                if !b.is_split() && a as f64 >= threshold_age {
+                if !b.is_split() && !b.in_vm && a as f64 >= threshold_age {
                     freed_one = true;
                     reclaimed += b.size;
                     total_age -= a;

@@ -5,12 +5,17 @@
 //! gap that fits, as the CUDA driver tends to place them — best fit breaks ties by address,
 //! so placement decides which of two equal cached blocks is reused), enforces a
 //! capacity, models stream work with events that stay pending while a stream is held busy,
-//! and injects faults on request. Invariants: live segments never overlap; `used` equals
-//! the sum of live segment sizes and never exceeds `capacity`.
+//! and injects faults on request. It also models virtual memory (2 MiB granularity):
+//! address ranges reserved far from the classic segments, physical handles that count
+//! against the capacity, and mappings, with a count of every call.
+//!
+//! Invariants: live segments never overlap; mappings lie inside reservations and never
+//! overlap; `used` equals the sum of live segment sizes plus live physical handles and never
+//! exceeds `capacity`.
 
 use alloc::collections::{BTreeMap, BTreeSet};
 
-use crate::device::{Device, DeviceError, Event, Stream};
+use crate::device::{Device, DeviceError, Event, PhysHandle, Stream};
 
 /// Where the simulated address space starts: a typical CUDA device address.
 pub const BASE_ADDRESS: u64 = 0x7f00_0000_0000;
@@ -18,9 +23,13 @@ pub const BASE_ADDRESS: u64 = 0x7f00_0000_0000;
 pub const TOP_ADDRESS: u64 = BASE_ADDRESS + (1 << 40);
 /// Alignment of every simulated segment, as cudaMalloc gives for large allocations.
 pub const SEGMENT_ALIGN: u64 = 2 << 20;
+/// Where reserved virtual address ranges start (below the classic segments).
+pub const VM_BASE: u64 = 0x6000_0000_0000;
+/// Page size of simulated virtual memory, as CUDA's allocation granularity on an H200.
+pub const VM_GRANULARITY: u64 = 2 << 20;
 
 /// Counts of the calls a device received.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
 pub struct DeviceCalls {
     /// Successful segment allocations.
     pub allocations: u64,
@@ -36,6 +45,22 @@ pub struct DeviceCalls {
     pub event_queries: u64,
     /// Event synchronizations.
     pub event_syncs: u64,
+    /// Address ranges reserved.
+    pub vm_reserves: u64,
+    /// Address ranges released.
+    pub vm_releases: u64,
+    /// Physical handles created.
+    pub vm_creates: u64,
+    /// Physical handle creations refused (capacity or injected fault).
+    pub vm_failed_creates: u64,
+    /// Physical handles destroyed.
+    pub vm_destroys: u64,
+    /// Handles mapped.
+    pub vm_maps: u64,
+    /// Access grants (one per freshly mapped range).
+    pub vm_set_access: u64,
+    /// Unmap calls.
+    pub vm_unmaps: u64,
 }
 
 /// A simulated device.
@@ -50,6 +75,13 @@ pub struct SimDevice {
     failing_allocations: BTreeSet<u64>,
     calls: DeviceCalls,
     clock_us: u64,
+    vm: bool,
+    reservations: BTreeMap<u64, u64>,
+    next_reservation: u64,
+    handles: BTreeMap<PhysHandle, u64>,
+    next_handle: PhysHandle,
+    mappings: BTreeMap<u64, (u64, PhysHandle)>,
+    failing_creates: BTreeSet<u64>,
 }
 
 impl SimDevice {
@@ -65,6 +97,61 @@ impl SimDevice {
             failing_allocations: BTreeSet::new(),
             calls: DeviceCalls::default(),
             clock_us: 0,
+            vm: true,
+            reservations: BTreeMap::new(),
+            next_reservation: VM_BASE,
+            handles: BTreeMap::new(),
+            next_handle: 1,
+            mappings: BTreeMap::new(),
+            failing_creates: BTreeSet::new(),
+        }
+    }
+
+    /// A device with `capacity` bytes and no virtual memory (like a GPU whose driver lacks
+    /// it): allocators fall back to classic segments.
+    pub fn without_virtual_memory(capacity: u64) -> SimDevice {
+        SimDevice { vm: false, ..SimDevice::new(capacity) }
+    }
+
+    /// Makes the physical-handle creation with this 0-based number fail as out of memory.
+    pub fn fail_create_call(&mut self, call: u64) {
+        self.failing_creates.insert(call);
+    }
+
+    /// True when `[addr, addr + size)` lies inside one classic segment or inside mapped
+    /// virtual memory.
+    pub fn is_backed(&self, addr: u64, size: u64) -> bool {
+        if let Some((&s, &len)) = self.segments.range(..=addr).next_back() {
+            if addr + size <= s + len {
+                return true;
+            }
+        }
+        let mut at = addr;
+        let end = addr + size;
+        while at < end {
+            match self.mappings.range(..=at).next_back() {
+                Some((&m, &(len, _))) if m + len > at => at = m + len,
+                _ => return false,
+            }
+        }
+        true
+    }
+
+    /// Bytes of physical memory in virtual-memory handles.
+    pub fn physical_bytes(&self) -> u64 {
+        self.handles.values().sum()
+    }
+
+    /// Bytes mapped into reserved ranges.
+    pub fn mapped_bytes(&self) -> u64 {
+        self.mappings.values().map(|(len, _)| len).sum()
+    }
+
+    fn vm_ok(&self) -> Result<(), DeviceError> {
+        if self.vm {
+            Ok(())
+        } else {
+            Err(DeviceError::Unsupported("virtual memory"))
         }
     }
 
@@ -195,6 +282,126 @@ impl Device for SimDevice {
     fn now_us(&self) -> u64 {
         self.clock_us
     }
+
+    fn vm_granularity(&self) -> Option<u64> {
+        self.vm.then_some(VM_GRANULARITY)
+    }
+
+    fn vm_reserve(&mut self, size: u64) -> Result<u64, DeviceError> {
+        self.vm_ok()?;
+        let addr = self.next_reservation;
+        self.next_reservation += size.next_multiple_of(VM_GRANULARITY);
+        self.reservations.insert(addr, size);
+        self.calls.vm_reserves += 1;
+        Ok(addr)
+    }
+
+    fn vm_release(&mut self, addr: u64, size: u64) -> Result<(), DeviceError> {
+        self.vm_ok()?;
+        let mapped_inside = self.mappings.range(addr..addr + size).next().is_some();
+        if self.reservations.get(&addr) != Some(&size) || mapped_inside {
+            return Err(DeviceError::Driver { call: "vm_release", code: 1 });
+        }
+        self.reservations.remove(&addr);
+        self.calls.vm_releases += 1;
+        Ok(())
+    }
+
+    fn vm_create(&mut self, size: u64) -> Result<PhysHandle, DeviceError> {
+        self.vm_ok()?;
+        let call = self.calls.vm_creates + self.calls.vm_failed_creates;
+        let injected = self.failing_creates.remove(&call);
+        if injected || size > self.capacity - self.used || size % VM_GRANULARITY != 0 {
+            self.calls.vm_failed_creates += 1;
+            self.calls.injected_failures += injected as u64;
+            return Err(DeviceError::OutOfMemory);
+        }
+        let h = self.next_handle;
+        self.next_handle += 1;
+        self.handles.insert(h, size);
+        self.used += size;
+        self.calls.vm_creates += 1;
+        Ok(h)
+    }
+
+    fn vm_destroy(&mut self, handle: PhysHandle, size: u64) -> Result<(), DeviceError> {
+        self.vm_ok()?;
+        let mapped = self.mappings.values().any(|&(_, h)| h == handle);
+        if self.handles.get(&handle) != Some(&size) || mapped {
+            return Err(DeviceError::Driver { call: "vm_destroy", code: 1 });
+        }
+        self.handles.remove(&handle);
+        self.used -= size;
+        self.calls.vm_destroys += 1;
+        Ok(())
+    }
+
+    fn vm_map(&mut self, addr: u64, size: u64, handle: PhysHandle) -> Result<(), DeviceError> {
+        self.vm_ok()?;
+        let in_reservation =
+            self.reservations.range(..=addr).next_back().is_some_and(|(&r, &len)| addr + size <= r + len);
+        let overlaps = self.mappings.range(..addr + size).next_back().is_some_and(|(&m, &(len, _))| m + len > addr);
+        if !in_reservation || overlaps || self.handles.get(&handle) != Some(&size) || addr % VM_GRANULARITY != 0 {
+            return Err(DeviceError::Driver { call: "vm_map", code: 1 });
+        }
+        self.mappings.insert(addr, (size, handle));
+        self.calls.vm_maps += 1;
+        Ok(())
+    }
+
+    fn vm_set_access(&mut self, addr: u64, size: u64) -> Result<(), DeviceError> {
+        self.vm_ok()?;
+        if !self.is_backed(addr, size) {
+            return Err(DeviceError::Driver { call: "vm_set_access", code: 1 });
+        }
+        self.calls.vm_set_access += 1;
+        Ok(())
+    }
+
+    fn vm_unmap(&mut self, addr: u64, size: u64) -> Result<(), DeviceError> {
+        self.vm_ok()?;
+        let end = addr + size;
+        let mut at = addr;
+        let mut covered = alloc::vec::Vec::new();
+        for (&m, &(len, _)) in self.mappings.range(addr..end) {
+            if m != at || m + len > end {
+                return Err(DeviceError::Driver { call: "vm_unmap", code: 1 });
+            }
+            covered.push(m);
+            at = m + len;
+        }
+        if at != end {
+            return Err(DeviceError::Driver { call: "vm_unmap", code: 1 });
+        }
+        for m in covered {
+            self.mappings.remove(&m);
+        }
+        self.calls.vm_unmaps += 1;
+        Ok(())
+    }
+}
+
+impl DeviceCalls {
+    /// The calls made since `earlier` was taken.
+    pub fn since(&self, earlier: &DeviceCalls) -> DeviceCalls {
+        DeviceCalls {
+            allocations: self.allocations - earlier.allocations,
+            failed_allocations: self.failed_allocations - earlier.failed_allocations,
+            injected_failures: self.injected_failures - earlier.injected_failures,
+            frees: self.frees - earlier.frees,
+            events_recorded: self.events_recorded - earlier.events_recorded,
+            event_queries: self.event_queries - earlier.event_queries,
+            event_syncs: self.event_syncs - earlier.event_syncs,
+            vm_reserves: self.vm_reserves - earlier.vm_reserves,
+            vm_releases: self.vm_releases - earlier.vm_releases,
+            vm_creates: self.vm_creates - earlier.vm_creates,
+            vm_failed_creates: self.vm_failed_creates - earlier.vm_failed_creates,
+            vm_destroys: self.vm_destroys - earlier.vm_destroys,
+            vm_maps: self.vm_maps - earlier.vm_maps,
+            vm_set_access: self.vm_set_access - earlier.vm_set_access,
+            vm_unmaps: self.vm_unmaps - earlier.vm_unmaps,
+        }
+    }
 }
 
 #[cfg(test)]
@@ -222,6 +429,30 @@ mod tests {
         assert!(d.allocate(2 << 20).is_ok());
         assert_eq!(d.calls().failed_allocations, 2);
         assert!(d.free(TOP_ADDRESS - (2 << 20) + 1, 2 << 20).is_err());
+    }
+
+    #[test]
+    fn virtual_memory_maps_whole_handles_inside_reservations() {
+        let g = VM_GRANULARITY;
+        let mut d = SimDevice::new(8 * g);
+        let base = d.vm_reserve(64 * g).unwrap();
+        let h1 = d.vm_create(g).unwrap();
+        let h2 = d.vm_create(2 * g).unwrap();
+        d.vm_map(base, g, h1).unwrap();
+        d.vm_map(base + g, 2 * g, h2).unwrap();
+        assert!(d.vm_map(base, g, h1).is_err(), "overlapping map");
+        d.vm_set_access(base, 3 * g).unwrap();
+        assert!(d.is_backed(base + 100, 2 * g));
+        assert!(!d.is_backed(base + 2 * g, 2 * g));
+        assert!(d.vm_unmap(base, 2 * g).is_err(), "partial mapping");
+        d.vm_unmap(base, 3 * g).unwrap();
+        assert_eq!(d.used(), 3 * g);
+        assert!(d.vm_create(6 * g).is_err(), "over capacity");
+        d.vm_destroy(h1, g).unwrap();
+        d.vm_destroy(h2, 2 * g).unwrap();
+        d.vm_release(base, 64 * g).unwrap();
+        assert_eq!((d.used(), d.calls().vm_maps, d.calls().vm_unmaps), (0, 2, 1));
+        assert!(SimDevice::without_virtual_memory(g).vm_reserve(g).is_err());
     }
 
     #[test]

@@ -93,26 +93,16 @@ impl From<&TraceEntry> for TraceEntryInfo {
 }
 
 impl<D: Device> Allocator<D> {
-    /// Every segment with its blocks, by address.
+    /// Every segment with its blocks, by address. A virtual range is reported as one
+    /// segment per run of mapped memory (`is_expandable`), as PyTorch reports expandable
+    /// segments; unmapped address space is left out.
     pub fn segments(&self, device: i32) -> Vec<SegmentInfo> {
         let mut out = Vec::new();
         for (head, b) in self.blocks.iter() {
             if b.prev != NIL {
                 continue;
             }
-            let mut seg = SegmentInfo {
-                device,
-                address: b.addr,
-                total_size: 0,
-                allocated_size: 0,
-                active_size: 0,
-                requested_size: 0,
-                stream: b.stream,
-                segment_type: b.pool.name().into(),
-                is_expandable: false,
-                blocks: Vec::new(),
-                frames: Vec::new(),
-            };
+            let mut current: Option<SegmentInfo> = None;
             let mut id = head;
             while id != NIL {
                 let c = &self.blocks[id];
@@ -120,7 +110,25 @@ impl<D: Device> Allocator<D> {
                     BlockState::Allocated => "active_allocated",
                     BlockState::PendingFree => "active_pending_free",
                     BlockState::Free => "inactive",
+                    BlockState::Unmapped => {
+                        out.extend(current.take());
+                        id = c.next;
+                        continue;
+                    }
                 };
+                let seg = current.get_or_insert_with(|| SegmentInfo {
+                    device,
+                    address: c.addr,
+                    total_size: 0,
+                    allocated_size: 0,
+                    active_size: 0,
+                    requested_size: 0,
+                    stream: c.stream,
+                    segment_type: c.pool.name().into(),
+                    is_expandable: c.in_vm,
+                    blocks: Vec::new(),
+                    frames: Vec::new(),
+                });
                 seg.total_size += c.size;
                 if c.state == BlockState::Allocated {
                     seg.allocated_size += c.size;
@@ -138,7 +146,7 @@ impl<D: Device> Allocator<D> {
                 });
                 id = c.next;
             }
-            out.push(seg);
+            out.extend(current);
         }
         out.sort_by_key(|s| s.address);
         out

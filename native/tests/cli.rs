@@ -105,9 +105,12 @@ fn snapshot_json_traces_replay() {
             {"action": "free_requested", "addr": 4096, "size": 3000000, "stream": 0}]]}"#,
     )
     .unwrap();
-    let v = json(&cachalot(&["replay", path.to_str().unwrap(), "--json", "--passes", "3"]));
+    let v =
+        json(&cachalot(&["replay", path.to_str().unwrap(), "--config", "policy:pytorch", "--json", "--passes", "3"]));
     assert_eq!(v["ops"], 3);
-    assert_eq!(v["peak_reserved_bytes"], 22 << 20);
+    assert_eq!(v["peak_reserved_bytes"], 22 << 20, "a 20 MiB and a 2 MiB segment");
+    let v = json(&cachalot(&["replay", path.to_str().unwrap(), "--json", "--passes", "3"]));
+    assert_eq!(v["peak_reserved_bytes"], 6 << 20, "cachalot maps two 2 MiB pages and one for the small pool");
 }
 
 #[test]
@@ -118,9 +121,10 @@ fn compare_shows_pytorch_beside_ours() {
     for part in [
         "policy:pytorch",
         "max_split_size_mb:128",
+        "expandable_segments:True",
         "policy:cachalot",
         "PyTorch (H200)",
-        "(PyTorch expandable_segments:True)",
+        "(PyTorch backend:cudaMallocAsync)",
     ] {
         assert!(text.contains(part), "{part} missing:\n{text}");
     }

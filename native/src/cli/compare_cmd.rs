@@ -8,7 +8,8 @@ use super::run::{human, run as replay, RunReport};
 use super::{input, parse_config, run_options, Failure};
 
 /// The configs compared when none are given.
-pub const DEFAULT_CONFIGS: [&str; 3] = ["policy:pytorch", "policy:pytorch,max_split_size_mb:128", ""];
+pub const DEFAULT_CONFIGS: [&str; 4] =
+    ["policy:pytorch", "policy:pytorch,max_split_size_mb:128", "policy:pytorch,expandable_segments:True", ""];
 
 /// PyTorch's name for the configuration a `policy:pytorch` config reproduces.
 pub fn pytorch_conf_name(config: &Config) -> Option<String> {

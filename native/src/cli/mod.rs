@@ -37,7 +37,8 @@ commands:
       of pointers the trace never allocated (otherwise they are counted and skipped).
   compare [TRACE] [--config CONF]... [--capacity SIZE] [--passes N] [--json] [--strict]
       Replay one trace under several configs side by side (default: PyTorch's default,
-      max_split_size_mb:128 and cachalot's default), with PyTorch's measured figures.
+      max_split_size_mb:128, expandable_segments:True and cachalot's default), with
+      PyTorch's measured figures.
 
 TRACE is a path or a built-in trace name: gpt2_train, resnet50_train, mixed_fc_conv.
 CONF uses PYTORCH_CUDA_ALLOC_CONF syntax, e.g. policy:pytorch,max_split_size_mb:128.

@@ -25,6 +25,13 @@ pub fn run(args: &mut Args) -> Result<(), Failure> {
         println!("peak allocated  {:>12}", human(r.peak_allocated_bytes));
         println!("peak reserved   {:>12}  ({:.3}x requested)", human(r.peak_reserved_bytes), r.reserved_over_requested);
         println!("device calls    {} allocs, {} frees", r.device_allocs, r.device_frees);
+        if r.virtual_memory {
+            let (c, w) = (&r.device_calls_cold, &r.device_calls_warm);
+            println!(
+                "virtual memory  first pass: {} pages created, {} mapped, {} unmap calls; a warm pass: {} mapped, {} unmap calls",
+                c.vm_creates, c.vm_maps, c.vm_unmaps, w.vm_maps, w.vm_unmaps
+            );
+        }
         println!("out of memory   {}", r.ooms);
         println!(
             "cpu cost        {:.1} ns/op warm (median of {}), {:.1} ns/op cold",

@@ -8,6 +8,7 @@ use std::io::{IsTerminal, Write};
 use std::time::Instant;
 
 use cachalot_core::replay::Step;
+use cachalot_core::sim::DeviceCalls;
 use cachalot_core::{Allocator, Config, Replayer, SimDevice};
 use serde::Serialize;
 
@@ -43,6 +44,9 @@ pub struct RunReport {
     pub ns_per_op_cold: f64,
     pub ns_per_op_passes: Vec<f64>,
     pub capacity_bytes: u64,
+    pub virtual_memory: bool,
+    pub device_calls_cold: DeviceCalls,
+    pub device_calls_warm: DeviceCalls,
     pub trace_report: cachalot_core::trace::TraceReport,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub first_oom: Option<String>,
@@ -75,15 +79,19 @@ pub fn run(t: &NamedTrace, config: &Config, opts: &RunOptions) -> Result<RunRepo
     let start = Instant::now();
     let cold = replayer.run_ops(&mut alloc, ops).map_err(fail)?;
     let cold_ns = start.elapsed().as_nanos() as f64 / ops.len().max(1) as f64;
+    let device_calls_cold = alloc.device().calls();
     let summary_at_end = opts.summary.then(|| alloc.memory_summary(0, false));
     replayer.free_live(&mut alloc).map_err(|e| format!("{}: {e}", t.name))?;
     let mut passes = Vec::with_capacity(opts.warm_passes);
+    let mut device_calls_warm = DeviceCalls::default();
     for p in 0..opts.warm_passes.max(3) {
+        let before = alloc.device().calls();
         progress(&format!("{} under {config_name}: warm pass {}/{}", t.name, p + 1, opts.warm_passes.max(3)));
         let start = Instant::now();
         replayer.run_ops(&mut alloc, ops).map_err(fail)?;
         passes.push(start.elapsed().as_nanos() as f64 / ops.len().max(1) as f64);
         replayer.free_live(&mut alloc).map_err(|e| format!("{}: {e}", t.name))?;
+        device_calls_warm = alloc.device().calls().since(&before);
     }
     done_progress();
     let summary_at_peak = if opts.summary { Some(summary_at_peak(t, config, opts.capacity)?) } else { None };
@@ -105,6 +113,9 @@ pub fn run(t: &NamedTrace, config: &Config, opts: &RunOptions) -> Result<RunRepo
         ns_per_op_cold: round1(cold_ns),
         ns_per_op_passes: passes.into_iter().map(round1).collect(),
         capacity_bytes: opts.capacity,
+        virtual_memory: alloc.uses_virtual_memory(),
+        device_calls_cold,
+        device_calls_warm,
         trace_report: t.trace.report.clone(),
         first_oom: cold.first_oom.map(|(i, r)| format!("operation {i}: {r}")),
         summary_at_peak,

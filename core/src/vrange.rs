@@ -1,0 +1,132 @@
+//! Virtual ranges: reserved address space that the allocator backs with physical pages as
+//! needed, and the bookkeeping of those pages.
+//!
+//! Two policies use them. PyTorch's expandable segments keep one range per stream and pool
+//! (2 MiB pages for the small pool, 20 MiB for the large) and map at the end of what is in
+//! use. cachalot's paged policy uses 2 MiB pages everywhere and moves idle physical pages to
+//! where they are needed ("paging.rs").
+//!
+//! Invariants: a range's `pages[i]` holds a handle iff page `i` is mapped, iff the block over
+//! it is not `Unmapped`; `mapped_pages` equals the number of mapped pages over all ranges;
+//! handles in `page_pool` are unmapped and counted in reserved memory.
+
+use alloc::collections::BTreeMap;
+use alloc::vec::Vec;
+
+use crate::device::{PhysHandle, Stream};
+use crate::size::Pool;
+
+/// How the allocator uses virtual memory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum VmMode {
+    /// Classic segments only (the policy does not use virtual memory, or the device lacks it).
+    Off,
+    /// PyTorch's `expandable_segments:True`.
+    Expandable,
+    /// cachalot's paged policy.
+    Paged,
+}
+
+/// One reserved address range.
+#[derive(Clone, Debug)]
+pub struct VirtualRange {
+    /// First address (page-aligned).
+    pub base: u64,
+    /// Bytes reserved.
+    pub size: u64,
+    /// Page size: the unit of mapping.
+    pub page: u64,
+    /// The stream the range serves.
+    pub stream: Stream,
+    /// The pool the range serves.
+    pub pool: Pool,
+    /// The handle mapped at each page, if any.
+    pub pages: Vec<Option<PhysHandle>>,
+    /// The block at the range's first address.
+    pub head: u32,
+}
+
+impl VirtualRange {
+    /// True when `addr` lies in the range.
+    #[inline]
+    pub fn contains(&self, addr: u64) -> bool {
+        addr >= self.base && addr < self.base + self.size
+    }
+
+    /// Index of the page holding `addr`.
+    #[inline]
+    pub fn page_of(&self, addr: u64) -> usize {
+        ((addr - self.base) / self.page) as usize
+    }
+}
+
+/// Pages inside `[addr, addr + size)` that the range lies over whole, as a page-index range.
+#[inline]
+pub fn whole_pages(addr: u64, size: u64, page: u64) -> core::ops::Range<u64> {
+    let first = addr.div_ceil(page);
+    let end = (addr + size) / page;
+    first..end.max(first)
+}
+
+/// The allocator's virtual-memory state.
+#[derive(Clone, Debug)]
+pub struct VirtualMemory {
+    /// How virtual memory is used.
+    pub mode: VmMode,
+    /// Every reserved range.
+    pub ranges: Vec<VirtualRange>,
+    /// Unmapped blocks per pool, by (stream, address).
+    pub unmapped: [BTreeMap<(Stream, u64), u32>; 2],
+    /// Physical pages unmapped but kept (paged policy), with the pool that last used them.
+    pub page_pool: Vec<(PhysHandle, Pool)>,
+    /// Pages mapped over all ranges.
+    pub mapped_pages: u64,
+    /// Mapped pages lying whole inside free blocks (paged policy): reusable elsewhere.
+    pub idle_pages: u64,
+    /// Highest number of pages in use (mapped and not idle) so far (paged policy).
+    pub peak_in_use: u64,
+    /// Page size of the paged policy (the device's granularity).
+    pub paged_page: u64,
+}
+
+impl VirtualMemory {
+    /// State for `mode`.
+    pub fn new(mode: VmMode, paged_page: u64) -> VirtualMemory {
+        VirtualMemory {
+            mode,
+            ranges: Vec::new(),
+            unmapped: [BTreeMap::new(), BTreeMap::new()],
+            page_pool: Vec::new(),
+            mapped_pages: 0,
+            idle_pages: 0,
+            peak_in_use: 0,
+            paged_page,
+        }
+    }
+
+    /// Index of the range holding `addr`.
+    #[inline]
+    pub fn range_of(&self, addr: u64) -> Option<usize> {
+        self.ranges.iter().position(|r| r.contains(addr))
+    }
+
+    /// Pages mapped and not idle.
+    #[inline]
+    pub fn pages_in_use(&self) -> u64 {
+        self.mapped_pages - self.idle_pages
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn whole_pages_inside_a_span() {
+        let p = 2 << 20;
+        assert_eq!(whole_pages(0, 3 * p, p), 0..3);
+        assert_eq!(whole_pages(1, 3 * p, p), 1..3);
+        assert_eq!(whole_pages(p / 2, p, p), 1..1);
+        assert!(whole_pages(p + 512, 1024, p).is_empty());
+    }
+}
