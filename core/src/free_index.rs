@@ -2,11 +2,12 @@
 //! PyTorch's best fit searches in, with constant-time lookups.
 //!
 //! Per stream, blocks sit in size classes: exact classes for sizes below 512 KiB (one size
-//! each) and 64 geometric classes per power of two above. Each class keeps its blocks
-//! sorted by (size, address) in a short vector; a two-level bitmap finds the next non-empty
-//! class with two `trailing_zeros`. Best fit is therefore: the first fitting block of the
-//! request's own class, else the first block of the next non-empty class — exactly the
-//! smallest block of at least the requested size, lowest address on ties.
+//! each) and 64 geometric classes per power of two above. Each class keeps its blocks in a
+//! short vector sorted by (size, address) from the largest down, so the best block of a
+//! class is the last and taking it moves nothing; a two-level bitmap finds the next
+//! non-empty class with two `trailing_zeros`. Best fit is therefore: the smallest fitting
+//! block of the request's own class, else the last block of the next non-empty class —
+//! exactly the smallest block of at least the requested size, lowest address on ties.
 //!
 //! Invariants (kept by the allocator): a block is in its pool's free index iff its state is
 //! `Free`; the key stored for it equals its current (stream, size, address); a class's bit
@@ -40,11 +41,26 @@ fn class_of(size: u64) -> usize {
     (EXACT_CLASSES + ((octave - 10) << SUB_BITS)) as usize + sub as usize
 }
 
+/// A cached block: 16 bytes, the size in 512-byte units (free blocks never exceed a device's
+/// memory, far below 2 TiB).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Entry {
-    size: u64,
     addr: u64,
+    units: u32,
     id: u32,
+}
+
+impl Entry {
+    #[inline]
+    fn size(&self) -> u64 {
+        (self.units as u64) << 9
+    }
+
+    /// The ordering key as one comparable pair.
+    #[inline]
+    fn key(&self) -> (u32, u64) {
+        (self.units, self.addr)
+    }
 }
 
 /// The cached blocks of one stream.
@@ -85,20 +101,24 @@ impl StreamIndex {
     fn best_fit(&self, size: u64) -> Option<Entry> {
         let c = class_of(size);
         let v = &self.classes[c];
-        if !v.is_empty() {
-            let i = v.partition_point(|e| e.size < size);
-            if i < v.len() {
-                return Some(v[i]);
+        if let Some(last) = v.last() {
+            if last.size() >= size {
+                return Some(*last);
+            }
+            let units = size.div_ceil(512) as u32;
+            let i = v.partition_point(|e| e.units >= units);
+            if i > 0 {
+                return Some(v[i - 1]);
             }
         }
-        self.next_class(c + 1).map(|n| self.classes[n][0])
+        self.next_class(c + 1).map(|n| *self.classes[n].last().expect("class bit set iff non-empty"))
     }
 
     #[inline]
     fn insert(&mut self, e: Entry) {
-        let c = class_of(e.size);
+        let c = class_of(e.size());
         let v = &mut self.classes[c];
-        let i = v.partition_point(|x| (x.size, x.addr) < (e.size, e.addr));
+        let i = v.partition_point(|x| x.key() > e.key());
         debug_assert!(v.get(i).is_none_or(|x| x.addr != e.addr), "block cached twice");
         v.insert(i, e);
         self.words[c / 64] |= 1 << (c % 64);
@@ -110,8 +130,12 @@ impl StreamIndex {
     fn remove(&mut self, size: u64, addr: u64) -> bool {
         let c = class_of(size);
         let v = &mut self.classes[c];
-        let i = v.partition_point(|x| (x.size, x.addr) < (size, addr));
-        if i == v.len() || v[i].addr != addr || v[i].size != size {
+        let key = ((size >> 9) as u32, addr);
+        let i = match v.last() {
+            Some(last) if last.key() == key => v.len() - 1,
+            _ => v.partition_point(|x| x.key() > key),
+        };
+        if i == v.len() || v[i].key() != key {
             return false;
         }
         v.remove(i);
@@ -138,8 +162,8 @@ impl StreamIndex {
             let cur = c?;
             c = self.next_class(cur + 1);
             let v = &self.classes[cur];
-            let skip = if cur == first { v.partition_point(|e| e.size < size) } else { 0 };
-            Some(&v[skip..])
+            let keep = if cur == first { v.partition_point(|e| e.size() >= size) } else { v.len() };
+            Some(v[..keep].iter().rev())
         })
         .flatten()
     }
@@ -168,7 +192,8 @@ impl FreeIndex {
                 at
             }
         };
-        self.streams[i].insert(Entry { size, addr, id });
+        debug_assert!(size % 512 == 0 && size >> 9 <= u32::MAX as u64, "free block size {size}");
+        self.streams[i].insert(Entry { addr, units: (size >> 9) as u32, id });
     }
 
     /// Removes a cached block; true if it was there.
@@ -184,14 +209,14 @@ impl FreeIndex {
     #[inline]
     pub fn best_fit(&self, stream: Stream, size: u64) -> Option<(Key, u32)> {
         let e = self.stream(stream)?.best_fit(size)?;
-        Some(((stream, e.size, e.addr), e.id))
+        Some(((stream, e.size(), e.addr), e.id))
     }
 
     /// Blocks of `stream` smaller than `size`, largest first (address order reversed on ties).
     pub fn before(&self, stream: Stream, size: u64) -> Vec<(Key, u32)> {
         let Some(s) = self.stream(stream) else { return Vec::new() };
         let mut out: Vec<(Key, u32)> =
-            s.entries().take_while(|e| e.size < size).map(|e| ((stream, e.size, e.addr), e.id)).collect();
+            s.entries().take_while(|e| e.size() < size).map(|e| ((stream, e.size(), e.addr), e.id)).collect();
         out.reverse();
         out
     }
@@ -200,12 +225,12 @@ impl FreeIndex {
     pub fn iter_from(&self, stream: Stream, size: u64) -> impl Iterator<Item = (Key, u32)> + '_ {
         self.stream(stream)
             .into_iter()
-            .flat_map(move |s| s.entries_from(size).map(move |e| ((stream, e.size, e.addr), e.id)))
+            .flat_map(move |s| s.entries_from(size).map(move |e| ((stream, e.size(), e.addr), e.id)))
     }
 
     /// Every cached block in (stream, size, address) order.
     pub fn iter(&self) -> impl Iterator<Item = (Key, u32)> + '_ {
-        self.streams.iter().flat_map(|s| s.entries().map(move |e| ((s.stream, e.size, e.addr), e.id)))
+        self.streams.iter().flat_map(|s| s.entries().map(move |e| ((s.stream, e.size(), e.addr), e.id)))
     }
 
     /// Ids of every cached block, in index order.

@@ -81,6 +81,7 @@ pub struct SimDevice {
     handles: BTreeMap<PhysHandle, u64>,
     next_handle: PhysHandle,
     mappings: BTreeMap<u64, (u64, PhysHandle)>,
+    mapped_handles: BTreeSet<PhysHandle>,
     failing_creates: BTreeSet<u64>,
 }
 
@@ -103,6 +104,7 @@ impl SimDevice {
             handles: BTreeMap::new(),
             next_handle: 1,
             mappings: BTreeMap::new(),
+            mapped_handles: BTreeSet::new(),
             failing_creates: BTreeSet::new(),
         }
     }
@@ -326,8 +328,7 @@ impl Device for SimDevice {
 
     fn vm_destroy(&mut self, handle: PhysHandle, size: u64) -> Result<(), DeviceError> {
         self.vm_ok()?;
-        let mapped = self.mappings.values().any(|&(_, h)| h == handle);
-        if self.handles.get(&handle) != Some(&size) || mapped {
+        if self.handles.get(&handle) != Some(&size) || self.mapped_handles.contains(&handle) {
             return Err(DeviceError::Driver { call: "vm_destroy", code: 1 });
         }
         self.handles.remove(&handle);
@@ -343,6 +344,9 @@ impl Device for SimDevice {
         let overlaps = self.mappings.range(..addr + size).next_back().is_some_and(|(&m, &(len, _))| m + len > addr);
         if !in_reservation || overlaps || self.handles.get(&handle) != Some(&size) || addr % VM_GRANULARITY != 0 {
             return Err(DeviceError::Driver { call: "vm_map", code: 1 });
+        }
+        if !self.mapped_handles.insert(handle) {
+            return Err(DeviceError::Driver { call: "vm_map", code: 2 });
         }
         self.mappings.insert(addr, (size, handle));
         self.calls.vm_maps += 1;
@@ -374,7 +378,9 @@ impl Device for SimDevice {
             return Err(DeviceError::Driver { call: "vm_unmap", code: 1 });
         }
         for m in covered {
-            self.mappings.remove(&m);
+            if let Some((_, h)) = self.mappings.remove(&m) {
+                self.mapped_handles.remove(&h);
+            }
         }
         self.calls.vm_unmaps += 1;
         Ok(())

@@ -63,8 +63,12 @@ impl VirtualRange {
 /// Pages inside `[addr, addr + size)` that the range lies over whole, as a page-index range.
 #[inline]
 pub fn whole_pages(addr: u64, size: u64, page: u64) -> core::ops::Range<u64> {
-    let first = addr.div_ceil(page);
-    let end = (addr + size) / page;
+    let (first, end) = if page.is_power_of_two() {
+        let shift = page.trailing_zeros();
+        ((addr + page - 1) >> shift, (addr + size) >> shift)
+    } else {
+        (addr.div_ceil(page), (addr + size) / page)
+    };
     first..end.max(first)
 }
 
