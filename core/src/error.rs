@@ -6,56 +6,8 @@
 
 use core::fmt;
 
-use crate::device::{DeviceError, Stream};
-use crate::size::format_size;
-
-/// Why a request could not be served, with the figures PyTorch's message gives.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct OomReport {
-    /// Bytes the caller asked for.
-    pub requested: u64,
-    /// The request after rounding.
-    pub rounded: u64,
-    /// Size of the segment a new device allocation would have needed.
-    pub segment_size: u64,
-    /// The stream of the request.
-    pub stream: Stream,
-    /// Total memory of the device.
-    pub capacity: u64,
-    /// Memory the device reported free.
-    pub device_free: u64,
-    /// The memory-fraction limit, if one is set.
-    pub allowed: Option<u64>,
-    /// Bytes allocated to callers.
-    pub allocated: u64,
-    /// Bytes of segments held (allocated or cached).
-    pub reserved: u64,
-    /// Largest cached block left (after releasing what could be released).
-    pub largest_free_block: u64,
-}
-
-impl fmt::Display for OomReport {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "out of memory. Tried to allocate {} (requested {} bytes). The device has a total capacity of {} of which {} is free. ",
-            format_size(self.rounded),
-            self.requested,
-            format_size(self.capacity),
-            format_size(self.device_free),
-        )?;
-        if let Some(allowed) = self.allowed {
-            write!(f, "{} allowed; ", format_size(allowed))?;
-        }
-        write!(
-            f,
-            "Of the allocated memory {} is allocated by cachalot, and {} is reserved by cachalot but unallocated (largest cached block {}).",
-            format_size(self.allocated),
-            format_size(self.reserved.saturating_sub(self.allocated)),
-            format_size(self.largest_free_block),
-        )
-    }
-}
+use crate::device::DeviceError;
+pub use crate::oom::{FreeSpot, OomReport, SegmentUse};
 
 /// Everything an allocator call can fail with.
 #[derive(Clone, Debug, PartialEq)]

@@ -13,7 +13,7 @@ use alloc::vec::Vec;
 
 use crate::allocator::Allocator;
 use crate::device::{Device, Stream};
-use crate::error::{AllocError, OomReport};
+use crate::error::AllocError;
 use crate::explain::Decision;
 use crate::history::Action;
 use crate::size::{round_size, segment_size, Pool};
@@ -207,18 +207,7 @@ impl<D: Device> Allocator<D> {
         self.explainer.note(|| Decision::OutOfMemory { requested });
         self.record(Action::Oom, device_free, rounded, stream);
         self.stats.num_ooms += 1;
-        let largest_free_block = self.free.iter().flat_map(|f| f.iter()).map(|((_, s, _), _)| s).max().unwrap_or(0);
-        AllocError::OutOfMemory(Box::new(OomReport {
-            requested,
-            rounded,
-            segment_size: segment_size(round_size(requested, &self.config.roundup_power2_divisions)),
-            stream,
-            capacity: self.device.total_memory(),
-            device_free,
-            allowed: self.allowed,
-            allocated: self.stats.allocated_bytes.all.current as u64,
-            reserved: self.reserved,
-            largest_free_block,
-        }))
+        let seg = segment_size(round_size(requested, &self.config.roundup_power2_divisions));
+        AllocError::OutOfMemory(Box::new(self.oom_report(requested, rounded, seg, stream, device_free)))
     }
 }

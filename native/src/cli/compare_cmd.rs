@@ -5,7 +5,7 @@ use cachalot_core::{Config, Policy};
 
 use super::args::Args;
 use super::run::{human, run as replay, RunReport};
-use super::{input, parse_config, run_options, Failure};
+use super::{input, parse_config, plot, run_options, series, Failure};
 
 /// The configs compared when none are given.
 pub const DEFAULT_CONFIGS: [&str; 4] =
@@ -24,6 +24,7 @@ pub fn pytorch_conf_name(config: &Config) -> Option<String> {
 pub fn run(args: &mut Args) -> Result<(), Failure> {
     let json = args.flag("json");
     let strict = args.flag("strict");
+    let plot = args.value("plot").map_err(Failure::Usage)?;
     let mut configs = args.values("config").map_err(Failure::Usage)?;
     let opts = run_options(args, false)?;
     args.finish(1).map_err(Failure::Usage)?;
@@ -34,6 +35,10 @@ pub fn run(args: &mut Args) -> Result<(), Failure> {
     let trace = input::load(args.positional(0))?;
     input::check_skipped(&trace, strict)?;
     let reports: Vec<RunReport> = parsed.iter().map(|c| replay(&trace, c, &opts)).collect::<Result<_, _>>()?;
+    if let Some(path) = plot {
+        let all: Vec<_> = parsed.iter().map(|c| series::record(&trace, c, opts.capacity)).collect::<Result<_, _>>()?;
+        std::fs::write(&path, plot::overlay(&trace.name, &all)).map_err(|e| format!("cannot write {path}: {e}"))?;
+    }
     if json {
         let rows: Vec<serde_json::Value> = reports
             .iter()

@@ -4,11 +4,15 @@
 //! Invariant: every failure is one line on stderr starting with `cachalot: error:` and a
 //! non-zero exit status (2 for usage errors); nothing panics on bad input.
 
+mod advise_cmd;
 mod args;
 mod compare_cmd;
 mod input;
+mod plot;
 mod replay_cmd;
 mod run;
+mod search;
+mod series;
 
 use args::Args;
 
@@ -30,15 +34,21 @@ pub const USAGE: &str = "\
 usage: cachalot <command> [options]
 
 commands:
-  replay [TRACE] [--config CONF] [--capacity SIZE] [--passes N] [--json] [--summary] [--strict]
+  replay [TRACE] [--config CONF] [--capacity SIZE] [--passes N] [--json] [--summary]
+         [--plot FILE.svg] [--strict]
       Replay an allocation trace (RMM CSV, .csv.gz or PyTorch snapshot .json; default:
       the built-in gpt2_train trace) and report peak memory, device calls and ns/op.
-      --summary prints memory_summary at the peak and at the end; --strict rejects frees
-      of pointers the trace never allocated (otherwise they are counted and skipped).
-  compare [TRACE] [--config CONF]... [--capacity SIZE] [--passes N] [--json] [--strict]
+      Out of memory is explained, with a config that avoids it on this trace.
+      --summary prints memory_summary at the peak and at the end; --plot draws requested,
+      allocated and reserved bytes over time; --strict rejects frees of pointers the
+      trace never allocated (otherwise they are counted and skipped).
+  compare [TRACE] [--config CONF]... [--capacity SIZE] [--passes N] [--json] [--plot FILE.svg]
       Replay one trace under several configs side by side (default: PyTorch's default,
       max_split_size_mb:128, expandable_segments:True and cachalot's default), with
-      PyTorch's measured figures.
+      PyTorch's measured figures; --plot overlays their reserved bytes.
+  advise TRACE [--capacity SIZE] [--json]
+      Replay a trace under a search of configs and rank them (out-of-memory events, peak
+      reserved, device calls), with the strings to paste for PyTorch and for cachalot.
 
 TRACE is a path or a built-in trace name: gpt2_train, resnet50_train, mixed_fc_conv.
 CONF uses PYTORCH_CUDA_ALLOC_CONF syntax, e.g. policy:pytorch,max_split_size_mb:128.
@@ -52,6 +62,7 @@ pub fn main(argv: Vec<String>) -> Result<(), Failure> {
     match command.as_str() {
         "replay" => replay_cmd::run(&mut args),
         "compare" => compare_cmd::run(&mut args),
+        "advise" => advise_cmd::run(&mut args),
         "help" | "--help" | "-h" => {
             println!("{USAGE}");
             Ok(())

@@ -2,12 +2,28 @@
 
 use super::args::Args;
 use super::run::{human, run as replay};
-use super::{input, parse_config, run_options, Failure};
+use super::search::{candidates, search};
+use super::{input, parse_config, plot, run_options, series, Failure};
+
+/// Which config of `advise`'s search avoids out of memory on this trace at this capacity.
+fn avoiding_config(t: &input::NamedTrace, failed: &str, capacity: u64) -> Result<String, String> {
+    let ranked = search(t, &candidates(), capacity)?;
+    Ok(match ranked.iter().find(|c| c.ooms == 0) {
+        Some(c) => format!(
+            "avoided by     {} on this trace (peak reserved {}, no out-of-memory); {} ran out",
+            c.config,
+            human(c.peak_reserved_bytes),
+            failed
+        ),
+        None => "avoided by     no config tried: the trace needs more memory than this capacity".to_string(),
+    })
+}
 
 pub fn run(args: &mut Args) -> Result<(), Failure> {
     let json = args.flag("json");
     let summary = args.flag("summary");
     let strict = args.flag("strict");
+    let plot = args.value("plot").map_err(Failure::Usage)?;
     let config = args.value("config").map_err(Failure::Usage)?.unwrap_or_default();
     let opts = run_options(args, summary)?;
     args.finish(1).map_err(Failure::Usage)?;
@@ -41,7 +57,12 @@ pub fn run(args: &mut Args) -> Result<(), Failure> {
         );
         if let Some(oom) = &r.first_oom {
             println!("first OOM       {oom}");
+            println!("{}", avoiding_config(&trace, &r.config, opts.capacity)?);
         }
+    }
+    if let Some(path) = plot {
+        let s = series::record(&trace, &config, opts.capacity)?;
+        std::fs::write(&path, plot::timeline(&trace.name, &s)).map_err(|e| format!("cannot write {path}: {e}"))?;
     }
     if let (Some(peak), Some(end)) = (&r.summary_at_peak, &r.summary_at_end) {
         let text = format!(

@@ -1,0 +1,222 @@
+//! Out of memory, explained: the figures PyTorch's message gives, plus where the cached
+//! memory sits and why none of it could serve the request — the largest free block and its
+//! segment, free bytes by pool, and how much is pinned in segments that still hold
+//! allocations (so releasing the cache could not return it to the device).
+//!
+//! Invariant: a report describes the allocator right after it gave up, when everything
+//! releasable has been released; its figures equal a recount of the blocks at that moment.
+
+use alloc::vec::Vec;
+use core::fmt;
+
+use crate::allocator::Allocator;
+use crate::block::{BlockState, NIL};
+use crate::device::{Device, Stream};
+use crate::size::{format_size, Pool};
+
+/// A free block and the segment (or virtual range) it sits in.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FreeSpot {
+    /// Address of the free block.
+    pub addr: u64,
+    /// Its size.
+    pub size: u64,
+    /// Address of its segment.
+    pub segment_addr: u64,
+    /// Bytes of the segment held (mapped bytes for a virtual range).
+    pub segment_size: u64,
+    /// The pool.
+    pub pool: Pool,
+}
+
+/// How one segment's memory is used.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SegmentUse {
+    /// Address of the segment.
+    pub addr: u64,
+    /// Bytes held.
+    pub size: u64,
+    /// Bytes in free (cached) blocks.
+    pub free: u64,
+    /// Bytes in allocated or pending blocks.
+    pub active: u64,
+    /// Largest free block.
+    pub largest_free: u64,
+    /// The pool.
+    pub pool: Pool,
+}
+
+/// Why a request could not be served.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OomReport {
+    /// Bytes the caller asked for.
+    pub requested: u64,
+    /// The request after rounding.
+    pub rounded: u64,
+    /// Size of the segment a new device allocation would have needed.
+    pub segment_size: u64,
+    /// The stream of the request.
+    pub stream: Stream,
+    /// Total memory of the device.
+    pub capacity: u64,
+    /// Memory the device reported free.
+    pub device_free: u64,
+    /// The memory-fraction limit, if one is set.
+    pub allowed: Option<u64>,
+    /// Bytes allocated to callers.
+    pub allocated: u64,
+    /// Bytes of segments held (allocated or cached).
+    pub reserved: u64,
+    /// Largest cached block left, and where.
+    pub largest_free: Option<FreeSpot>,
+    /// Cached bytes in the small and the large pool.
+    pub cached_by_pool: [u64; 2],
+    /// Cached bytes in segments that still hold allocations: they cannot be released.
+    pub pinned_bytes: u64,
+    /// Number of such segments.
+    pub pinned_segments: u64,
+    /// The segments with the most cached bytes (at most five), most first.
+    pub segments: Vec<SegmentUse>,
+}
+
+impl OomReport {
+    /// Size of the largest cached block (0 if none).
+    pub fn largest_free_block(&self) -> u64 {
+        self.largest_free.as_ref().map_or(0, |s| s.size)
+    }
+}
+
+impl fmt::Display for OomReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let sz = format_size;
+        write!(
+            f,
+            "out of memory. Tried to allocate {} (requested {} bytes). The device has a total capacity of {} of which {} is free. ",
+            sz(self.rounded),
+            self.requested,
+            sz(self.capacity),
+            sz(self.device_free),
+        )?;
+        if let Some(allowed) = self.allowed {
+            write!(f, "{} allowed; ", sz(allowed))?;
+        }
+        write!(
+            f,
+            "Of the allocated memory {} is allocated by cachalot, and {} is reserved by cachalot but unallocated.",
+            sz(self.allocated),
+            sz(self.reserved.saturating_sub(self.allocated)),
+        )?;
+        let cached = self.cached_by_pool[0] + self.cached_by_pool[1];
+        if cached == 0 {
+            return write!(f, " Nothing is cached: the live allocations alone fill the memory allowed.");
+        }
+        match &self.largest_free {
+            Some(s) => write!(
+                f,
+                " Why nothing fit: the largest cached block is {} at {:#x}, in the {} segment at {:#x} ({})",
+                sz(s.size),
+                s.addr,
+                s.pool.name(),
+                s.segment_addr,
+                sz(s.segment_size)
+            )?,
+            None => write!(f, " Why nothing fit: no cached block")?,
+        }
+        write!(
+            f,
+            "; cached memory: {} in the small pool, {} in the large pool; {} of it is pinned in {} segment(s) that still hold allocations, so it could not be returned to the device.",
+            sz(self.cached_by_pool[0]),
+            sz(self.cached_by_pool[1]),
+            sz(self.pinned_bytes),
+            self.pinned_segments
+        )
+    }
+}
+
+impl<D: Device> Allocator<D> {
+    /// Every segment's use (virtual ranges count their mapped bytes).
+    pub(crate) fn segment_uses(&self) -> Vec<SegmentUse> {
+        let mut out = Vec::new();
+        for (head, b) in self.blocks.iter() {
+            if b.prev != NIL {
+                continue;
+            }
+            let mut u = SegmentUse { addr: b.addr, size: 0, free: 0, active: 0, largest_free: 0, pool: b.pool };
+            let mut id = head;
+            while id != NIL {
+                let c = &self.blocks[id];
+                match c.state {
+                    BlockState::Free => {
+                        u.free += c.size;
+                        u.largest_free = u.largest_free.max(c.size);
+                    }
+                    BlockState::Allocated | BlockState::PendingFree => u.active += c.size,
+                    BlockState::Unmapped => {}
+                }
+                if c.state != BlockState::Unmapped {
+                    u.size += c.size;
+                }
+                id = c.next;
+            }
+            out.push(u);
+        }
+        out
+    }
+
+    /// The report for a request that failed: PyTorch's figures and where the cache sits.
+    pub(crate) fn oom_report(
+        &self,
+        requested: u64,
+        rounded: u64,
+        segment_size: u64,
+        stream: Stream,
+        device_free: u64,
+    ) -> OomReport {
+        let mut uses = self.segment_uses();
+        let mut largest: Option<(u64, u64, u32, Pool)> = None;
+        for pool in [Pool::Small, Pool::Large] {
+            for ((_, size, addr), id) in self.free[pool.index()].iter() {
+                if largest.is_none_or(|l| size > l.0) {
+                    largest = Some((size, addr, id, pool));
+                }
+            }
+        }
+        let largest_free = largest.map(|(size, addr, id, pool)| {
+            let mut head = id;
+            while self.blocks[head].prev != NIL {
+                head = self.blocks[head].prev;
+            }
+            let segment_addr = self.blocks[head].addr;
+            let segment_size = uses.iter().find(|u| u.addr == segment_addr).map_or(size, |u| u.size);
+            FreeSpot { addr, size, segment_addr, segment_size, pool }
+        });
+        let mut cached_by_pool = [0u64; 2];
+        let (mut pinned_bytes, mut pinned_segments) = (0, 0);
+        for u in &uses {
+            cached_by_pool[u.pool.index()] += u.free;
+            if u.free > 0 && u.active > 0 {
+                pinned_bytes += u.free;
+                pinned_segments += 1;
+            }
+        }
+        uses.retain(|u| u.free > 0);
+        uses.sort_by(|a, b| b.free.cmp(&a.free).then(a.addr.cmp(&b.addr)));
+        uses.truncate(5);
+        OomReport {
+            requested,
+            rounded,
+            segment_size,
+            stream,
+            capacity: self.device.total_memory(),
+            device_free,
+            allowed: self.allowed,
+            allocated: self.stats.allocated_bytes.all.current as u64,
+            reserved: self.reserved,
+            largest_free,
+            cached_by_pool,
+            pinned_bytes,
+            pinned_segments,
+            segments: uses,
+        }
+    }
+}

@@ -1,0 +1,121 @@
+//! A search over allocator configs for one trace: the candidates `advise` tries, replayed
+//! once each (cold, the figure that matters for memory) in parallel, ranked by
+//! out-of-memory events, then peak reserved bytes, then device calls.
+//!
+//! Invariant: every candidate is a valid config string; results come back in rank order
+//! and the ranking is deterministic (ties broken by the config string).
+
+use std::io::IsTerminal;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use cachalot_core::{Allocator, Config, Policy, Replayer, SimDevice};
+
+use super::input::NamedTrace;
+
+/// One candidate's figures.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct Candidate {
+    pub config: String,
+    pub policy: String,
+    pub peak_reserved_bytes: u64,
+    pub peak_requested_bytes: u64,
+    pub reserved_over_requested: f64,
+    pub device_calls: u64,
+    pub ooms: u64,
+}
+
+/// The configs tried: PyTorch's knobs one at a time and in a few pairs, and cachalot's.
+pub fn candidates() -> Vec<String> {
+    let mut c: Vec<String> = vec!["policy:pytorch".into()];
+    for mb in [32, 64, 128, 256, 512, 1024] {
+        c.push(format!("policy:pytorch,max_split_size_mb:{mb}"));
+    }
+    for (mb, round) in [(128, 64), (128, 256), (512, 256), (512, 1024)] {
+        c.push(format!("policy:pytorch,max_split_size_mb:{mb},max_non_split_rounding_mb:{round}"));
+    }
+    for d in [2, 4, 8, 16] {
+        c.push(format!("policy:pytorch,roundup_power2_divisions:{d}"));
+    }
+    c.push("policy:pytorch,roundup_power2_divisions:[256:1,512:2,1024:4,>:8]".into());
+    c.push("policy:pytorch,roundup_power2_divisions:4,max_split_size_mb:256".into());
+    for t in [0.6, 0.8] {
+        c.push(format!("policy:pytorch,garbage_collection_threshold:{t},per_process_memory_fraction:1.0"));
+    }
+    c.push("policy:pytorch,expandable_segments:True".into());
+    c.push("policy:pytorch,expandable_segments:True,roundup_power2_divisions:4".into());
+    c.push("policy:cachalot".into());
+    c.push("policy:cachalot,garbage_collection_threshold:0.8,per_process_memory_fraction:1.0".into());
+    c
+}
+
+/// Replays `t` once under `config` on a fresh simulated device.
+pub fn evaluate(t: &NamedTrace, config: &str, capacity: u64) -> Result<Candidate, String> {
+    let conf = Config::parse(config).map_err(|e| e.to_string())?;
+    let policy = match conf.policy {
+        Policy::PyTorch => "pytorch",
+        Policy::Cachalot => "cachalot",
+    };
+    let mut alloc = Allocator::new(SimDevice::new(capacity), conf);
+    let out = Replayer::new(t.trace.slots).run_ops(&mut alloc, &t.trace.ops).map_err(|e| format!("{}: {e}", t.name))?;
+    let c = alloc.device().calls();
+    Ok(Candidate {
+        config: config.to_string(),
+        policy: policy.into(),
+        peak_reserved_bytes: out.peak_reserved_bytes,
+        peak_requested_bytes: out.peak_requested_bytes,
+        reserved_over_requested: out.peak_reserved_bytes as f64 / out.peak_requested_bytes.max(1) as f64,
+        device_calls: c.allocations + c.frees + c.vm_creates + c.vm_maps + c.vm_unmaps + c.vm_destroys,
+        ooms: out.ooms,
+    })
+}
+
+/// Evaluates every config on all cores, ranked best first.
+pub fn search(t: &NamedTrace, configs: &[String], capacity: u64) -> Result<Vec<Candidate>, String> {
+    let threads = std::thread::available_parallelism().map_or(2, |n| n.get()).min(configs.len().max(1));
+    let next = AtomicUsize::new(0);
+    let done = AtomicUsize::new(0);
+    let terminal = std::io::stderr().is_terminal();
+    let results: Vec<Result<Candidate, String>> = std::thread::scope(|s| {
+        let workers: Vec<_> = (0..threads)
+            .map(|_| {
+                s.spawn(|| {
+                    let mut out = Vec::new();
+                    loop {
+                        let i = next.fetch_add(1, Ordering::Relaxed);
+                        let Some(config) = configs.get(i) else { break };
+                        out.push((i, evaluate(t, config, capacity)));
+                        let d = done.fetch_add(1, Ordering::Relaxed) + 1;
+                        if terminal {
+                            eprint!("\r\x1b[2Kreplaying {} under {d}/{} configs", t.name, configs.len());
+                        }
+                    }
+                    out
+                })
+            })
+            .collect();
+        let mut all: Vec<(usize, Result<Candidate, String>)> =
+            workers.into_iter().flat_map(|w| w.join().unwrap_or_default()).collect();
+        all.sort_by_key(|(i, _)| *i);
+        all.into_iter().map(|(_, r)| r).collect()
+    });
+    if terminal {
+        eprint!("\r\x1b[2K");
+    }
+    let mut ranked: Vec<Candidate> = results.into_iter().collect::<Result<_, _>>()?;
+    ranked.sort_by(|a, b| {
+        (a.ooms, a.peak_reserved_bytes, a.device_calls, &a.config).cmp(&(
+            b.ooms,
+            b.peak_reserved_bytes,
+            b.device_calls,
+            &b.config,
+        ))
+    });
+    Ok(ranked)
+}
+
+/// The config as PyTorch's `PYTORCH_CUDA_ALLOC_CONF` value (for `policy:pytorch` configs).
+pub fn as_pytorch_conf(config: &str) -> Option<String> {
+    let rest = config.strip_prefix("policy:pytorch")?;
+    let rest = rest.trim_start_matches(',');
+    Some(rest.to_string())
+}

@@ -1,0 +1,190 @@
+//! `advise`, explained out-of-memory and plots, end to end.
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+use cachalot_core::replay::Step;
+use cachalot_core::{parse_trace, AllocError, Allocator, Config, Replayer, SimDevice};
+
+fn cachalot(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_cachalot")).args(args).output().expect("run cachalot")
+}
+
+fn stdout(out: &Output) -> String {
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn traces() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../traces")
+}
+
+fn load(name: &str) -> cachalot_core::Trace {
+    use std::io::Read;
+    let mut text = String::new();
+    flate2::read::GzDecoder::new(&std::fs::read(traces().join(name)).unwrap()[..]).read_to_string(&mut text).unwrap();
+    parse_trace(&text).unwrap()
+}
+
+fn best_pytorch_reference(trace: &str) -> u64 {
+    let text = std::fs::read_to_string(traces().join("pytorch_reference.jsonl")).unwrap();
+    text.lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .filter(|v| v["trace"] == trace)
+        .map(|v| v["peak_reserved"].as_u64().unwrap())
+        .min()
+        .unwrap()
+}
+
+#[test]
+fn advise_finds_a_config_at_least_as_good_as_pytorchs_best() {
+    for name in ["gpt2_train", "resnet50_train", "mixed_fc_conv"] {
+        let ranked: serde_json::Value = serde_json::from_str(&stdout(&cachalot(&["advise", name, "--json"]))).unwrap();
+        let best = &ranked[0];
+        let want = best_pytorch_reference(&format!("{name}.csv.gz"));
+        assert!(best["peak_reserved_bytes"].as_u64().unwrap() <= want, "{name}: {best} vs PyTorch's best {want}");
+        assert_eq!(best["ooms"], 0);
+        let text = stdout(&cachalot(&["advise", name]));
+        assert!(text.contains("PYTORCH_CUDA_ALLOC_CONF=") && text.contains("CACHALOT_ALLOC_CONF="), "{text}");
+    }
+}
+
+/// Replays until the first out-of-memory and returns its report and the allocator then.
+fn first_oom(conf: &str, capacity: u64) -> (Box<cachalot_core::OomReport>, Allocator<SimDevice>) {
+    let trace = load("gpt2_train.csv.gz");
+    let mut a = Allocator::new(SimDevice::new(capacity), Config::parse(conf).unwrap());
+    let mut r = Replayer::new(trace.slots);
+    for op in &trace.ops {
+        if let Step::OutOfMemory(report) = r.step(&mut a, op).unwrap() {
+            return (report, a);
+        }
+    }
+    panic!("no out of memory at {capacity} bytes");
+}
+
+#[test]
+fn out_of_memory_explanation_figures_match_the_blocks() {
+    let capacity = 15 << 30;
+    let (report, a) = first_oom("policy:pytorch", capacity);
+    let segments = a.segments(0);
+    let inactive = |pool: &str| -> u64 {
+        segments
+            .iter()
+            .filter(|s| s.segment_type == pool)
+            .flat_map(|s| &s.blocks)
+            .filter(|b| b.state == "inactive")
+            .map(|b| b.size)
+            .sum()
+    };
+    assert_eq!(report.cached_by_pool, [inactive("small"), inactive("large")]);
+    let largest = segments.iter().flat_map(|s| &s.blocks).filter(|b| b.state == "inactive").map(|b| b.size).max();
+    assert_eq!(Some(report.largest_free_block()), largest);
+    let spot = report.largest_free.as_ref().unwrap();
+    let seg = segments.iter().find(|s| s.address == spot.segment_addr).expect("segment named by the report");
+    assert!(seg.blocks.iter().any(|b| b.address == spot.addr && b.size == spot.size));
+    let pinned: Vec<_> = segments.iter().filter(|s| s.active_size > 0 && s.total_size > s.active_size).collect();
+    assert_eq!(report.pinned_segments, pinned.len() as u64);
+    assert_eq!(report.pinned_bytes, pinned.iter().map(|s| s.total_size - s.active_size).sum::<u64>());
+    assert_eq!(report.reserved, a.reserved_bytes());
+    assert!(report.rounded > report.largest_free_block(), "it did not fit in the largest cached block");
+    let text = AllocError::OutOfMemory(report.clone()).to_string();
+    assert!(text.contains("Why nothing fit") && text.contains("pinned"), "{text}");
+}
+
+#[test]
+fn the_suggested_config_avoids_the_out_of_memory() {
+    let text = stdout(&cachalot(&[
+        "replay",
+        "gpt2_train",
+        "--config",
+        "policy:pytorch",
+        "--capacity",
+        "15GiB",
+        "--passes",
+        "3",
+    ]));
+    assert!(text.contains("first OOM       operation"), "{text}");
+    let line = text.lines().find(|l| l.starts_with("avoided by")).expect("a suggestion");
+    let config = line.split_whitespace().nth(2).expect("a config on the line");
+    let v: serde_json::Value = serde_json::from_str(&stdout(&cachalot(&[
+        "replay",
+        "gpt2_train",
+        "--config",
+        config,
+        "--capacity",
+        "15GiB",
+        "--json",
+        "--passes",
+        "3",
+    ])))
+    .unwrap();
+    assert_eq!(v["ooms"], 0, "{config} was suggested but ran out of memory");
+}
+
+fn svg_with_text(path: &std::path::Path, needles: &[String]) {
+    let svg = std::fs::read_to_string(path).unwrap();
+    let doc = roxmltree::Document::parse(&svg).expect("well-formed XML");
+    assert_eq!(doc.root_element().tag_name().name(), "svg");
+    let text: String = doc.descendants().filter_map(|n| n.text()).collect::<Vec<_>>().join("\n");
+    for n in needles {
+        assert!(text.contains(n.as_str()), "'{n}' not in the plot's text");
+    }
+}
+
+fn human(bytes: u64) -> String {
+    format!("{:.2} GiB", bytes as f64 / (1u64 << 30) as f64)
+}
+
+#[test]
+fn plots_are_valid_svg_with_the_peak() {
+    let dir = std::env::temp_dir().join(format!("cachalot-plot-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let one = dir.join("replay.svg");
+    let v: serde_json::Value = serde_json::from_str(&stdout(&cachalot(&[
+        "replay",
+        "resnet50_train",
+        "--config",
+        "policy:pytorch",
+        "--json",
+        "--passes",
+        "3",
+        "--plot",
+        one.to_str().unwrap(),
+    ])))
+    .unwrap();
+    svg_with_text(&one, &[format!("peak reserved {}", human(v["peak_reserved_bytes"].as_u64().unwrap()))]);
+    let many = dir.join("compare.svg");
+    let rows: serde_json::Value = serde_json::from_str(&stdout(&cachalot(&[
+        "compare",
+        "resnet50_train",
+        "--json",
+        "--passes",
+        "3",
+        "--plot",
+        many.to_str().unwrap(),
+    ])))
+    .unwrap();
+    let peaks: Vec<String> = rows
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            format!("{} (peak {})", r["config"].as_str().unwrap(), human(r["peak_reserved_bytes"].as_u64().unwrap()))
+        })
+        .collect();
+    svg_with_text(&many, &peaks);
+    let oom = dir.join("oom.svg");
+    stdout(&cachalot(&[
+        "replay",
+        "gpt2_train",
+        "--config",
+        "policy:pytorch",
+        "--capacity",
+        "15GiB",
+        "--passes",
+        "3",
+        "--plot",
+        oom.to_str().unwrap(),
+    ]));
+    svg_with_text(&oom, &["1 out-of-memory events".to_string()]);
+}
