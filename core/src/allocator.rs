@@ -25,7 +25,9 @@ use crate::size::{power2_interval, round_size, segment_size, Pool, MAX_REQUEST, 
 use crate::stats::DeviceStats;
 use crate::vrange::{whole_pages, VirtualMemory, VmMode};
 
-/// A caching allocator for one device.
+/// A caching allocator for one device. Cloning one (with its device) checkpoints it: the
+/// browser demo scrubs backwards through a replay from such checkpoints.
+#[derive(Clone)]
 pub struct Allocator<D: Device> {
     pub(crate) device: D,
     pub(crate) config: Config,

@@ -168,7 +168,14 @@ impl fmt::Display for Decision {
             Decision::NewSegment { addr, size } => write!(f, "Allocate a new {} segment at {addr:#x}.", sz(*size)),
             Decision::SegmentRefused { size, reason } => write!(f, "A new {} segment is refused: {reason}.", sz(*size)),
             Decision::Released { segments, bytes, step } => {
-                write!(f, "{step}: returned {segments} cached segment(s), {}, to the device.", sz(*bytes))
+                let mut chars = step.chars();
+                let first = chars.next().map(|c| c.to_ascii_uppercase()).unwrap_or(' ');
+                write!(
+                    f,
+                    "{first}{}: returned {segments} cached segment(s), {}, to the device.",
+                    chars.as_str(),
+                    sz(*bytes)
+                )
             }
             Decision::OutOfMemory { requested } => {
                 write!(f, "Out of memory: nothing can serve {} even after releasing the cache.", sz(*requested))
