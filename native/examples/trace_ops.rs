@@ -1,0 +1,48 @@
+//! `trace_ops TRACE`: writes a trace as plain-text operations for programs that cannot parse
+//! traces themselves (the GPU check in `native/gpu/` replays these through the C ABI).
+//!
+//! The trace is read by the core's own parser, so the operations are exactly those the
+//! `cachalot` tool and the simulated replays execute. Output, one line each:
+//! `cachalot-ops 1 <ops> <slots>`, then `a <slot> <size> <stream>` (allocate `size` bytes on
+//! stream `stream`, a hex `CUstream` value, into `slot`) or `f <slot>` (free the allocation in
+//! `slot`). Invariant: every `f` names a slot whose allocation is live.
+
+use std::io::{BufWriter, Read, Write};
+use std::process::ExitCode;
+
+use cachalot_core::{parse_trace, TraceOp};
+
+fn main() -> ExitCode {
+    match run() {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("trace_ops: error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run() -> Result<(), String> {
+    let path = std::env::args().nth(1).ok_or("usage: trace_ops TRACE (.csv, .csv.gz or snapshot .json)")?;
+    let bytes = std::fs::read(&path).map_err(|e| format!("cannot read {path}: {e}"))?;
+    let mut text = String::new();
+    if bytes.starts_with(&[0x1f, 0x8b]) {
+        flate2::read::MultiGzDecoder::new(&bytes[..])
+            .read_to_string(&mut text)
+            .map_err(|e| format!("{path}: cannot decompress: {e}"))?;
+    } else {
+        text = String::from_utf8(bytes).map_err(|_| format!("{path}: not UTF-8 text (nor gzip)"))?;
+    }
+    let trace = parse_trace(&text).map_err(|e| format!("{path}: {e}"))?;
+    let mut out = BufWriter::new(std::io::stdout().lock());
+    let io = |e: std::io::Error| e.to_string();
+    writeln!(out, "cachalot-ops 1 {} {}", trace.ops.len(), trace.slots).map_err(io)?;
+    for op in &trace.ops {
+        match *op {
+            TraceOp::Alloc { slot, size, stream } => writeln!(out, "a {slot} {size} {stream:x}"),
+            TraceOp::Free { slot } => writeln!(out, "f {slot}"),
+        }
+        .map_err(io)?;
+    }
+    out.flush().map_err(io)
+}

@@ -1,0 +1,94 @@
+//! A device's primary context — the one the CUDA runtime and PyTorch use — retained for as
+//! long as a [`PrimaryContext`] lives, and made current around each driver call.
+//!
+//! Threads that call in may have the context current already (PyTorch's do), none at all (a
+//! plain C caller's), or another one (a caller working on another device). [`PrimaryContext::enter`]
+//! handles all three: nothing to do; set it and leave it set, as the runtime would on the
+//! thread's first call; or push it and pop it again when the guard drops, so the caller's
+//! context stack is as it was. Invariant: the context is retained exactly once per value and
+//! released exactly once, on drop.
+
+use std::marker::PhantomData;
+use std::ptr;
+
+use cachalot_core::DeviceError;
+use cudarc::driver::sys::{self, CUcontext, CUdevice};
+
+use super::driver::{self, check};
+use crate::error::Error;
+
+/// A retained primary context of one device.
+#[derive(Debug)]
+pub struct PrimaryContext {
+    device: CUdevice,
+    ctx: CUcontext,
+}
+
+impl PrimaryContext {
+    /// Retains the primary context of device `ordinal`, initialising the driver first.
+    pub fn retain(ordinal: i32) -> Result<PrimaryContext, Error> {
+        driver::init()?;
+        let mut count = 0;
+        // SAFETY: the driver is initialised (init succeeded) and `count` is a valid out-pointer.
+        check("cuDeviceGetCount", unsafe { sys::cuDeviceGetCount(&mut count) })?;
+        if ordinal < 0 || ordinal >= count {
+            return Err(Error::NoDevice(format!(
+                "CUDA device {ordinal} does not exist: this machine has {count} CUDA device{}",
+                if count == 1 { "" } else { "s" }
+            )));
+        }
+        let mut device: CUdevice = 0;
+        // SAFETY: the ordinal is in range and `device` is a valid out-pointer.
+        check("cuDeviceGet", unsafe { sys::cuDeviceGet(&mut device, ordinal) })?;
+        let mut ctx: CUcontext = ptr::null_mut();
+        // SAFETY: `device` came from cuDeviceGet; `ctx` is a valid out-pointer. The matching
+        // release is in Drop.
+        check("cuDevicePrimaryCtxRetain", unsafe { sys::cuDevicePrimaryCtxRetain(&mut ctx, device) })?;
+        Ok(PrimaryContext { device, ctx })
+    }
+
+    /// Makes the context current on this thread until the guard drops (see the module docs).
+    #[inline]
+    pub fn enter(&self) -> Result<Current<'_>, DeviceError> {
+        let mut current: CUcontext = ptr::null_mut();
+        // SAFETY: the driver is initialised (a PrimaryContext exists); valid out-pointer.
+        check("cuCtxGetCurrent", unsafe { sys::cuCtxGetCurrent(&mut current) })?;
+        let pushed = if current == self.ctx {
+            false
+        } else if current.is_null() {
+            // SAFETY: `self.ctx` is retained for as long as `self` lives.
+            check("cuCtxSetCurrent", unsafe { sys::cuCtxSetCurrent(self.ctx) })?;
+            false
+        } else {
+            // SAFETY: as above; the guard pops it again.
+            check("cuCtxPushCurrent", unsafe { sys::cuCtxPushCurrent_v2(self.ctx) })?;
+            true
+        };
+        Ok(Current { pushed, _not_send: PhantomData })
+    }
+}
+
+impl Drop for PrimaryContext {
+    fn drop(&mut self) {
+        // SAFETY: balances the retain in `PrimaryContext::retain`; `device` is valid. A failure
+        // (the driver shutting down) leaves nothing to undo.
+        let _ = unsafe { sys::cuDevicePrimaryCtxRelease_v2(self.device) };
+    }
+}
+
+/// While alive, the primary context is current on this thread (a guard: not `Send`).
+pub struct Current<'a> {
+    pushed: bool,
+    _not_send: PhantomData<&'a *mut ()>,
+}
+
+impl Drop for Current<'_> {
+    fn drop(&mut self) {
+        if self.pushed {
+            let mut popped: CUcontext = ptr::null_mut();
+            // SAFETY: pops exactly the context `enter` pushed on this same thread (the guard
+            // is not Send); valid out-pointer.
+            let _ = unsafe { sys::cuCtxPopCurrent_v2(&mut popped) };
+        }
+    }
+}

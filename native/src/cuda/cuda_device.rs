@@ -1,0 +1,186 @@
+//! `CudaDevice`: the core's `Device` over one GPU, through the CUDA driver API.
+//!
+//! Segments come from `cuMemAlloc` and go back through `cuMemFree`; stream-ordered reuse uses
+//! pooled events (`cuEventRecord`/`cuEventQuery`/`cuEventSynchronize`) on the caller's raw
+//! `CUstream` (a stream handle is the `CUstream` value as an integer; 0 is the legacy default
+//! stream). Each driver call runs with the device's primary context current (see
+//! `context.rs`). The device keeps the address and size of every live segment, so it can
+//! refuse to free anything else and can return everything when it is dropped.
+//!
+//! Invariants: `segments` holds exactly the segments `cuMemAlloc` gave and `cuMemFree` has
+//! not taken back; dropping the device frees them all, destroys every event and releases the
+//! context. Only the allocator's slow paths reach this type: a malloc or free served from
+//! the cache makes no driver call.
+
+use std::collections::HashMap;
+use std::time::Instant;
+
+use cachalot_core::{Device, DeviceError, Event, Stream};
+use cudarc::driver::sys::{self, CUdeviceptr, CUstream};
+
+use super::context::PrimaryContext;
+use super::driver::check;
+use super::event_pool::EventPool;
+use crate::error::Error;
+
+/// One CUDA device's memory and streams, as the allocator sees them.
+#[derive(Debug)]
+pub struct CudaDevice {
+    ctx: PrimaryContext,
+    total: u64,
+    events: EventPool,
+    segments: HashMap<u64, u64>,
+    epoch: Instant,
+}
+
+// SAFETY: the driver API is thread-safe and its handles (the retained primary context, the
+// events) are valid on every thread of the process; CudaDevice makes its context current on
+// whichever thread calls it, and `&mut self` methods are serialised by the caller (the
+// allocator's lock).
+unsafe impl Send for CudaDevice {}
+
+impl CudaDevice {
+    /// The device with CUDA ordinal `ordinal`; an error (never a panic) when there is no
+    /// driver or no such device.
+    pub fn new(ordinal: i32) -> Result<CudaDevice, Error> {
+        let ctx = PrimaryContext::retain(ordinal)?;
+        let (_, total) = {
+            let _current = ctx.enter()?;
+            mem_get_info()?
+        };
+        Ok(CudaDevice { ctx, total, events: EventPool::default(), segments: HashMap::new(), epoch: Instant::now() })
+    }
+
+    /// The ordinal of the device that holds device memory at `address` (any CUDA
+    /// allocation, not only cachalot's).
+    pub fn ordinal_of(address: u64) -> Result<i32, Error> {
+        crate::cuda::driver::init()?;
+        let mut ordinal: std::ffi::c_int = -1;
+        // SAFETY: the driver is initialised; `ordinal` is a valid out-pointer of the type the
+        // DEVICE_ORDINAL attribute writes (an int).
+        check("cuPointerGetAttribute", unsafe {
+            sys::cuPointerGetAttribute(
+                std::ptr::addr_of_mut!(ordinal).cast(),
+                sys::CUpointer_attribute::CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
+                address,
+            )
+        })?;
+        Ok(ordinal)
+    }
+}
+
+/// (free, total) bytes of the current context's device.
+fn mem_get_info() -> Result<(u64, u64), DeviceError> {
+    let (mut free, mut total) = (0usize, 0usize);
+    // SAFETY: a context is current (callers hold a `Current` guard); valid out-pointers.
+    check("cuMemGetInfo", unsafe { sys::cuMemGetInfo_v2(&mut free, &mut total) })?;
+    Ok((free as u64, total as u64))
+}
+
+#[inline]
+fn raw_stream(stream: Stream) -> CUstream {
+    stream as usize as CUstream
+}
+
+impl Device for CudaDevice {
+    fn total_memory(&self) -> u64 {
+        self.total
+    }
+
+    fn free_memory(&self) -> u64 {
+        self.ctx.enter().and_then(|_current| mem_get_info()).map_or(0, |(free, _)| free)
+    }
+
+    fn allocate(&mut self, size: u64) -> Result<u64, DeviceError> {
+        let bytes = usize::try_from(size).map_err(|_| DeviceError::OutOfMemory)?;
+        let _current = self.ctx.enter()?;
+        let mut ptr: CUdeviceptr = 0;
+        // SAFETY: the context is current; `ptr` is a valid out-pointer.
+        check("cuMemAlloc", unsafe { sys::cuMemAlloc_v2(&mut ptr, bytes) })?;
+        self.segments.insert(ptr, size);
+        Ok(ptr)
+    }
+
+    fn free(&mut self, address: u64, size: u64) -> Result<(), DeviceError> {
+        if self.segments.get(&address) != Some(&size) {
+            return Err(DeviceError::Driver { call: "cuMemFree (not a live segment of this device)", code: 1 });
+        }
+        let _current = self.ctx.enter()?;
+        // SAFETY: `address` is a live segment from cuMemAlloc (checked above), freed once.
+        check("cuMemFree", unsafe { sys::cuMemFree_v2(address) })?;
+        self.segments.remove(&address);
+        Ok(())
+    }
+
+    fn record_event(&mut self, stream: Stream) -> Result<Event, DeviceError> {
+        let _current = self.ctx.enter()?;
+        let handle = self.events.acquire()?;
+        let event = self.events.get(handle)?;
+        // SAFETY: the event is live and owned by this context; the stream handle is the
+        // caller's (the C ABI documents that it must be a valid stream of this device).
+        if let Err(e) = check("cuEventRecord", unsafe { sys::cuEventRecord(event, raw_stream(stream)) }) {
+            self.events.release(handle);
+            return Err(e);
+        }
+        Ok(handle)
+    }
+
+    fn query_event(&mut self, event: Event) -> Result<bool, DeviceError> {
+        let event = self.events.get(event)?;
+        let _current = self.ctx.enter()?;
+        // SAFETY: the event is live (the pool destroys events only when the device drops).
+        match unsafe { sys::cuEventQuery(event) } {
+            sys::CUresult::CUDA_ERROR_NOT_READY => Ok(false),
+            r => check("cuEventQuery", r).map(|()| true),
+        }
+    }
+
+    fn synchronize_event(&mut self, event: Event) -> Result<(), DeviceError> {
+        let event = self.events.get(event)?;
+        let _current = self.ctx.enter()?;
+        // SAFETY: as in query_event.
+        check("cuEventSynchronize", unsafe { sys::cuEventSynchronize(event) })
+    }
+
+    fn release_event(&mut self, event: Event) {
+        self.events.release(event);
+    }
+
+    fn now_us(&self) -> u64 {
+        self.epoch.elapsed().as_micros() as u64
+    }
+}
+
+impl Drop for CudaDevice {
+    fn drop(&mut self) {
+        let Ok(_current) = self.ctx.enter() else {
+            return; // the driver is gone (process teardown): nothing can be given back
+        };
+        self.events.destroy_all();
+        for (address, _) in self.segments.drain() {
+            // SAFETY: each live segment came from cuMemAlloc and is freed once (drained).
+            let _ = unsafe { sys::cuMemFree_v2(address) };
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Without a driver (CI), creating a device is an error that says so; with one, device
+    /// 0 works and a huge ordinal is refused by name.
+    #[test]
+    fn creation_never_panics() {
+        match CudaDevice::new(0) {
+            Err(Error::NoDevice(msg)) => assert!(msg.contains("CUDA"), "{msg}"),
+            Err(e) => panic!("unexpected error: {e}"),
+            Ok(mut d) => {
+                assert!(d.total_memory() > 0);
+                let a = d.allocate(2 << 20).unwrap();
+                d.free(a, 2 << 20).unwrap();
+                assert!(matches!(CudaDevice::new(4096), Err(Error::NoDevice(_))));
+            }
+        }
+    }
+}

@@ -1,0 +1,17 @@
+//! Real GPU memory through the CUDA driver API (cudarc, loaded at run time).
+//!
+//! [`driver`] finds and initialises the driver once per process and maps driver results to
+//! the core's `DeviceError`; [`context`] makes a device's primary context current for the
+//! length of a driver call; [`event_pool`] recycles the events behind stream-ordered reuse;
+//! [`CudaDevice`] implements the core's `Device` with them. Invariant: no driver function is
+//! called before [`driver::init`] has succeeded, so a machine without CUDA gets an error,
+//! never a panic. Virtual-memory operations (cuMemAddressReserve, cuMemCreate, cuMemMap…)
+//! will join as a module of their own beside these, called from `CudaDevice` through
+//! `cudarc::driver::sys` like the rest.
+
+pub mod context;
+pub mod cuda_device;
+pub mod driver;
+pub mod event_pool;
+
+pub use cuda_device::CudaDevice;

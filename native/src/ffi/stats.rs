@@ -1,0 +1,188 @@
+//! The statistics as a versioned C struct, in the shape of PyTorch's `DeviceStats`.
+//!
+//! Versioning: the caller sets `struct_size = sizeof(cachalot_stats)` before the call; the
+//! library writes the fields it knows that fit in that size, then sets `struct_size` to the
+//! bytes it wrote and `version` to the layout it wrote. Fields are only ever appended, so a
+//! program built against an older header keeps working with a newer library and the other
+//! way round. Invariant: the struct has no padding (every field is 8 bytes, after the two
+//! 4-byte header fields), so its bytes are fully defined.
+
+use std::mem::size_of;
+use std::ptr;
+
+use cachalot_core::stats::{Stat as CoreStat, StatArray as CoreStatArray};
+use cachalot_core::DeviceStats;
+
+use super::boundary;
+use super::handle::borrow;
+use super::status::Status;
+use crate::error::Error;
+use crate::shared_allocator::SharedAllocator;
+
+/// The layout version this library writes.
+pub const CACHALOT_STATS_VERSION: u32 = 1;
+
+/// One statistic.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Stat {
+    /// Value now.
+    pub current: i64,
+    /// Highest value since the last peak reset.
+    pub peak: i64,
+    /// Sum of all increases.
+    pub allocated: i64,
+    /// Sum of all decreases.
+    pub freed: i64,
+}
+
+/// A statistic for both pools together and for each pool.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StatArray {
+    /// Both pools.
+    pub all: Stat,
+    /// The small pool (blocks of at most 1 MiB).
+    pub small_pool: Stat,
+    /// The large pool.
+    pub large_pool: Stat,
+}
+
+/// The statistics of `torch.cuda.memory_stats()` (version 1).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// In: `sizeof(cachalot_stats)` as the caller knows it. Out: bytes written.
+    pub struct_size: u32,
+    /// Out: the layout version written (`CACHALOT_STATS_VERSION` of the library).
+    pub version: u32,
+    /// Allocations handed out.
+    pub allocation: StatArray,
+    /// Segments obtained from the device.
+    pub segment: StatArray,
+    /// Blocks allocated or waiting for a pending free.
+    pub active: StatArray,
+    /// Free blocks that share their segment with others.
+    pub inactive_split: StatArray,
+    /// Bytes of allocated blocks.
+    pub allocated_bytes: StatArray,
+    /// Bytes of segments (reserved memory).
+    pub reserved_bytes: StatArray,
+    /// Bytes of active blocks.
+    pub active_bytes: StatArray,
+    /// Bytes of inactive split blocks.
+    pub inactive_split_bytes: StatArray,
+    /// Bytes callers asked for.
+    pub requested_bytes: StatArray,
+    /// Device allocations retried after releasing every cached segment.
+    pub num_alloc_retries: u64,
+    /// Requests that ended out of memory.
+    pub num_ooms: u64,
+    /// Times every pending event was waited for.
+    pub num_sync_all_streams: u64,
+    /// Device allocations (cuMemAlloc calls that succeeded).
+    pub num_device_alloc: u64,
+    /// Device frees.
+    pub num_device_free: u64,
+    /// Allocations of at least `max_split_size` bytes.
+    pub oversize_allocations: Stat,
+    /// Segments of at least `max_split_size` bytes.
+    pub oversize_segments: Stat,
+    /// The configured `max_split_size_mb` in bytes; -1 when unlimited.
+    pub max_split_size: i64,
+}
+
+impl From<&CoreStat> for Stat {
+    fn from(s: &CoreStat) -> Stat {
+        Stat { current: s.current, peak: s.peak, allocated: s.allocated, freed: s.freed }
+    }
+}
+
+impl From<&CoreStatArray> for StatArray {
+    fn from(a: &CoreStatArray) -> StatArray {
+        StatArray { all: (&a.all).into(), small_pool: (&a.small_pool).into(), large_pool: (&a.large_pool).into() }
+    }
+}
+
+impl From<&DeviceStats> for Stats {
+    fn from(s: &DeviceStats) -> Stats {
+        Stats {
+            struct_size: size_of::<Stats>() as u32,
+            version: CACHALOT_STATS_VERSION,
+            allocation: (&s.allocation).into(),
+            segment: (&s.segment).into(),
+            active: (&s.active).into(),
+            inactive_split: (&s.inactive_split).into(),
+            allocated_bytes: (&s.allocated_bytes).into(),
+            reserved_bytes: (&s.reserved_bytes).into(),
+            active_bytes: (&s.active_bytes).into(),
+            inactive_split_bytes: (&s.inactive_split_bytes).into(),
+            requested_bytes: (&s.requested_bytes).into(),
+            num_alloc_retries: s.num_alloc_retries,
+            num_ooms: s.num_ooms,
+            num_sync_all_streams: s.num_sync_all_streams,
+            num_device_alloc: s.num_device_alloc,
+            num_device_free: s.num_device_free,
+            oversize_allocations: (&s.oversize_allocations).into(),
+            oversize_segments: (&s.oversize_segments).into(),
+            max_split_size: s.max_split_size,
+        }
+    }
+}
+
+/// Fills `*out` with the allocator's statistics. Set `out->struct_size = sizeof *out` first;
+/// a smaller size than version 1's fails with `CACHALOT_STATUS_INVALID_ARGUMENT` and writes
+/// nothing. On success `struct_size` holds the bytes written and `version` the layout.
+///
+/// # Safety
+/// `allocator` must be NULL or a live handle; `out` must be NULL or point to `struct_size`
+/// writable bytes.
+#[no_mangle]
+pub unsafe extern "C" fn cachalot_get_stats(allocator: *const SharedAllocator, out: *mut Stats) -> Status {
+    boundary::status(|| {
+        // SAFETY: the caller promises a live handle or NULL (checked).
+        let a = unsafe { borrow(allocator) }?;
+        if out.is_null() {
+            return Err(Error::NullPointer("out"));
+        }
+        // SAFETY: `out` is non-NULL and points to at least the 4-byte `struct_size` field
+        // (caller's promise); read unaligned in case the caller's struct is packed.
+        let caller_size = unsafe { ptr::read_unaligned(ptr::addr_of!((*out).struct_size)) } as usize;
+        let ours = size_of::<Stats>();
+        if caller_size < ours {
+            return Err(Error::InvalidArgument(format!(
+                "cachalot_stats.struct_size is {caller_size}; set it to sizeof(cachalot_stats) ({ours} for version {CACHALOT_STATS_VERSION})"
+            )));
+        }
+        let stats = Stats::from(&a.stats()?);
+        // SAFETY: `out` has `caller_size >= ours` writable bytes (caller's promise and the
+        // check above); the source is a local value.
+        unsafe { ptr::copy_nonoverlapping(ptr::addr_of!(stats).cast::<u8>(), out.cast::<u8>(), ours) };
+        Ok(())
+    })
+}
+
+/// Restarts every peak statistic at its current value
+/// (`torch.cuda.reset_peak_memory_stats()`).
+///
+/// # Safety
+/// `allocator` must be NULL or a live handle.
+#[no_mangle]
+pub unsafe extern "C" fn cachalot_reset_peak_stats(allocator: *mut SharedAllocator) -> Status {
+    boundary::status(|| {
+        // SAFETY: the caller promises a live handle or NULL (checked).
+        unsafe { borrow(allocator) }?.reset_peak_stats()
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn layout_has_no_padding() {
+        assert_eq!(size_of::<Stat>(), 32);
+        assert_eq!(size_of::<StatArray>(), 96);
+        assert_eq!(size_of::<Stats>(), 8 + 9 * 96 + 5 * 8 + 2 * 32 + 8);
+    }
+}

@@ -1,0 +1,109 @@
+//! PyTorch's entry points, for `torch.cuda.memory.CUDAPluggableAllocator`:
+//!
+//! ```python
+//! alloc = torch.cuda.memory.CUDAPluggableAllocator(
+//!     "libcachalot.so", "cachalot_torch_malloc", "cachalot_torch_free")
+//! torch.cuda.memory.change_current_allocator(alloc)
+//! ```
+//!
+//! Each CUDA device gets one process-wide allocator, created on first use with the config in
+//! `CACHALOT_ALLOC_CONF` (see `registry.rs`). These functions cannot return a status, so a
+//! failure is kept as the thread's last error (`cachalot_last_error_message`) and also
+//! printed on stderr, since PyTorch has no way to report it. Invariant: no panic crosses into
+//! PyTorch; a malloc that fails returns NULL.
+
+use std::ffi::{c_int, c_void};
+
+use super::boundary;
+use crate::cuda::CudaDevice;
+use crate::error::Error;
+use crate::registry;
+
+#[cold]
+fn report(call: &str, status: super::Status) {
+    eprintln!("cachalot: {call} failed ({}): {}", status.name().to_string_lossy(), super::last_error::get());
+}
+
+/// Allocates `size` bytes on CUDA device `device` for use on `stream` (PyTorch's `ssize_t
+/// size, int device, cudaStream_t stream`). Returns NULL for a size of 0 (PyTorch's
+/// convention, not an error) and on failure (the message is printed and kept as the last
+/// error).
+///
+/// # Safety
+/// `stream` must be NULL or a live stream of device `device`; PyTorch guarantees both.
+#[no_mangle]
+pub unsafe extern "C" fn cachalot_torch_malloc(size: isize, device: c_int, stream: *mut c_void) -> *mut c_void {
+    if size == 0 {
+        return std::ptr::null_mut();
+    }
+    let result = boundary::run(|| {
+        let size = u64::try_from(size).map_err(|_| Error::InvalidArgument(format!("negative size {size}")))?;
+        registry::get(device)?.malloc(size, stream as usize as u64)
+    });
+    match result {
+        Ok(addr) => addr as usize as *mut c_void,
+        Err(status) => {
+            report("cachalot_torch_malloc", status);
+            std::ptr::null_mut()
+        }
+    }
+}
+
+/// Frees an allocation of `cachalot_torch_malloc` (`size` and `stream` are PyTorch's and are
+/// not needed: the allocator knows both). NULL is ignored.
+///
+/// # Safety
+/// `ptr` must be NULL or an allocation of `cachalot_torch_malloc` on `device`.
+#[no_mangle]
+pub unsafe extern "C" fn cachalot_torch_free(ptr: *mut c_void, size: isize, device: c_int, stream: *mut c_void) {
+    let _ = (size, stream);
+    if ptr.is_null() {
+        return;
+    }
+    if let Err(status) = boundary::run(|| registry::get(device)?.free(ptr as usize as u64)) {
+        report("cachalot_torch_free", status);
+    }
+}
+
+/// Returns the unused cached memory of every device's allocator to the driver
+/// (`torch.cuda.empty_cache()`).
+#[no_mangle]
+pub extern "C" fn cachalot_torch_empty_cache() {
+    if let Err(status) = boundary::run(|| registry::created().try_for_each(|a| a.empty_cache())) {
+        report("cachalot_torch_empty_cache", status);
+    }
+}
+
+/// Limits device `device`'s allocator to `fraction` of the device's memory
+/// (`torch.cuda.set_per_process_memory_fraction`), creating the allocator if needed.
+#[no_mangle]
+pub extern "C" fn cachalot_torch_set_memory_fraction(fraction: f64, device: c_int) {
+    if let Err(status) = boundary::run(|| registry::get(device)?.set_memory_fraction(fraction)) {
+        report("cachalot_torch_set_memory_fraction", status);
+    }
+}
+
+/// Marks the allocation at `ptr` as used on `stream` too (`Tensor.record_stream`). The
+/// allocation's device is found from the pointer when several devices have allocators.
+///
+/// # Safety
+/// `ptr` must be an allocation of `cachalot_torch_malloc`; `stream` a live stream of its
+/// device.
+#[no_mangle]
+pub unsafe extern "C" fn cachalot_torch_record_stream(ptr: *mut c_void, stream: *mut c_void) {
+    let addr = ptr as usize as u64;
+    let result = boundary::run(|| {
+        if ptr.is_null() {
+            return Err(Error::NullPointer("ptr"));
+        }
+        let mut created = registry::created();
+        let allocator = match (created.next(), created.next()) {
+            (Some(only), None) => only,
+            _ => registry::get(CudaDevice::ordinal_of(addr)?)?,
+        };
+        allocator.record_stream(addr, stream as usize as u64)
+    });
+    if let Err(status) = result {
+        report("cachalot_torch_record_stream", status);
+    }
+}

@@ -1,0 +1,20 @@
+//! cachalot's native library: the core allocator over real CUDA memory, made thread-safe,
+//! behind a C ABI (`include/cachalot.h`) and PyTorch's pluggable-allocator entry points.
+//!
+//! Layers, each in its own module: [`cuda`] implements the core's `Device` with the CUDA
+//! driver API (loaded at run time, so machines without CUDA build and test everything else);
+//! [`SharedAllocator`] puts one core allocator behind a lock so many threads can call it;
+//! [`ffi`] is the C ABI, where every call is a panic boundary that turns errors into fixed
+//! status codes; [`registry`] keeps the process-wide allocator per device that PyTorch's
+//! entry points use. Invariant: no panic and no Rust error crosses the C ABI.
+#![warn(missing_docs, unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks)]
+
+pub mod config_env;
+pub mod cuda;
+pub mod error;
+pub mod ffi;
+pub mod registry;
+pub mod shared_allocator;
+
+pub use error::Error;
+pub use shared_allocator::SharedAllocator;

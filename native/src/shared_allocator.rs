@@ -1,0 +1,187 @@
+//! `SharedAllocator`: one core allocator behind a lock, so many threads can call it.
+//!
+//! The lock covers the core's bookkeeping and nothing else the native layer does: argument
+//! checks happen before it is taken, and text (summaries, snapshots, error messages) is built
+//! from what the core returns. A malloc or free served from the cache makes no driver call
+//! and no heap allocation of the native layer's; the core itself calls the device (under the
+//! lock) only when it must grow, release, or wait for events, as PyTorch's allocator does.
+//!
+//! Invariants: the allocator is reached only through the lock; a call that fails leaves it
+//! as it was; once a call has panicked while holding the lock, every later call is refused
+//! with [`Error::Poisoned`] rather than trusting a half-updated state.
+
+use std::sync::{Mutex, MutexGuard};
+
+use cachalot_core::{Allocator, Config, Device, DeviceStats, SimDevice, Stream};
+
+use crate::cuda::CudaDevice;
+use crate::error::Error;
+
+/// The device an allocator runs on: CUDA or simulated, behind one type.
+pub type BoxedDevice = Box<dyn Device + Send>;
+
+/// What kind of device an allocator runs on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DeviceKind {
+    /// A CUDA GPU, by ordinal.
+    Cuda(i32),
+    /// The core's simulated device (no GPU needed).
+    Simulated,
+}
+
+/// A thread-safe caching allocator for one device.
+pub struct SharedAllocator {
+    inner: Mutex<Allocator<BoxedDevice>>,
+    kind: DeviceKind,
+}
+
+impl SharedAllocator {
+    /// An allocator over CUDA device `ordinal`.
+    pub fn cuda(ordinal: i32, config: Config) -> Result<SharedAllocator, Error> {
+        let device = CudaDevice::new(ordinal)?;
+        Ok(SharedAllocator::over(Box::new(device), config, DeviceKind::Cuda(ordinal)))
+    }
+
+    /// An allocator over a simulated device of `capacity` bytes.
+    pub fn simulated(capacity: u64, config: Config) -> Result<SharedAllocator, Error> {
+        if capacity == 0 {
+            return Err(Error::InvalidArgument("a simulated device needs a capacity above 0 bytes".into()));
+        }
+        Ok(SharedAllocator::over(Box::new(SimDevice::new(capacity)), config, DeviceKind::Simulated))
+    }
+
+    /// An allocator over any device.
+    pub fn over(device: BoxedDevice, config: Config, kind: DeviceKind) -> SharedAllocator {
+        SharedAllocator { inner: Mutex::new(Allocator::new(device, config)), kind }
+    }
+
+    /// The kind of device.
+    pub fn kind(&self) -> DeviceKind {
+        self.kind
+    }
+
+    /// The device ordinal reported in summaries and snapshots (0 for a simulated device).
+    pub fn ordinal(&self) -> i32 {
+        match self.kind {
+            DeviceKind::Cuda(ordinal) => ordinal,
+            DeviceKind::Simulated => 0,
+        }
+    }
+
+    /// Runs `f` on the allocator under the lock.
+    #[inline]
+    pub fn with<T>(&self, f: impl FnOnce(&mut Allocator<BoxedDevice>) -> T) -> Result<T, Error> {
+        Ok(f(&mut *self.lock()?))
+    }
+
+    #[inline]
+    fn lock(&self) -> Result<MutexGuard<'_, Allocator<BoxedDevice>>, Error> {
+        self.inner.lock().map_err(|_| Error::Poisoned)
+    }
+
+    /// Allocates `size` bytes for use on `stream`.
+    #[inline]
+    pub fn malloc(&self, size: u64, stream: Stream) -> Result<u64, Error> {
+        Ok(self.lock()?.malloc(size, stream)?)
+    }
+
+    /// Frees an address `malloc` returned.
+    #[inline]
+    pub fn free(&self, addr: u64) -> Result<(), Error> {
+        Ok(self.lock()?.free(addr)?)
+    }
+
+    /// Marks an allocation as used on `stream` too.
+    pub fn record_stream(&self, addr: u64, stream: Stream) -> Result<(), Error> {
+        Ok(self.lock()?.record_stream(addr, stream)?)
+    }
+
+    /// Returns every unused cached segment to the device.
+    pub fn empty_cache(&self) -> Result<(), Error> {
+        Ok(self.lock()?.empty_cache()?)
+    }
+
+    /// Limits the memory held to `fraction` of the device's.
+    pub fn set_memory_fraction(&self, fraction: f64) -> Result<(), Error> {
+        Ok(self.lock()?.set_memory_fraction(fraction)?)
+    }
+
+    /// A copy of the statistics.
+    pub fn stats(&self) -> Result<DeviceStats, Error> {
+        self.with(|a| *a.stats())
+    }
+
+    /// Restarts every peak statistic at its current value.
+    pub fn reset_peak_stats(&self) -> Result<(), Error> {
+        self.with(|a| a.reset_peak_stats())
+    }
+
+    /// `torch.cuda.memory_summary()`'s table.
+    pub fn memory_summary(&self, abbreviated: bool) -> Result<String, Error> {
+        let stats = self.stats()?;
+        Ok(cachalot_core::summary::memory_summary(&stats, self.ordinal(), abbreviated))
+    }
+
+    /// The snapshot as JSON, in the schema of `torch.cuda.memory._snapshot()`.
+    pub fn snapshot_json(&self) -> Result<String, Error> {
+        let snapshot = self.with(|a| a.snapshot(self.ordinal()))?;
+        serde_json::to_string(&snapshot).map_err(|e| Error::Panic(format!("snapshot serialisation failed: {e}")))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cachalot_core::AllocError;
+
+    fn sim() -> SharedAllocator {
+        SharedAllocator::simulated(1 << 30, Config::pytorch()).unwrap()
+    }
+
+    #[test]
+    fn errors_leave_the_allocator_as_it_was() {
+        let a = sim();
+        let p = a.malloc(1000, 0).unwrap();
+        let before = a.snapshot_json().unwrap();
+        assert_eq!(a.malloc(0, 0), Err(Error::Alloc(AllocError::ZeroSize)));
+        assert!(matches!(a.malloc(u64::MAX, 0), Err(Error::Alloc(AllocError::TooLarge { .. }))));
+        assert!(matches!(a.free(p + 512), Err(Error::Alloc(AllocError::InteriorPointer { .. }))));
+        assert!(matches!(a.free(12345), Err(Error::Alloc(AllocError::UnknownPointer { .. }))));
+        assert!(matches!(a.set_memory_fraction(f64::NAN), Err(Error::Alloc(AllocError::InvalidFraction(_)))));
+        assert_eq!(a.snapshot_json().unwrap(), before);
+        a.free(p).unwrap();
+        assert!(matches!(a.free(p), Err(Error::Alloc(AllocError::DoubleFree { .. }))));
+    }
+
+    #[test]
+    fn zero_capacity_is_refused() {
+        assert!(matches!(SharedAllocator::simulated(0, Config::default()), Err(Error::InvalidArgument(_))));
+    }
+
+    #[test]
+    fn many_threads_share_one_allocator() {
+        let a = sim();
+        std::thread::scope(|s| {
+            for t in 0..8u64 {
+                let a = &a;
+                s.spawn(move || {
+                    let mut live = Vec::new();
+                    for i in 0..2000u64 {
+                        let size = 512 + ((i * 7919 + t * 104729) % (3 << 20));
+                        live.push(a.malloc(size, t).unwrap());
+                        if live.len() > 16 {
+                            a.free(live.swap_remove((i as usize * 31) % live.len())).unwrap();
+                        }
+                    }
+                    for p in live {
+                        a.free(p).unwrap();
+                    }
+                });
+            }
+        });
+        let stats = a.stats().unwrap();
+        assert_eq!(stats.allocation.all.current, 0);
+        assert_eq!(stats.allocation.all.allocated, 8 * 2000);
+        a.with(|alloc| alloc.check_invariants()).unwrap().unwrap();
+    }
+}

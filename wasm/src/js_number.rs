@@ -1,0 +1,37 @@
+//! JavaScript numbers as byte counts, addresses and streams.
+//!
+//! Invariant: a number converts only if it is finite, a whole number, not negative and at
+//! most 2^53 (the largest integer an `f64` holds exactly); anything else is an error that
+//! names what the number was for.
+
+/// The largest integer a JavaScript number holds exactly.
+pub const MAX_EXACT: f64 = 9_007_199_254_740_992.0;
+
+/// `x` as a `u64`, or a message naming `what` it was meant to be.
+pub fn to_u64(x: f64, what: &str) -> Result<u64, String> {
+    if !x.is_finite() || x < 0.0 || x.fract() != 0.0 || x > MAX_EXACT {
+        return Err(format!("{what} must be a whole number of at least 0 and at most 2^53, got {x}"));
+    }
+    Ok(x as u64)
+}
+
+/// `x` as a JavaScript number (exact for every value below 2^53).
+pub fn to_f64(x: u64) -> f64 {
+    x as f64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn whole_numbers_convert_and_others_are_named() {
+        assert_eq!(to_u64(4096.0, "size"), Ok(4096));
+        assert_eq!(to_u64(MAX_EXACT, "size"), Ok(1 << 53));
+        for bad in [-1.0, 1.5, f64::NAN, f64::INFINITY, MAX_EXACT * 2.0] {
+            let e = to_u64(bad, "address").unwrap_err();
+            assert!(e.starts_with("address must be"), "{e}");
+        }
+        assert_eq!(to_f64(0x7f00_0000_0000), 139_637_976_727_552.0);
+    }
+}

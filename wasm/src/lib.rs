@@ -1,0 +1,26 @@
+//! cachalot-wasm: the browser's door to cachalot. A thin wasm-bindgen adapter over
+//! `cachalot-core` and its simulated device: it owns core state, converts types between
+//! Rust and JavaScript, and maps every error to a JS `Error` through `error::js_error`.
+//!
+//! JavaScript sees three classes: [`Allocator`] (one allocator over a `SimDevice`: malloc,
+//! free, record_stream, empty_cache, explained decisions, snapshot, stats, memory_summary,
+//! and a trace it steps through), [`TraceFile`] (a parsed trace) and [`ReplayRun`] (one
+//! whole cold pass of a trace, with its timeline and the figures `cachalot replay --json`
+//! prints). No allocator logic lives here: every decision is the core's.
+//!
+//! Byte counts and addresses cross as JS numbers (`f64`): simulated addresses and every
+//! size a device can hold are below 2^53, so they are exact; `js_number` checks it.
+#![forbid(unsafe_code)]
+
+mod allocator_handle;
+mod decisions;
+mod error;
+mod js_number;
+mod memory_map;
+mod replay_run;
+mod trace_cursor;
+mod trace_file;
+
+pub use allocator_handle::Allocator;
+pub use replay_run::ReplayRun;
+pub use trace_file::TraceFile;

@@ -1,0 +1,173 @@
+//! `ReplayRun`: one whole cold pass of a trace on a fresh allocator — what `cachalot replay
+//! --json` measures for its memory figures — with the timeline of requested, allocated and
+//! reserved bytes after every operation.
+//!
+//! Invariant: the figures are those of `Replayer::run_ops` on `Allocator::new(SimDevice::
+//! new(capacity), config)` over the whole trace, field for field with the CLI's
+//! `peak_requested_bytes`, `peak_allocated_bytes`, `peak_reserved_bytes`, `device_allocs`,
+//! `device_frees`, `ooms` and `first_oom`; each timeline has one value per operation.
+
+use cachalot_core::replay::{ReplayError, Step};
+use cachalot_core::{Allocator, Config, Replayer, SimDevice, Trace};
+use serde::Serialize;
+use wasm_bindgen::prelude::*;
+
+use crate::error::js_error;
+use crate::js_number::to_u64;
+use crate::trace_file::TraceFile;
+
+/// The figures of a pass, named as `cachalot replay --json` names them.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct Figures {
+    pub trace: String,
+    pub config: String,
+    pub ops: usize,
+    pub peak_requested_bytes: u64,
+    pub peak_allocated_bytes: u64,
+    pub peak_reserved_bytes: u64,
+    pub reserved_over_requested: f64,
+    pub device_allocs: u64,
+    pub device_frees: u64,
+    pub ooms: u64,
+    pub capacity_bytes: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub first_oom: Option<String>,
+    /// Operation after which reserved memory first reached its peak.
+    pub peak_reserved_op: usize,
+    /// Index of the first operation refused for lack of memory.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub first_oom_op: Option<usize>,
+}
+
+/// A pass with its timelines.
+#[derive(Default)]
+pub struct Pass {
+    pub figures: Figures,
+    pub requested: Vec<f64>,
+    pub allocated: Vec<f64>,
+    pub reserved: Vec<f64>,
+}
+
+/// Replays all of `trace` once on a fresh allocator.
+pub fn cold_pass(trace: &Trace, config: &Config, capacity: u64) -> Result<Pass, ReplayError> {
+    let mut alloc = Allocator::new(SimDevice::new(capacity), config.clone());
+    let mut replayer = Replayer::new(trace.slots);
+    let n = trace.ops.len();
+    let mut p = Pass {
+        requested: Vec::with_capacity(n),
+        allocated: Vec::with_capacity(n),
+        reserved: Vec::with_capacity(n),
+        ..Pass::default()
+    };
+    let (mut ooms, mut first_oom, mut first_oom_op, mut peak) = (0, None, None, (0, 0));
+    for (i, op) in trace.ops.iter().enumerate() {
+        match replayer.step(&mut alloc, op) {
+            Ok(Step::OutOfMemory(report)) => {
+                ooms += 1;
+                first_oom.get_or_insert_with(|| format!("operation {i}: {report}"));
+                first_oom_op.get_or_insert(i);
+            }
+            Ok(_) => {}
+            Err(error) => return Err(ReplayError { op: i, error }),
+        }
+        let s = alloc.stats();
+        p.requested.push(s.requested_bytes.all.current as f64);
+        p.allocated.push(s.allocated_bytes.all.current as f64);
+        let reserved = s.reserved_bytes.all.current;
+        p.reserved.push(reserved as f64);
+        if reserved > peak.0 {
+            peak = (reserved, i);
+        }
+    }
+    let s = alloc.stats();
+    let peak_requested = s.requested_bytes.all.peak as u64;
+    let peak_reserved = s.reserved_bytes.all.peak as u64;
+    p.figures = Figures {
+        trace: String::new(),
+        config: config.to_config_string(),
+        ops: n,
+        peak_requested_bytes: peak_requested,
+        peak_allocated_bytes: s.allocated_bytes.all.peak as u64,
+        peak_reserved_bytes: peak_reserved,
+        reserved_over_requested: peak_reserved as f64 / peak_requested.max(1) as f64,
+        device_allocs: s.num_device_alloc,
+        device_frees: s.num_device_free,
+        ooms,
+        capacity_bytes: capacity,
+        first_oom,
+        peak_reserved_op: peak.1,
+        first_oom_op,
+    };
+    Ok(p)
+}
+
+/// A whole cold pass of a trace under one config.
+#[wasm_bindgen]
+pub struct ReplayRun {
+    pass: Pass,
+}
+
+#[wasm_bindgen]
+impl ReplayRun {
+    /// Replays all of `trace` under `config` on a simulated device of `capacity` bytes.
+    #[wasm_bindgen(constructor)]
+    pub fn new(trace: &TraceFile, config: &str, capacity: f64) -> Result<ReplayRun, JsError> {
+        let config = Config::parse(config).map_err(js_error)?;
+        let capacity = to_u64(capacity, "capacity").map_err(js_error)?;
+        let mut pass = cold_pass(&trace.trace, &config, capacity).map_err(js_error)?;
+        pass.figures.trace = trace.name();
+        Ok(ReplayRun { pass })
+    }
+
+    /// The figures, as JSON with `cachalot replay --json`'s field names.
+    pub fn figures_json(&self) -> String {
+        serde_json::to_string(&self.pass.figures).unwrap_or_default()
+    }
+
+    /// Bytes requested by live allocations after each operation.
+    pub fn requested(&self) -> Vec<f64> {
+        self.pass.requested.clone()
+    }
+
+    /// Bytes of allocated blocks after each operation.
+    pub fn allocated(&self) -> Vec<f64> {
+        self.pass.allocated.clone()
+    }
+
+    /// Bytes of segments held after each operation.
+    pub fn reserved(&self) -> Vec<f64> {
+        self.pass.reserved.clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cachalot_core::parse_trace;
+
+    #[test]
+    fn figures_equal_the_replay_engine() {
+        let mut csv = String::from("Time,Action,Pointer,Size\n");
+        for i in 0..200u64 {
+            csv += &format!("{i},allocate,{:#x},{}\n", 0x1000 + i * 0x10, (i % 7 + 1) * 700_000);
+            if i % 3 == 0 {
+                csv += &format!("{i},free,{:#x},0\n", 0x1000 + i * 0x10);
+            }
+        }
+        let trace = parse_trace(&csv).unwrap();
+        for (conf, capacity) in [("policy:pytorch", 1u64 << 30), ("policy:pytorch,max_split_size_mb:20", 200 << 20)] {
+            let config = Config::parse(conf).unwrap();
+            let pass = cold_pass(&trace, &config, capacity).unwrap();
+            let mut alloc = Allocator::new(SimDevice::new(capacity), config.clone());
+            let want = Replayer::new(trace.slots).run_ops(&mut alloc, &trace.ops).unwrap();
+            let f = &pass.figures;
+            assert_eq!(f.peak_requested_bytes, want.peak_requested_bytes);
+            assert_eq!(f.peak_allocated_bytes, want.peak_allocated_bytes);
+            assert_eq!(f.peak_reserved_bytes, want.peak_reserved_bytes);
+            assert_eq!((f.device_allocs, f.device_frees, f.ooms), (want.device_allocs, want.device_frees, want.ooms));
+            assert_eq!(pass.reserved.len(), trace.ops.len());
+            assert_eq!(pass.reserved[f.peak_reserved_op], f.peak_reserved_bytes as f64);
+            assert_eq!(pass.requested.iter().cloned().fold(0.0, f64::max), f.peak_requested_bytes as f64);
+        }
+    }
+}

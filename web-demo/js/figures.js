@@ -1,0 +1,93 @@
+// Figures: the tables of numbers beside the maps. `outcomeTable` shows a whole cold pass
+// (the figures `cachalot replay --json` prints, field for field, each with its exact byte
+// count) beside PyTorch's measured figures where they apply; `liveFigures` shows the
+// allocator's current and peak bytes on every frame.
+// Invariant: every byte figure is shown both rounded and exact, and carries its JSON
+// field name in `data-field` so a test can read it back.
+
+import { bytes, count } from './units.js';
+import { reference } from './reference.js';
+
+function cell(value, field, exact = true) {
+  const td = document.createElement('td');
+  td.dataset.field = field;
+  td.dataset.value = String(value);
+  td.textContent = typeof value === 'number' && exact ? bytes(value) : String(value);
+  if (typeof value === 'number' && exact) {
+    const e = document.createElement('span');
+    e.className = 'exact';
+    e.textContent = `${count(value)} B`;
+    td.append(e);
+  }
+  return td;
+}
+
+/** Renders a ReplayRun's figures (parsed `figures_json`) into `host`. */
+export function outcomeTable(host, f, elapsedMs = null) {
+  const ref = reference(f.trace, f.config);
+  host.innerHTML = '';
+  const table = document.createElement('table');
+  table.className = 'outcome';
+  table.dataset.config = f.config;
+  const head = table.insertRow();
+  for (const h of ['', 'peak requested', 'peak allocated', 'peak reserved', 'reserved / requested', 'device allocs', 'OOMs']) {
+    const th = document.createElement('th');
+    th.textContent = h;
+    head.append(th);
+  }
+  const row = table.insertRow();
+  row.className = 'cachalot';
+  const name = document.createElement('td');
+  name.innerHTML = `<b>cachalot</b> <code></code>`;
+  name.querySelector('code').textContent = f.config.replace(/,/g, ',\u200b');
+  row.append(name, cell(f.peak_requested_bytes, 'peak_requested_bytes'), cell(f.peak_allocated_bytes, 'peak_allocated_bytes'),
+    cell(f.peak_reserved_bytes, 'peak_reserved_bytes'), cell(f.reserved_over_requested.toFixed(3), 'reserved_over_requested', false),
+    cell(f.device_allocs, 'device_allocs', false), cell(f.ooms, 'ooms', false));
+  if (ref) {
+    const r = table.insertRow();
+    r.className = 'pytorch';
+    const n = document.createElement('td');
+    n.innerHTML = `<b>PyTorch 2.11</b> on an H200 <code></code>`;
+    n.querySelector('code').textContent = ref.conf.replace(/,/g, ',\u200b');
+    r.append(n, cell(ref.peak_requested, 'pytorch_peak_requested'), cell(ref.peak_allocated, 'pytorch_peak_allocated'),
+      cell(ref.peak_reserved, 'pytorch_peak_reserved'),
+      cell((ref.peak_reserved / Math.max(1, f.peak_requested_bytes)).toFixed(3), 'pytorch_reserved_over_requested', false),
+      cell(ref.num_device_alloc, 'pytorch_device_allocs', false), cell('—', 'pytorch_ooms', false));
+  }
+  host.append(table);
+  const note = document.createElement('p');
+  note.className = 'note';
+  const timing = elapsedMs === null ? '' : ` Replayed in ${elapsedMs.toFixed(0)} ms in this browser.`;
+  note.textContent = `${count(f.ops)} operations on a simulated device of ${bytes(f.capacity_bytes)}.${timing}`
+    + (f.first_oom ? ` First out of memory: ${f.first_oom}` : '');
+  host.append(note);
+}
+
+/** Renders an Allocator's `figures()` (current and peak bytes) into `host`. */
+export function liveFigures(host, fig) {
+  const [req, alloc, resv, , , peakResv, devAllocs, ooms, segs] = fig;
+  const items = [
+    ['requested', req, 'live_requested'], ['allocated', alloc, 'live_allocated'], ['reserved', resv, 'live_reserved'],
+    ['cached (reserved − allocated)', resv - alloc, 'live_cached'], ['peak reserved', peakResv, 'live_peak_reserved'],
+  ];
+  host.innerHTML = '';
+  const div = document.createElement('div');
+  div.className = 'live';
+  for (const [label, v, field] of items) {
+    const s = document.createElement('span');
+    s.dataset.field = field;
+    s.dataset.value = String(v);
+    s.innerHTML = `${label} <b></b>`;
+    s.querySelector('b').textContent = bytes(v);
+    div.append(s);
+  }
+  for (const [label, v, field] of [['segments', segs, 'live_segments'], ['device allocs', devAllocs, 'live_device_allocs'], ['OOMs', ooms, 'live_ooms']]) {
+    const s = document.createElement('span');
+    s.dataset.field = field;
+    s.dataset.value = String(v);
+    s.innerHTML = `${label} <b></b>`;
+    s.querySelector('b').textContent = count(v);
+    div.append(s);
+  }
+  host.append(div);
+}

@@ -1,0 +1,131 @@
+// Scenario context: what a guided scenario's script may do — start a fresh allocator,
+// allocate and free named tensors, empty_cache, set a memory fraction, read the figures,
+// and replay a real trace (a whole cold pass, or an allocator left at the trace's end for
+// the map). Each call returns a line of output for the step list. No DOM here: the view
+// passes `show(allocator)` to draw and `loadTrace(name)` to fetch, so the scripts also run
+// under Node in the tests.
+// Invariant: `this.alloc` is the allocator the map shows; tensor names map to the
+// addresses of live allocations only.
+
+import { Allocator, ReplayRun } from '../pkg/cachalot_wasm.js';
+import { bytes, count } from './units.js';
+
+export const MiB = 1024 ** 2;
+export const GiB = 1024 ** 3;
+
+export class ScenarioContext {
+  constructor({ show = () => {}, loadTrace }) {
+    this.show = show;
+    this.loadTrace = loadTrace;
+    this.alloc = null;
+    this.names = new Map();
+    this.decisions = [];
+    this.owned = [];
+  }
+
+  /** Drops every allocator this context made. */
+  dispose() {
+    for (const a of this.owned) a.free();
+    this.owned = [];
+    this.alloc = null;
+  }
+
+  adopt(alloc) {
+    this.owned.push(alloc);
+    this.alloc = alloc;
+    this.names = new Map();
+    this.show(alloc);
+    return alloc;
+  }
+
+  /** A fresh allocator (explaining its decisions) over a device of `capacity` bytes. */
+  fresh(config, capacity) {
+    const a = new Allocator(config, capacity);
+    a.set_explain(true);
+    this.adopt(a);
+    return `a fresh allocator, ${a.config_string()}, on a ${bytes(capacity)} device`;
+  }
+
+  note() {
+    this.decisions = JSON.parse(this.alloc.take_decisions());
+    this.show(this.alloc);
+  }
+
+  /** Allocates `size` bytes as tensor `name`; throws the allocator's Error. */
+  malloc(name, size, stream = 0) {
+    try {
+      const addr = this.alloc.malloc(size, stream);
+      this.names.set(name, addr);
+      return addr;
+    } finally {
+      this.note();
+    }
+  }
+
+  /** Allocates, and returns the error message instead of throwing (for the out-of-memory steps). */
+  tryMalloc(name, size, stream = 0) {
+    try {
+      this.malloc(name, size, stream);
+      return null;
+    } catch (e) {
+      return e.message;
+    }
+  }
+
+  free(name) {
+    const addr = this.names.get(name);
+    if (addr === undefined) throw new Error(`no live tensor named ${name}`);
+    try {
+      this.alloc.free_block(addr);
+      this.names.delete(name);
+    } finally {
+      this.note();
+    }
+  }
+
+  emptyCache() {
+    try {
+      this.alloc.empty_cache();
+    } finally {
+      this.note();
+    }
+  }
+
+  setFraction(f) {
+    this.alloc.set_memory_fraction(f);
+    this.note();
+  }
+
+  /** Current and peak figures of the shown allocator. */
+  fig() {
+    const [requested, allocated, reserved, peakRequested, peakAllocated, peakReserved, deviceAllocs, ooms, segments] = this.alloc.figures();
+    return { requested, allocated, reserved, peakRequested, peakAllocated, peakReserved, deviceAllocs, ooms, segments };
+  }
+
+  /** "allocated X, reserved Y (cached Z), N segments". */
+  line() {
+    const f = this.fig();
+    return `allocated ${bytes(f.allocated)}, reserved ${bytes(f.reserved)} (cached ${bytes(f.reserved - f.allocated)}), `
+      + `${count(f.segments)} segment${f.segments === 1 ? '' : 's'}, ${count(f.deviceAllocs)} device allocation${f.deviceAllocs === 1 ? '' : 's'}`;
+  }
+
+  /** A whole cold pass of an embedded trace: the figures `cachalot replay --json` prints. */
+  async replay(trace, config, capacity = 140 * GiB) {
+    const t = await this.loadTrace(trace);
+    const run = new ReplayRun(t, config, capacity);
+    const figures = JSON.parse(run.figures_json());
+    run.free();
+    return figures;
+  }
+
+  /** Replays an embedded trace on a fresh allocator up to `position` (default: its end) and shows it. */
+  async replayTo(trace, config, capacity = 140 * GiB, position = Infinity) {
+    const t = await this.loadTrace(trace);
+    const a = new Allocator(config, capacity);
+    a.load_trace(t);
+    a.step(Math.min(position, t.length));
+    this.adopt(a);
+    this.decisions = [];
+    return a;
+  }
+}

@@ -1,0 +1,283 @@
+// Guided scenarios: each teaches one claim of the three source articles (../shared/seeds/,
+// in Chinese), as a short script on the real allocator (`policy:pytorch`, PyTorch's own
+// decisions) followed, wherever a real trace can show it, by the same effect on a real
+// training run. Where a claim does not hold on the real traces, the scenario says so.
+// A step returns its output line; `{ text, expected: 'oom' }` marks an out-of-memory error
+// the script means to provoke. Every figure quoted is computed live, never written in.
+// Invariant: scripts use only ScenarioContext, so they run in the page and under Node.
+
+import { GiB, MiB } from './scenario_context.js';
+import { bytes, count } from './units.js';
+import { reference } from './reference.js';
+
+const PT = 'policy:pytorch';
+const GPT2 = 'gpt2_train.csv.gz';
+
+function oom(message) {
+  if (!message) throw new Error('expected an out-of-memory error, but the allocation succeeded');
+  return { text: message, expected: 'oom' };
+}
+
+function versus(f, config) {
+  const ref = reference(f.trace, config);
+  return ref ? ` (PyTorch 2.11 on an H200: ${bytes(ref.peak_reserved)}, ${(ref.peak_reserved / f.peak_requested_bytes).toFixed(3)}×)` : '';
+}
+
+/** One line per replayed figure set: "peak reserved X = r× peak requested". */
+function peakLine(f) {
+  return `peak reserved ${bytes(f.peak_reserved_bytes)} = ${f.reserved_over_requested.toFixed(3)}× peak requested ${bytes(f.peak_requested_bytes)}`;
+}
+
+/** A leaky training loop: each epoch a new prefetcher (a new stream) loads a 30 MiB batch, the model's
+ *  200 MiB of activations come and go on stream 0, and (when `leak`) the prefetcher keeps a 2 MiB tensor. */
+function epochs(ctx, from, to, leak) {
+  const lines = [];
+  for (let e = from; e <= to; e++) {
+    const err = ctx.tryMalloc(`batch${e}`, 30 * MiB, e) || ctx.tryMalloc(`act${e}`, 200 * MiB, 0);
+    if (err) {
+      lines.push(`epoch ${e}: ${err}`);
+      return { text: lines.join('\n'), expected: 'oom' };
+    }
+    ctx.free(`act${e}`);
+    ctx.free(`batch${e}`);
+    if (leak) ctx.malloc(`leak${e}`, 2 * MiB, e);
+    lines.push(`epoch ${e}: ${ctx.line()}`);
+  }
+  return lines.join('\n');
+}
+
+export const SCENARIOS = [
+  {
+    id: 'caching',
+    title: 'Caching: why reserved exceeds allocated',
+    claim: {
+      zh: '你可能会发现，memory_reserved比memory_allocated大得多……当你释放张量时，它并不把显存还给CUDA，而是留在自己的池子里，等下次再用。',
+      en: 'memory_reserved can be much larger than memory_allocated: a freed tensor’s memory is not returned to CUDA but kept in the pool for next time.',
+      source: '“PyTorch显存分配器探秘”, §2.1',
+    },
+    text: 'The allocator asks the device for whole segments and carves tensors out of them. Freeing a tensor returns its block to the allocator’s cache, not to the device, so reserved memory (segments held) stays above allocated memory (blocks in use), and the next request of a fitting size is served without a device call. (The article’s torch.randn(1000, 1000) is 4,000,000 bytes of float32: 4 MB, not the 40 MB another article says.)',
+    steps: [
+      { caption: 'a = torch.randn(1000, 1000, device="cuda")  # 4,000,000 bytes', run: (ctx) => { ctx.fresh(PT, GiB); ctx.malloc('a', 4000000); return ctx.line(); } },
+      { caption: 'del a', run: (ctx) => { ctx.free('a'); return `${ctx.line()}: the block is cached, the 20 MiB segment stays reserved`; } },
+      { caption: 'b = torch.randn(1000, 1000, device="cuda")', run: (ctx) => { ctx.malloc('b', 4000000); return `${ctx.line()}: served from the cache, no new device allocation`; } },
+      {
+        caption: 'A real run: replay gpt2_train (69,203 operations) to its end',
+        run: async (ctx) => {
+          await ctx.replayTo(GPT2, PT);
+          const f = ctx.fig();
+          return `${ctx.line()}\npeak allocated ${bytes(f.peakAllocated)}, peak reserved ${bytes(f.peakReserved)}`;
+        },
+      },
+    ],
+    conclude: (ctx) => {
+      const f = ctx.fig();
+      return `At the end of GPT-2’s training trace only ${bytes(f.allocated)} is allocated, yet ${bytes(f.reserved)} stays reserved: `
+        + `${bytes(f.reserved - f.allocated)} of cached blocks that nvidia-smi counts as used. The claim holds.`;
+    },
+  },
+  {
+    id: 'splitting',
+    title: 'Splitting: one 2 MiB and one 20 MiB segment serve many tensors',
+    claim: {
+      zh: '在缓存中查找合适大小的空闲block；如果失败尝试分割更大的block；仍不满足则向系统请求新内存。……每个段默认2MB，大张量会申请大段。',
+      en: 'Look for a cached free block of a fitting size; failing that, split a larger block; failing that, ask the system for new memory. Segments are 2 MB by default; large tensors get large segments.',
+      source: '“GPU显存不够用？PyTorch内存管理全解析”, §1.1; “PyTorch显存分配器探秘”, §2.3',
+    },
+    text: 'Requests of at most 1 MiB come from the small pool, whose segments are 2 MiB; larger ones from the large pool, whose segments are 20 MiB for requests under 10 MiB and the request’s own size (rounded to 2 MiB) above that. A block is split when the remainder is worth keeping (at least 512 B in the small pool, more than 1 MiB in the large one); a freed block merges with free neighbours. Watch the map: the step list shows each call, the decision list each step of its reasoning.',
+    steps: [
+      { caption: 'malloc 1000 B', run: (ctx) => { ctx.fresh(PT, GiB); ctx.malloc('s1', 1000); return ctx.line(); } },
+      { caption: 'malloc 300 KiB', run: (ctx) => { ctx.malloc('s2', 300 * 1024); return `${ctx.line()}: split from the same 2 MiB segment`; } },
+      { caption: 'malloc 5 MiB', run: (ctx) => { ctx.malloc('l1', 5 * MiB); return `${ctx.line()}: a 20 MiB segment, 15 MiB left cached`; } },
+      { caption: 'malloc 6 MiB', run: (ctx) => { ctx.malloc('l2', 6 * MiB); return `${ctx.line()}: split from the 15 MiB remainder`; } },
+      { caption: 'malloc 8.5 MiB', run: (ctx) => { ctx.malloc('l3', 8.5 * MiB); return `${ctx.line()}: the 9 MiB remainder is handed out whole (0.5 MiB is not worth a block): rounding waste, dotted in the map`; } },
+      { caption: 'malloc 30 MiB', run: (ctx) => { ctx.malloc('l4', 30 * MiB); return `${ctx.line()}: a request of 10 MiB or more gets a segment of its own size`; } },
+      { caption: 'free the 5 MiB and the 6 MiB tensors', run: (ctx) => { ctx.free('l1'); ctx.free('l2'); return `${ctx.line()}: the two blocks merged into one 11 MiB cached block`; } },
+      {
+        caption: 'A real run: how many segments serve gpt2_train?',
+        run: async (ctx) => {
+          const f = await ctx.replay(GPT2, PT);
+          const t = await ctx.loadTrace(GPT2);
+          await ctx.replayTo(GPT2, PT);
+          ctx.allocs = JSON.parse(t.report_json()).allocs;
+          return `${t.describe()}; the device was asked for memory only ${count(f.device_allocs)} times`;
+        },
+      },
+    ],
+    conclude: (ctx) => `Every request went through the same path: best fit in the cache, split if worth it, a new segment only when nothing fits. On GPT-2’s trace, ${count(ctx.fig().deviceAllocs)} segments served ${count(ctx.allocs)} allocations. The article’s “2 MB per segment” holds for the small pool only; large tensors get 20 MiB or their own size.`,
+  },
+  {
+    id: 'fragmentation',
+    title: 'Fragmentation: out of memory with enough free memory',
+    claim: {
+      zh: '即使总空闲显存足够，缺乏连续空间仍会导致分配失败。这就是为什么有时显存明明有剩余却仍报错的原因。',
+      en: 'Even when the total free memory is enough, the lack of a contiguous space makes an allocation fail: that is why you sometimes get an error while memory is clearly left.',
+      source: '“GPU显存不够用？PyTorch内存管理全解析”, §1.2; “PyTorch显存管理机制解析”, §二.1',
+    },
+    text: 'A block can only serve a request it is large enough for, and free blocks merge only with free neighbours in the same segment. Free every other tensor and the cache holds many holes, none large enough; if the device is full and every segment still holds a live tensor, nothing can be returned to make room.',
+    steps: [
+      { caption: 'On a 100 MiB device, allocate twenty 5 MiB tensors', run: (ctx) => { ctx.fresh(PT, 100 * MiB); for (let i = 1; i <= 20; i++) ctx.malloc(`t${i}`, 5 * MiB); return ctx.line(); } },
+      { caption: 'Free every other tensor', run: (ctx) => { for (let i = 1; i <= 20; i += 2) ctx.free(`t${i}`); return `${ctx.line()}: 50 MiB free, in ten 5 MiB holes`; } },
+      { caption: 'Ask for 8 MiB', run: (ctx) => oom(ctx.tryMalloc('big', 8 * MiB)) },
+      {
+        caption: 'A real run: gpt2_train on a 15 GiB device',
+        run: async (ctx) => {
+          const f = await ctx.replay(GPT2, PT, 15 * GiB);
+          const full = await ctx.replay(GPT2, PT);
+          if (!f.first_oom) throw new Error('expected gpt2_train to run out of memory on 15 GiB');
+          await ctx.replayTo(GPT2, PT, 15 * GiB, f.first_oom_op + 1);
+          ctx.real = full;
+          return { text: `its peak requested memory is ${bytes(full.peak_requested_bytes)}, less than 15 GiB, and yet: ${f.first_oom}`, expected: 'oom' };
+        },
+      },
+    ],
+    conclude: (ctx) => `Out of memory while memory is free: in the small script 50 MiB is cached in 5 MiB pieces and an 8 MiB request fails; on GPT-2’s trace a request fails on a 15 GiB device although the trace never needs more than ${bytes(ctx.real.peak_requested_bytes)} at once. The claim holds.`,
+  },
+  {
+    id: 'max-split',
+    title: 'max_split_size_mb: where it helps, and where it backfires',
+    claim: {
+      zh: "os.environ['PYTORCH_CUDA_ALLOC_CONF'] = 'max_split_size_mb:128' ……这样分配器就不会把大块显存切得太碎，减少了碎片化。",
+      en: 'Setting max_split_size_mb:128 stops the allocator from cutting large blocks into small pieces, reducing fragmentation.',
+      source: '“PyTorch显存分配器探秘”, §2.5 (and max_split_size_mb:32 in “GPU显存不够用？”, §1.2)',
+    },
+    text: 'With max_split_size_mb, a request below the limit never takes (and so never splits) a cached block at or above it; it gets a segment of its own instead. That keeps big blocks whole for big requests — and costs memory whenever the big cached blocks could have served the small ones. The small script shows the first effect; the real traces show the second.',
+    steps: [
+      {
+        caption: 'PyTorch default, 300 MiB device: cache a 200 MiB block, take 50 MiB, then ask for 200 MiB',
+        run: (ctx) => {
+          ctx.fresh(PT, 300 * MiB);
+          ctx.malloc('A', 200 * MiB);
+          ctx.free('A');
+          ctx.malloc('B', 50 * MiB);
+          return oom(ctx.tryMalloc('C', 200 * MiB));
+        },
+      },
+      {
+        caption: 'The same with max_split_size_mb:128',
+        run: (ctx) => {
+          ctx.fresh(`${PT},max_split_size_mb:128`, 300 * MiB);
+          ctx.malloc('A', 200 * MiB);
+          ctx.free('A');
+          ctx.malloc('B', 50 * MiB);
+          ctx.malloc('C', 200 * MiB);
+          return `${ctx.line()}: B got its own segment, so C found the 200 MiB block whole`;
+        },
+      },
+      {
+        caption: 'A real run: gpt2_train under both configs',
+        run: async (ctx) => {
+          const a = await ctx.replay(GPT2, PT);
+          const b = await ctx.replay(GPT2, `${PT},max_split_size_mb:128`);
+          await ctx.replayTo(GPT2, `${PT},max_split_size_mb:128`);
+          ctx.gpt2 = [a, b];
+          return `default: ${peakLine(a)}${versus(a, PT)}\nmax_split_size_mb:128: ${peakLine(b)}${versus(b, `${PT},max_split_size_mb:128`)}`;
+        },
+      },
+      {
+        caption: 'And resnet50_train and mixed_fc_conv',
+        run: async (ctx) => {
+          const out = [];
+          for (const t of ['resnet50_train.csv.gz', 'mixed_fc_conv.csv.gz']) {
+            const a = await ctx.replay(t, PT);
+            const b = await ctx.replay(t, `${PT},max_split_size_mb:128`);
+            out.push(`${t.replace('.csv.gz', '')}: ${bytes(a.peak_reserved_bytes)} → ${bytes(b.peak_reserved_bytes)} (${a.reserved_over_requested.toFixed(3)}× → ${b.reserved_over_requested.toFixed(3)}×)`);
+          }
+          return out.join('\n');
+        },
+      },
+    ],
+    conclude: (ctx) => {
+      const [a, b] = ctx.gpt2;
+      const ratio = (b.peak_reserved_bytes / a.peak_reserved_bytes).toFixed(2);
+      const ra = reference(a.trace, a.config);
+      const rb = reference(b.trace, b.config);
+      const theirs = ra && rb ? ` (PyTorch measured ${(rb.peak_reserved / ra.peak_reserved).toFixed(2)}× on an H200)` : '';
+      return `It helps in the made-up case. On the real runs it backfires: GPT-2’s peak reserved memory grows ${ratio}×${theirs}, ResNet-50’s grows too, and the mixed run does not change. Measure before setting it.`;
+    },
+  },
+  {
+    id: 'empty-cache',
+    title: 'empty_cache(): returns cached memory, at a price',
+    claim: {
+      zh: '使用torch.cuda.empty_cache()强制清理缓存池，但会带来性能开销。',
+      en: 'torch.cuda.empty_cache() forcibly clears the cache pool, but costs performance.',
+      source: '“PyTorch显存管理机制解析”, §二.1; “GPU显存不够用？”, §2.2 (call it between epochs, not every batch)',
+    },
+    text: 'empty_cache returns every cached segment that holds no live block. A segment with even one live tensor stays, with all its free space: empty_cache cannot fix fragmentation. And what it returned must be asked for again: the next large request is a device call (cuMemAlloc takes 50–150 µs on an H200) instead of a cache hit (well under a microsecond).',
+    steps: [
+      {
+        caption: 'Allocate a 100 MiB tensor and two 5 MiB tensors; free the 100 MiB one and one 5 MiB one',
+        run: (ctx) => {
+          ctx.fresh(PT, GiB);
+          ctx.malloc('a', 100 * MiB);
+          ctx.malloc('b', 5 * MiB);
+          ctx.malloc('c', 5 * MiB);
+          ctx.free('a');
+          ctx.free('b');
+          return ctx.line();
+        },
+      },
+      { caption: 'torch.cuda.empty_cache()', run: (ctx) => { ctx.emptyCache(); return `${ctx.line()}: the 100 MiB segment went back; the 20 MiB one stays, c lives in it`; } },
+      { caption: 'Allocate 100 MiB again', run: (ctx) => { const before = ctx.fig().deviceAllocs; ctx.malloc('a2', 100 * MiB); return `${ctx.line()}: ${ctx.fig().deviceAllocs - before} new device allocation (a cache hit before empty_cache)`; } },
+      {
+        caption: 'A real run: gpt2_train to its end, then empty_cache()',
+        run: async (ctx) => {
+          await ctx.replayTo(GPT2, PT);
+          const before = ctx.line();
+          ctx.emptyCache();
+          return `before: ${before}\nafter:  ${ctx.line()}`;
+        },
+      },
+    ],
+    conclude: (ctx) => `empty_cache brought GPT-2’s reserved memory down to ${bytes(ctx.fig().reserved)}, but segments that still hold a live tensor stayed, and every segment returned costs a device call when it is needed again. The claim holds: use it between phases, not every batch.`,
+  },
+  {
+    id: 'leak',
+    title: 'Reserved grows across epochs: a small leak',
+    claim: {
+      zh: 'Allocated几乎没变，但Reserved一直在涨……最终Free变成0，新请求触发OOM。……每个epoch都会创建新的DataLoader实例，里面有一些临时张量没有被正确释放。',
+      en: 'Allocated barely changed but reserved kept growing, until free memory reached 0 and a request ran out of memory. Each epoch created a new DataLoader whose temporary tensors were never released.',
+      source: '“PyTorch显存分配器探秘”, §2.4',
+    },
+    text: 'A training loop on a 512 MiB device. Each epoch a new prefetcher, with a CUDA stream of its own, loads a 30 MiB batch; the model’s 200 MiB of activations come and go on stream 0. The prefetcher keeps a 2 MiB tensor it never frees. Blocks are cached per stream, so each epoch’s batch segment is useless to later epochs; without the leak the allocator returns those idle segments when memory runs short. With it, each idle segment holds one live 2 MiB tensor and can never be returned.',
+    steps: [
+      { caption: 'Epochs 1–4, leaking 2 MiB each', run: (ctx) => { ctx.fresh(PT, 512 * MiB); return epochs(ctx, 1, 4, true); } },
+      { caption: 'Epochs 5–8', run: (ctx) => epochs(ctx, 5, 8, true) },
+      { caption: 'Epochs 9–12', run: (ctx) => { const r = epochs(ctx, 9, 12, true); ctx.leaked = ctx.fig(); return r; } },
+      {
+        caption: 'The same 12 epochs without the leak',
+        run: (ctx) => { ctx.fresh(PT, 512 * MiB); const r = epochs(ctx, 1, 12, false); return typeof r === 'string' ? r.split('\n').slice(-3).join('\n') : r; },
+      },
+    ],
+    conclude: (ctx) => {
+      const f = ctx.leaked;
+      return `With the leak, allocated grew 2 MiB an epoch while reserved grew 30 MiB an epoch, until an epoch ran out of memory with ${bytes(f.reserved - f.allocated)} cached in pieces too small or on the wrong stream. Without it, the same loop runs on: the allocator returns idle segments when it needs room (each a device call). No real trace shows this: the three recorded runs do not leak.`;
+    },
+  },
+  {
+    id: 'fraction',
+    title: 'A memory-fraction limit and its out-of-memory message',
+    claim: {
+      zh: '下一章我会讲如何用torch.cuda.set_per_process_memory_fraction限制显存使用上限，这个在生产环境中特别有用。',
+      en: 'torch.cuda.set_per_process_memory_fraction caps how much memory a process may use — especially useful in production.',
+      source: '“PyTorch显存分配器探秘”, §2.6',
+    },
+    text: 'A memory fraction caps reserved memory at a share of the device. A request that would need a new segment past the cap fails even though the device has room, and the error message says so: it names the allowed amount beside the device’s free memory.',
+    steps: [
+      { caption: '1 GiB device; set_per_process_memory_fraction(0.5)', run: (ctx) => { ctx.fresh(PT, GiB); ctx.setFraction(0.5); return `at most ${bytes(GiB / 2)} may be reserved`; } },
+      { caption: 'x = 300 MiB', run: (ctx) => { ctx.malloc('x', 300 * MiB); return ctx.line(); } },
+      { caption: 'y = 300 MiB', run: (ctx) => oom(ctx.tryMalloc('y', 300 * MiB)) },
+      {
+        caption: 'A real run: gpt2_train with per_process_memory_fraction:0.1 of 140 GiB',
+        run: async (ctx) => {
+          const conf = `${PT},per_process_memory_fraction:0.1`;
+          const f = await ctx.replay(GPT2, conf);
+          if (!f.first_oom) throw new Error('expected an out-of-memory error under a 0.1 fraction');
+          await ctx.replayTo(GPT2, conf, 140 * GiB, f.first_oom_op + 1);
+          return { text: `${count(f.ooms)} refused allocation(s); the first: ${f.first_oom}`, expected: 'oom' };
+        },
+      },
+    ],
+    conclude: () => 'The limit works as the article says: requests past it fail with the device still half empty, and the message shows “allowed” beside the free memory, so the cause is plain.',
+  },
+];

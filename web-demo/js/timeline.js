@@ -1,0 +1,167 @@
+// Timeline: requested, allocated and reserved bytes after every operation of a trace
+// (from a wasm `ReplayRun`), drawn per pixel column as the maximum over the operations the
+// column covers, with the peak of reserved memory marked and the player's position as a
+// cursor. Clicking or dragging seeks.
+// Invariant: the envelope is recomputed whenever the series or the canvas width change;
+// drawing a frame only repaints from it (cheap enough for every animation frame).
+
+import { bytes, count } from './units.js';
+
+const COLORS = { reserved: '#7b4bc4', allocated: '#2f6fdb', requested: '#14a38b', peak: '#d0312d', cursor: '#1d232b' };
+const H = 170;
+const PAD = { left: 64, right: 10, top: 14, bottom: 18 };
+
+export class Timeline {
+  /** Builds the timeline inside `host`; `onSeek(position)` runs on click or drag. */
+  constructor(host, { onSeek = null } = {}) {
+    host.innerHTML = '';
+    this.canvas = document.createElement('canvas');
+    this.canvas.setAttribute('role', 'img');
+    this.canvas.setAttribute('aria-label', 'Timeline of requested, allocated and reserved bytes; the scrub slider below moves through it');
+    const legend = document.createElement('div');
+    legend.className = 'legend';
+    legend.innerHTML = `<i style="background:${COLORS.requested}"></i>requested<i style="background:${COLORS.allocated}"></i>allocated`
+      + `<i style="background:${COLORS.reserved}"></i>reserved<i style="background:${COLORS.peak}"></i>peak reserved`;
+    host.append(this.canvas, legend);
+    this.ctx = this.canvas.getContext('2d');
+    this.series = null;
+    this.position = 0;
+    this.yMax = 0;
+    this.onSeek = onSeek;
+    this.envelopeWidth = 0;
+    const seek = (e) => {
+      if (!this.series || !this.onSeek) return;
+      const r = this.canvas.getBoundingClientRect();
+      const f = (e.clientX - r.left - PAD.left) / (r.width - PAD.left - PAD.right);
+      this.onSeek(Math.round(Math.min(1, Math.max(0, f)) * this.series.length));
+    };
+    this.canvas.addEventListener('pointerdown', (e) => { this.canvas.setPointerCapture(e.pointerId); seek(e); });
+    this.canvas.addEventListener('pointermove', (e) => { if (e.buttons & 1) seek(e); });
+    new ResizeObserver(() => this.draw()).observe(this.canvas);
+  }
+
+  /** New series: `{requested, allocated, reserved, peakOp, peakReserved}` (Float64Arrays, one value per op). */
+  setSeries(series, yMax = 0) {
+    this.series = series ? { ...series, length: series.reserved.length } : null;
+    this.yMax = yMax;
+    this.envelopeWidth = 0;
+    this.draw();
+  }
+
+  /** A shared scale (compare view): the largest value either side shows. */
+  setScale(yMax) {
+    this.yMax = yMax;
+    this.draw();
+  }
+
+  setPosition(position) {
+    this.position = position;
+    this.draw();
+  }
+
+  envelope(cols) {
+    const s = this.series;
+    const out = { requested: new Float64Array(cols), allocated: new Float64Array(cols), reserved: new Float64Array(cols) };
+    const n = s.length;
+    for (let c = 0; c < cols; c++) {
+      const a = Math.floor((c * n) / cols);
+      const b = Math.max(a + 1, Math.floor(((c + 1) * n) / cols));
+      for (const k of ['requested', 'allocated', 'reserved']) {
+        const v = s[k];
+        let m = 0;
+        for (let i = a; i < b && i < n; i++) if (v[i] > m) m = v[i];
+        out[k][c] = m;
+      }
+    }
+    return out;
+  }
+
+  draw() {
+    const dpr = window.devicePixelRatio || 1;
+    const width = this.canvas.clientWidth;
+    if (!width) return;
+    if (this.canvas.width !== Math.round(width * dpr)) {
+      this.canvas.width = Math.round(width * dpr);
+      this.canvas.height = Math.round(H * dpr);
+    }
+    const ctx = this.ctx;
+    ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
+    ctx.clearRect(0, 0, width, H);
+    ctx.font = '11px system-ui, sans-serif';
+    const s = this.series;
+    if (!s || s.length === 0) {
+      ctx.fillStyle = '#5d6773';
+      ctx.fillText('No trace replayed yet.', PAD.left, H / 2);
+      return;
+    }
+    const cols = Math.max(1, Math.floor(width - PAD.left - PAD.right));
+    if (this.envelopeWidth !== cols) {
+      this.env = this.envelope(cols);
+      this.envelopeWidth = cols;
+    }
+    const yMax = Math.max(this.yMax, s.peakReserved, 1) * 1.08;
+    const plotH = H - PAD.top - PAD.bottom;
+    const y = (v) => PAD.top + plotH * (1 - v / yMax);
+    // Axis and grid.
+    ctx.strokeStyle = '#e3e6ea';
+    ctx.fillStyle = '#5d6773';
+    ctx.lineWidth = 1;
+    ctx.textBaseline = 'middle';
+    for (let i = 0; i <= 4; i++) {
+      const v = (yMax / 1.08) * (i / 4);
+      ctx.beginPath();
+      ctx.moveTo(PAD.left, Math.round(y(v)) + 0.5);
+      ctx.lineTo(width - PAD.right, Math.round(y(v)) + 0.5);
+      ctx.stroke();
+      ctx.fillText(bytes(v), 2, y(v), PAD.left - 6);
+    }
+    ctx.textBaseline = 'alphabetic';
+    ctx.fillText('op 0', PAD.left, H - 4);
+    ctx.textAlign = 'right';
+    ctx.fillText(`op ${count(s.length)}`, width - PAD.right, H - 4);
+    ctx.textAlign = 'left';
+    // Reserved as an area, the others as lines.
+    const env = this.env;
+    ctx.fillStyle = 'rgba(123, 75, 196, 0.18)';
+    ctx.beginPath();
+    ctx.moveTo(PAD.left, y(0));
+    for (let c = 0; c < cols; c++) ctx.lineTo(PAD.left + c, y(env.reserved[c]));
+    ctx.lineTo(PAD.left + cols - 1, y(0));
+    ctx.fill();
+    for (const k of ['reserved', 'allocated', 'requested']) {
+      ctx.strokeStyle = COLORS[k];
+      ctx.lineWidth = k === 'requested' ? 1 : 1.5;
+      ctx.beginPath();
+      for (let c = 0; c < cols; c++) {
+        const py = y(env[k][c]);
+        if (c === 0) ctx.moveTo(PAD.left, py);
+        else ctx.lineTo(PAD.left + c, py);
+      }
+      ctx.stroke();
+    }
+    // Peak reserved.
+    const px = PAD.left + (s.peakOp / s.length) * cols;
+    ctx.strokeStyle = COLORS.peak;
+    ctx.setLineDash([4, 3]);
+    ctx.beginPath();
+    ctx.moveTo(px, PAD.top);
+    ctx.lineTo(px, H - PAD.bottom);
+    ctx.stroke();
+    ctx.setLineDash([]);
+    ctx.fillStyle = COLORS.peak;
+    ctx.beginPath();
+    ctx.arc(px, y(s.peakReserved), 3.5, 0, 2 * Math.PI);
+    ctx.fill();
+    const label = `peak reserved ${bytes(s.peakReserved)} at op ${count(s.peakOp)}`;
+    const tw = ctx.measureText(label).width;
+    ctx.fillText(label, Math.min(px + 6, width - PAD.right - tw), PAD.top - 3 + 10);
+    // Cursor.
+    const cx = PAD.left + (this.position / s.length) * cols;
+    ctx.strokeStyle = COLORS.cursor;
+    ctx.lineWidth = 1.5;
+    ctx.beginPath();
+    ctx.moveTo(cx, PAD.top);
+    ctx.lineTo(cx, H - PAD.bottom);
+    ctx.stroke();
+  }
+}
