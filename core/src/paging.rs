@@ -86,8 +86,10 @@ impl<D: Device> Allocator<D> {
         (unmapped, idle)
     }
 
-    /// Takes up to `want` idle pages from free blocks outside `[keep_lo, keep_hi)`, highest
-    /// addresses first, unmapping them; returns their handles with the pool they counted in.
+    /// Takes up to `want` idle pages from free blocks outside `[keep_lo, keep_hi)`, farthest
+    /// into their range first (offsets, not addresses, so the choice does not depend on where
+    /// the device placed the ranges), unmapping them; returns their handles with the pool
+    /// they counted in.
     fn steal_idle_pages(
         &mut self,
         want: u64,
@@ -95,12 +97,13 @@ impl<D: Device> Allocator<D> {
         keep_hi: u64,
     ) -> Result<Vec<(PhysHandle, Pool)>, AllocError> {
         let page = self.vm.paged_page;
-        let mut victims: Vec<(u64, u32)> = Vec::new();
+        let mut victims: Vec<((u64, usize), u32)> = Vec::new();
         for f in &self.free {
             for ((_, size, addr), id) in f.iter() {
                 let b = &self.blocks[id];
                 if b.in_vm && !whole_pages(addr, size, page).is_empty() && (addr + size <= keep_lo || addr >= keep_hi) {
-                    victims.push((addr, id));
+                    let base = self.vm.range_of(addr).map_or(0, |r| self.vm.ranges[r].base);
+                    victims.push(((addr - base, b.pool.index()), id));
                 }
             }
         }

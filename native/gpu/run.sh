@@ -15,7 +15,15 @@
 #   2. replay_torch.py (PyTorch's own allocator, same traces, same run) for the ns/op comparison;
 #   3. contention_bench: 1, 2, 4, 8, 16 threads sharing one allocator, a stream each;
 #   4. compute-sanitizer --tool memcheck over one trace's check;
-#   5. torch_plugin_check.py: cachalot as PyTorch's allocator (CUDAPluggableAllocator).
+#   5. torch_plugin_check.py: cachalot as PyTorch's allocator (CUDAPluggableAllocator), with
+#      PLUGIN_CHECK=1 (native/gpu/pytorch_check.sh covers PyTorch in depth);
+#   6. stream_check: record_stream across two streams, verified by memory contents, and out of
+#      memory at a memory fraction with recovery after frees (both policies).
+# And for the policies (issues 6 and 7): the overlap check again under cachalot's paged policy
+# (real virtual memory: cuMemCreate/cuMemMap), replay_timing (cold and warm ns/op through the
+# C ABI, fresh allocator, as replay_torch.py times PyTorch) under both policies, and PyTorch's
+# allocator with expandable_segments:True; policy_summary.py prints those tables after the
+# main summary.
 # The summary table is printed last. With OUT set, everything is written there: gpu_check.log
 # (the whole output), summary.md, benchmarks.md (for docs/benchmarks.md), results.json and
 # sanitizer.log. Exit 0 when every check passed.
@@ -32,11 +40,13 @@ LIB=$REL/libcachalot.so
 CLI=$REL/cachalot
 OPS_TOOL=$REL/examples/trace_ops
 CONFIG=${CACHALOT_CHECK_CONFIG:-policy:pytorch}
+PAGED=policy:cachalot
 PASSES=${PASSES:-7}
 TORCH_PASSES=${TORCH_PASSES:-6}
 BUDGET_S=${BUDGET_S:-570}
 TRACES=(mixed_fc_conv resnet50_train gpt2_train)
 SANITIZED=mixed_fc_conv
+SANITIZED_CONFIG=${SANITIZED_CONFIG:-policy:cachalot} # the virtual-memory path: the most driver calls
 CONTENDED=mixed_fc_conv
 
 RESULTS=${OUT:-$(mktemp -d /tmp/cachalot-gpu.XXXXXX)}
@@ -115,6 +125,10 @@ run_step "build overlap_check" 120 build1.log \
     "$NVCC" -O2 -std=c++17 -arch="$ARCH" native/gpu/overlap_check.cu -o "$WORK/overlap_check" "${LINK[@]}" || true
 run_step "build contention_bench" 120 build2.log \
     "$NVCC" -O2 -std=c++17 native/gpu/contention_bench.cpp -o "$WORK/contention_bench" "${LINK[@]}" -lpthread || true
+run_step "build stream_check" 120 build4.log \
+    "$NVCC" -O2 -std=c++17 -arch="$ARCH" native/gpu/stream_check.cu -o "$WORK/stream_check" "${LINK[@]}" || true
+run_step "build replay_timing" 120 build3.log \
+    "$NVCC" -O2 -std=c++17 native/gpu/replay_timing.cpp -o "$WORK/replay_timing" "${LINK[@]}" || true
 
 # ---- per trace: operations, simulated reference, checked GPU replay ----
 for t in "${TRACES[@]}"; do
@@ -134,6 +148,34 @@ for t in "${TRACES[@]}"; do
     fi
 done
 
+# ---- cachalot's paged policy with real virtual memory ----
+for t in "${TRACES[@]}"; do
+    [ -f "$WORK/$t.ops" ] || continue
+    timeout 120 "$CLI" replay "traces/$t.csv.gz" --config "$PAGED" --capacity "$CAPACITY" --passes 3 --json \
+        >"$WORK/$t.paged.cli.json" 2>>"$LOG" || say "--- cachalot CLI ($PAGED) failed on $t"
+    if [ -x "$WORK/overlap_check" ] && have_time "overlap check ($PAGED): $t" 150; then
+        run_step "overlap check, real memory, $PAGED: $t" 150 "$t.paged.check.log" \
+            "$WORK/overlap_check" "$WORK/$t.ops" --config "$PAGED" --passes 3 --label "$t" || true
+    fi
+done
+
+# ---- two streams (record_stream, checked by memory contents) and out of memory at a fraction ----
+if [ -x "$WORK/stream_check" ]; then
+    for c in "$CONFIG" "$PAGED"; do
+        run_step "streams and memory fraction, $c" 60 "stream_check.${c#policy:}.log" "$WORK/stream_check" --config "$c" || true
+    done
+fi
+
+# ---- cold and warm time per operation through the C ABI, fresh allocators ----
+for t in "${TRACES[@]}"; do
+    [ -x "$WORK/replay_timing" ] && [ -f "$WORK/$t.ops" ] || continue
+    for c in "$CONFIG" "$PAGED"; do
+        have_time "timing $c: $t" 90 || continue
+        run_step "timing, real memory, $c: $t" 90 "$t.timing.${c#policy:}.log" \
+            "$WORK/replay_timing" "$WORK/$t.ops" --config "$c" --passes "$PASSES" --label "$t" || true
+    done
+done
+
 # ---- PyTorch's allocator on the same traces, in the same run ----
 limit=240 # the first replay compiles PyTorch's C++ extension
 for t in "${TRACES[@]}"; do
@@ -141,6 +183,11 @@ for t in "${TRACES[@]}"; do
     run_step "PyTorch's allocator (default config): $t" "$limit" "$t.torch.log" \
         env -u PYTORCH_CUDA_ALLOC_CONF python3 native/gpu/replay_torch.py "traces/$t.csv.gz" "$TORCH_PASSES" || true
     limit=120
+done
+for t in "${TRACES[@]}"; do
+    have_time "PyTorch replay of $t (expandable segments)" "$limit" || continue
+    run_step "PyTorch's allocator (expandable_segments:True): $t" "$limit" "$t.torch_expandable.log" \
+        env PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True python3 native/gpu/replay_torch.py "traces/$t.csv.gz" "$TORCH_PASSES" || true
 done
 
 # ---- threads sharing one allocator ----
@@ -159,7 +206,7 @@ elif have_time "compute-sanitizer" 200; then
     say "=== compute-sanitizer --tool memcheck: $SANITIZED ($(date +%T), ${SECONDS}s in; full log: sanitizer.log) ==="
     rc=0
     timeout --kill-after=15 200 "$SANITIZER" --tool memcheck --leak-check full --error-exitcode 86 \
-        "$WORK/overlap_check" "$WORK/$SANITIZED.ops" --config "$CONFIG" --passes 2 --label "$SANITIZED (memcheck)" \
+        "$WORK/overlap_check" "$WORK/$SANITIZED.ops" --config "$SANITIZED_CONFIG" --passes 2 --label "$SANITIZED (memcheck)" \
         >"$RESULTS/sanitizer.log" 2>&1 || rc=$?
     tail -n 25 "$RESULTS/sanitizer.log" | tee -a "$LOG"
     summary_line=$(grep -Eo 'ERROR SUMMARY: [0-9]+ errors?' "$RESULTS/sanitizer.log" | tail -n 1 || true)
@@ -175,7 +222,7 @@ else
 fi
 
 # ---- cachalot as PyTorch's allocator ----
-if have_time "PyTorch plug-in check" 120; then
+if [ "${PLUGIN_CHECK:-0}" = 1 ] && have_time "PyTorch plug-in check" 120; then
     run_step "PyTorch plug-in (CUDAPluggableAllocator)" 120 plugin.log \
         env CACHALOT_ALLOC_CONF="$CONFIG" python3 native/gpu/torch_plugin_check.py "$LIB" || true
 fi
@@ -185,5 +232,6 @@ say ""
 say "=== summary (${SECONDS}s) ==="
 rc=0
 python3 native/gpu/summarize.py "$WORK" "$RESULTS" "${TRACES[@]}" 2>&1 | tee -a "$LOG" || rc=$?
+python3 native/gpu/policy_summary.py "$WORK" "$RESULTS" "${TRACES[@]}" 2>&1 | tee -a "$LOG" || rc=$?
 say "(logs and results: $RESULTS)"
 exit "$rc"

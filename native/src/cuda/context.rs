@@ -47,6 +47,11 @@ impl PrimaryContext {
         Ok(PrimaryContext { device, ctx })
     }
 
+    /// The device whose primary context this is.
+    pub fn device(&self) -> CUdevice {
+        self.device
+    }
+
     /// Makes the context current on this thread until the guard drops (see the module docs).
     #[inline]
     pub fn enter(&self) -> Result<Current<'_>, DeviceError> {

@@ -3,8 +3,9 @@
 //! Segments come from `cuMemAlloc` and go back through `cuMemFree`; stream-ordered reuse uses
 //! pooled events (`cuEventRecord`/`cuEventQuery`/`cuEventSynchronize`) on the caller's raw
 //! `CUstream` (a stream handle is the `CUstream` value as an integer; 0 is the legacy default
-//! stream). Each driver call runs with the device's primary context current (see
-//! `context.rs`). The device keeps the address and size of every live segment, so it can
+//! stream). Where the device supports it, virtual memory (`virtual_memory.rs`) backs the
+//! paged policy and expandable segments. Each driver call runs with the device's primary
+//! context current (see `context.rs`). The device keeps the address and size of every live segment, so it can
 //! refuse to free anything else and can return everything when it is dropped.
 //!
 //! Invariants: `segments` holds exactly the segments `cuMemAlloc` gave and `cuMemFree` has
@@ -15,12 +16,13 @@
 use std::collections::HashMap;
 use std::time::Instant;
 
-use cachalot_core::{Device, DeviceError, Event, Stream};
+use cachalot_core::{Device, DeviceError, Event, PhysHandle, Stream};
 use cudarc::driver::sys::{self, CUdeviceptr, CUstream};
 
 use super::context::PrimaryContext;
 use super::driver::check;
 use super::event_pool::EventPool;
+use super::virtual_memory::VirtualMemory;
 use crate::error::Error;
 
 /// One CUDA device's memory and streams, as the allocator sees them.
@@ -31,6 +33,7 @@ pub struct CudaDevice {
     events: EventPool,
     segments: HashMap<u64, u64>,
     epoch: Instant,
+    vm: Option<VirtualMemory>,
 }
 
 // SAFETY: the driver API is thread-safe and its handles (the retained primary context, the
@@ -43,12 +46,25 @@ impl CudaDevice {
     /// The device with CUDA ordinal `ordinal`; an error (never a panic) when there is no
     /// driver or no such device.
     pub fn new(ordinal: i32) -> Result<CudaDevice, Error> {
+        Self::with_virtual_memory(ordinal, true)
+    }
+
+    /// The device with CUDA ordinal `ordinal`, using virtual memory only if `use_vm` and the
+    /// device supports it.
+    pub fn with_virtual_memory(ordinal: i32, use_vm: bool) -> Result<CudaDevice, Error> {
         let ctx = PrimaryContext::retain(ordinal)?;
-        let (_, total) = {
+        let (total, vm) = {
             let _current = ctx.enter()?;
-            mem_get_info()?
+            let (_, total) = mem_get_info()?;
+            (total, if use_vm { VirtualMemory::probe(ctx.device(), ordinal) } else { None })
         };
-        Ok(CudaDevice { ctx, total, events: EventPool::default(), segments: HashMap::new(), epoch: Instant::now() })
+        Ok(CudaDevice { ctx, total, events: EventPool::default(), segments: HashMap::new(), epoch: Instant::now(), vm })
+    }
+
+    /// Runs a virtual-memory call with the context current.
+    fn with_vm<T>(&mut self, f: impl FnOnce(&mut VirtualMemory) -> Result<T, DeviceError>) -> Result<T, DeviceError> {
+        let _current = self.ctx.enter()?;
+        f(self.vm.as_mut().ok_or(DeviceError::Unsupported("virtual memory"))?)
     }
 
     /// The ordinal of the device that holds device memory at `address` (any CUDA
@@ -149,6 +165,38 @@ impl Device for CudaDevice {
     fn now_us(&self) -> u64 {
         self.epoch.elapsed().as_micros() as u64
     }
+
+    fn vm_granularity(&self) -> Option<u64> {
+        self.vm.as_ref().map(VirtualMemory::granularity)
+    }
+
+    fn vm_reserve(&mut self, size: u64) -> Result<u64, DeviceError> {
+        self.with_vm(|vm| vm.reserve(size))
+    }
+
+    fn vm_release(&mut self, addr: u64, size: u64) -> Result<(), DeviceError> {
+        self.with_vm(|vm| vm.release(addr, size))
+    }
+
+    fn vm_create(&mut self, size: u64) -> Result<PhysHandle, DeviceError> {
+        self.with_vm(|vm| vm.create(size))
+    }
+
+    fn vm_destroy(&mut self, handle: PhysHandle, size: u64) -> Result<(), DeviceError> {
+        self.with_vm(|vm| vm.destroy(handle, size))
+    }
+
+    fn vm_map(&mut self, addr: u64, size: u64, handle: PhysHandle) -> Result<(), DeviceError> {
+        self.with_vm(|vm| vm.map(addr, size, handle))
+    }
+
+    fn vm_set_access(&mut self, addr: u64, size: u64) -> Result<(), DeviceError> {
+        self.with_vm(|vm| vm.set_access(addr, size))
+    }
+
+    fn vm_unmap(&mut self, addr: u64, size: u64) -> Result<(), DeviceError> {
+        self.with_vm(|vm| vm.unmap(addr, size))
+    }
 }
 
 impl Drop for CudaDevice {
@@ -157,6 +205,9 @@ impl Drop for CudaDevice {
             return; // the driver is gone (process teardown): nothing can be given back
         };
         self.events.destroy_all();
+        if let Some(vm) = &mut self.vm {
+            vm.release_all();
+        }
         for (address, _) in self.segments.drain() {
             // SAFETY: each live segment came from cuMemAlloc and is freed once (drained).
             let _ = unsafe { sys::cuMemFree_v2(address) };

@@ -66,6 +66,18 @@ fn load() -> Result<(), String> {
     check("cuInit", r).map_err(|e| format!("the CUDA driver did not initialise: {}", Error::from(e)))
 }
 
+/// True when every one of `symbols` resolves in the loaded driver (after a successful
+/// [`init`]); optional features check their entry points this way before using them.
+pub fn has_symbols(symbols: &[&str]) -> bool {
+    if init().is_err() {
+        return false;
+    }
+    // SAFETY: init succeeded, so the library is loaded under the names culib() uses.
+    let lib = unsafe { sys::culib() };
+    // SAFETY: symbols are only looked up, not called.
+    symbols.iter().all(|s| unsafe { lib.get::<*const ()>(s.as_bytes()) }.is_ok())
+}
+
 /// `Ok` for `CUDA_SUCCESS`; out of memory as the core's `OutOfMemory`; else the call's name
 /// and the driver's code.
 #[inline]

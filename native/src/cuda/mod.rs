@@ -5,13 +5,13 @@
 //! length of a driver call; [`event_pool`] recycles the events behind stream-ordered reuse;
 //! [`CudaDevice`] implements the core's `Device` with them. Invariant: no driver function is
 //! called before [`driver::init`] has succeeded, so a machine without CUDA gets an error,
-//! never a panic. Virtual-memory operations (cuMemAddressReserve, cuMemCreate, cuMemMap…)
-//! will join as a module of their own beside these, called from `CudaDevice` through
-//! `cudarc::driver::sys` like the rest.
+//! never a panic. [`virtual_memory`] reserves ranges and maps physical pages
+//! (cuMemAddressReserve, cuMemCreate, cuMemMap…) where the driver and device support it.
 
 pub mod context;
 pub mod cuda_device;
 pub mod driver;
 pub mod event_pool;
+pub mod virtual_memory;
 
 pub use cuda_device::CudaDevice;
