@@ -72,6 +72,14 @@ pub trait Device {
     /// Gives back an event that is no longer needed (the device may pool it).
     fn release_event(&mut self, event: Event);
 
+    /// Waits until the work queued so far on `stream` has finished. The allocator calls it
+    /// before unmapping pages that blocks of `stream` used: unmapping, unlike freeing a
+    /// segment, does not wait for the device on its own.
+    fn synchronize_stream(&mut self, stream: Stream) -> Result<(), DeviceError> {
+        let _ = stream;
+        Ok(())
+    }
+
     /// Microseconds on the device's clock, for history entries; 0 if it keeps none.
     fn now_us(&self) -> u64 {
         0
@@ -151,6 +159,9 @@ impl<D: Device + ?Sized> Device for alloc::boxed::Box<D> {
     }
     fn release_event(&mut self, event: Event) {
         (**self).release_event(event)
+    }
+    fn synchronize_stream(&mut self, stream: Stream) -> Result<(), DeviceError> {
+        (**self).synchronize_stream(stream)
     }
     fn now_us(&self) -> u64 {
         (**self).now_us()

@@ -177,6 +177,7 @@ impl<D: Device> Allocator<D> {
         let len = pages * page;
         debug_assert!(self.blocks[id].state == BlockState::Free && from >= self.blocks[id].addr);
         debug_assert!(from + len <= self.blocks[id].end() && (from - self.vm.ranges[r].base) % page == 0);
+        self.device.synchronize_stream(self.vm.ranges[r].stream)?;
         self.device.vm_unmap(from, len)?;
         let range = &mut self.vm.ranges[r];
         let first = range.page_of(from);

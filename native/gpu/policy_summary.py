@@ -112,8 +112,10 @@ for c in ("pytorch", "cachalot"):
 
 states = {s for _, s, _ in checks}
 verdict = "FAIL" if "FAIL" in states else "PASS" if states == {"PASS"} else "INCOMPLETE"
+costs = [l for l in lines("vmm_costs.log") if not l.startswith(("RESULT", "==="))]
 text = "\n".join(
-    ["## Policies on real memory", "",
+    ["## Virtual-memory call costs on this GPU", ""] + ["    " + l for l in costs] + ["",
+     "## Policies on real memory", "",
      "| trace | peak requested | cachalot peak reserved (paged, GPU) | reserved / requested | PyTorch expandable peak reserved |",
      "|---|---:|---:|---:|---:|"] + memory_rows +
     ["", "Time per operation through the C ABI with real memory (fresh allocator: cold = first pass, warm = median of "

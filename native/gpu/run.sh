@@ -127,6 +127,9 @@ run_step "build contention_bench" 120 build2.log \
     "$NVCC" -O2 -std=c++17 native/gpu/contention_bench.cpp -o "$WORK/contention_bench" "${LINK[@]}" -lpthread || true
 run_step "build stream_check" 120 build4.log \
     "$NVCC" -O2 -std=c++17 -arch="$ARCH" native/gpu/stream_check.cu -o "$WORK/stream_check" "${LINK[@]}" || true
+run_step "build vmm_costs" 120 build5.log \
+    "$NVCC" -O2 -std=c++17 native/gpu/vmm_costs.cpp -o "$WORK/vmm_costs" -lcuda || true
+[ -x "$WORK/vmm_costs" ] && run_step "virtual-memory call costs" 60 vmm_costs.log "$WORK/vmm_costs" 512 || true
 run_step "build replay_timing" 120 build3.log \
     "$NVCC" -O2 -std=c++17 native/gpu/replay_timing.cpp -o "$WORK/replay_timing" "${LINK[@]}" || true
 

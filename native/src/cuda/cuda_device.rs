@@ -162,6 +162,16 @@ impl Device for CudaDevice {
         self.events.release(event);
     }
 
+    fn synchronize_stream(&mut self, stream: Stream) -> Result<(), DeviceError> {
+        if self.vm.is_none() {
+            return Ok(()); // only unmapping needs it, and only virtual memory unmaps
+        }
+        let _current = self.ctx.enter()?;
+        // SAFETY: cuStreamSynchronize resolved (virtual memory was probed); the stream handle is
+        // one the caller allocated on (the C ABI documents that it must be a valid stream).
+        check("cuStreamSynchronize", unsafe { sys::cuStreamSynchronize(raw_stream(stream)) })
+    }
+
     fn now_us(&self) -> u64 {
         self.epoch.elapsed().as_micros() as u64
     }

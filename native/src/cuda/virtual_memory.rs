@@ -18,8 +18,9 @@ use cudarc::driver::sys::{self, CUdevice, CUmemAccessDesc, CUmemAllocationProp, 
 use super::driver::{check, has_symbols};
 
 /// The driver entry points virtual memory needs; all must resolve for it to be used.
-const SYMBOLS: [&str; 9] = [
+const SYMBOLS: [&str; 10] = [
     "cuDeviceGetAttribute",
+    "cuStreamSynchronize",
     "cuMemGetAllocationGranularity",
     "cuMemAddressReserve",
     "cuMemAddressFree",

@@ -1,0 +1,128 @@
+// vmm_costs: what each CUDA virtual-memory call costs on this GPU, from C, in the pattern
+// cachalot's paged policy uses them (2 MiB pages, one handle per page), and whether the
+// driver unmaps a range made of several mappings in one cuMemUnmap call.
+//
+//   vmm_costs [PAGES]      (default 512 pages = 1 GiB)
+//
+// Prints microseconds per call (median of the calls) and `RESULT {json}`.
+#include <cuda.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+
+#define CU(call)                                                                         \
+    do {                                                                                 \
+        CUresult r_ = (call);                                                            \
+        if (r_ != CUDA_SUCCESS) {                                                        \
+            const char *name = nullptr;                                                  \
+            cuGetErrorName(r_, &name);                                                   \
+            std::fprintf(stderr, "vmm_costs: %s failed: %s\n", #call, name ? name : "?"); \
+            std::exit(1);                                                                \
+        }                                                                                \
+    } while (0)
+
+using Clock = std::chrono::steady_clock;
+
+static double us(Clock::time_point a, Clock::time_point b) {
+    return std::chrono::duration<double, std::micro>(b - a).count();
+}
+
+static double median(std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v.empty() ? 0 : v[v.size() / 2];
+}
+
+int main(int argc, char **argv) {
+    int pages = argc > 1 ? std::atoi(argv[1]) : 512;
+    CU(cuInit(0));
+    CUdevice dev;
+    CU(cuDeviceGet(&dev, 0));
+    CUcontext ctx;
+    CU(cuDevicePrimaryCtxRetain(&ctx, dev));
+    CU(cuCtxSetCurrent(ctx));
+    CUmemAllocationProp prop = {};
+    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    prop.location.id = 0;
+    size_t g = 0;
+    CU(cuMemGetAllocationGranularity(&g, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM));
+    CUmemAccessDesc access = {};
+    access.location = prop.location;
+    access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    CUdeviceptr base;
+    CU(cuMemAddressReserve(&base, g * pages * 2, 0, 0, 0));
+
+    std::vector<CUmemGenericAllocationHandle> h(pages);
+    std::vector<double> create, map, access1, unmap1, release, mapB;
+    for (int i = 0; i < pages; i++) {
+        auto t0 = Clock::now();
+        CU(cuMemCreate(&h[i], g, &prop, 0));
+        auto t1 = Clock::now();
+        CU(cuMemMap(base + i * g, g, 0, h[i], 0));
+        auto t2 = Clock::now();
+        CU(cuMemSetAccess(base + i * g, g, &access, 1));
+        auto t3 = Clock::now();
+        create.push_back(us(t0, t1));
+        map.push_back(us(t1, t2));
+        access1.push_back(us(t2, t3));
+    }
+    // Unmap one mapping at a time, then map the same handles again with one access grant.
+    for (int i = 0; i < pages; i++) {
+        auto t0 = Clock::now();
+        CU(cuMemUnmap(base + i * g, g));
+        unmap1.push_back(us(t0, Clock::now()));
+    }
+    auto t0 = Clock::now();
+    for (int i = 0; i < pages; i++) {
+        auto a = Clock::now();
+        CU(cuMemMap(base + i * g, g, 0, h[i], 0));
+        mapB.push_back(us(a, Clock::now()));
+    }
+    auto t1 = Clock::now();
+    CU(cuMemSetAccess(base, g * pages, &access, 1));
+    auto t2 = Clock::now();
+    double access_range = us(t1, t2), map_all = us(t0, t1);
+    // Unmap all mappings in one call: allowed?
+    auto t3 = Clock::now();
+    CUresult multi = cuMemUnmap(base, g * pages);
+    auto t4 = Clock::now();
+    bool multi_ok = multi == CUDA_SUCCESS;
+    if (!multi_ok)
+        for (int i = 0; i < pages; i++) CU(cuMemUnmap(base + i * g, g));
+    for (int i = 0; i < pages; i++) {
+        auto a = Clock::now();
+        CU(cuMemRelease(h[i]));
+        release.push_back(us(a, Clock::now()));
+    }
+    // One handle for all pages: create, map, access, unmap, release.
+    CUmemGenericAllocationHandle big;
+    auto b0 = Clock::now();
+    CU(cuMemCreate(&big, g * pages, &prop, 0));
+    auto b1 = Clock::now();
+    CU(cuMemMap(base, g * pages, 0, big, 0));
+    CU(cuMemSetAccess(base, g * pages, &access, 1));
+    auto b2 = Clock::now();
+    CU(cuMemUnmap(base, g * pages));
+    CU(cuMemRelease(big));
+    auto b3 = Clock::now();
+    CU(cuMemAddressFree(base, g * pages * 2));
+    std::printf("granularity %zu bytes, %d pages\n", g, pages);
+    std::printf("per 2 MiB page (median us): cuMemCreate %.1f, cuMemMap %.1f, cuMemSetAccess %.1f, cuMemUnmap %.1f, "
+                "cuMemRelease %.1f; re-map %.1f\n",
+                median(create), median(map), median(access1), median(unmap1), median(release), median(mapB));
+    std::printf("one cuMemSetAccess over %d mappings: %.1f us; mapping them all: %.1f us\n", pages, access_range, map_all);
+    std::printf("one cuMemUnmap over %d mappings: %s (%.1f us)\n", pages, multi_ok ? "allowed" : "refused", us(t3, t4));
+    std::printf("one %d-page handle: create %.1f us, map+access %.1f us, unmap+release %.1f us\n", pages, us(b0, b1),
+                us(b1, b2), us(b2, b3));
+    std::printf("RESULT {\"granularity\": %zu, \"create_us\": %.1f, \"map_us\": %.1f, \"set_access_us\": %.1f, "
+                "\"unmap_us\": %.1f, \"release_us\": %.1f, \"remap_us\": %.1f, \"set_access_range_us\": %.1f, "
+                "\"multi_unmap\": %s, \"multi_unmap_us\": %.1f, \"big_create_us\": %.1f, \"big_map_access_us\": %.1f, "
+                "\"big_unmap_release_us\": %.1f}\n",
+                g, median(create), median(map), median(access1), median(unmap1), median(release), median(mapB),
+                access_range, multi_ok ? "true" : "false", us(t3, t4), us(b0, b1), us(b1, b2), us(b2, b3));
+    CU(cuDevicePrimaryCtxRelease(dev));
+    return 0;
+}
