@@ -21,7 +21,7 @@ demo:
 	@echo "cachalot in the browser: http://127.0.0.1:$(PORT)/  (Ctrl-C stops the server)"
 	python3 -m http.server $(PORT) --bind 127.0.0.1 --directory web-demo
 
-test: setup fmt-check clippy unit-tests wasm-core web-test c-abi
+test: setup fmt-check clippy unit-tests wasm-core web-test c-abi python-test
 
 # What a fresh machine lacks (each step idempotent, quick when already done).
 setup: rust-setup web-setup
@@ -149,6 +149,19 @@ c-cuda-fake: c-stage
 	$(CC) -std=c11 $(CFLAGS_STRICT) $$($(PKG) --cflags cachalot) native/tests/c/cuda_device.c -o $(C_OUT)/cuda_device \
 		$$($(PKG) --libs cachalot) -L$(FAKE_CUDA) -lcuda -pthread -Wl,-rpath,$(STAGE)/lib -Wl,-rpath,$(FAKE_CUDA)
 	LD_LIBRARY_PATH=$(FAKE_CUDA) $(C_OUT)/cuda_device
+
+# The PyTorch module (native/python/cachalot_torch.py) without torch and without a GPU: its
+# readers against simulated allocators, `cachalot replay`, PyTorch's entry points over the
+# stand-in libcuda, and install() against a stand-in torch.
+PY_FAKE_CUDA := $(abspath $(TARGET_DIR))/python/fake_cuda
+.PHONY: python-test
+python-test:
+	$(CARGO) build --release -p cachalot --lib --bin cachalot
+	mkdir -p $(PY_FAKE_CUDA)
+	$(CC) -std=c11 $(CFLAGS_STRICT) -shared -fPIC -Wl,-soname,libcuda.so native/tests/fake_cuda/fake_cuda.c \
+		-o $(PY_FAKE_CUDA)/libcuda.so -pthread
+	CACHALOT_LIB=$(abspath $(TARGET_DIR))/release/libcachalot.so CACHALOT_CLI=$(abspath $(TARGET_DIR))/release/cachalot \
+		CACHALOT_FAKE_CUDA=$(PY_FAKE_CUDA)/libcuda.so PYTHONDONTWRITEBYTECODE=1 python3 native/python/test_cachalot_torch.py
 
 # What the GPU check (native/gpu/run.sh) needs, built here: carry target/release/libcachalot.so,
 # target/release/cachalot and target/release/examples/trace_ops to the GPU machine.

@@ -444,6 +444,23 @@ void cachalot_torch_set_memory_fraction(double fraction, int device);
 void cachalot_torch_record_stream(void *ptr, void *stream);
 
 /**
+ * Stores in `*out` the process-wide allocator that the functions above use for CUDA device
+ * `device`, or NULL when that device has none yet (nothing was allocated on it through
+ * `cachalot_torch_malloc` and no memory fraction was set for it). Never creates one, so it
+ * touches neither the driver nor the device.
+ *
+ * The handle is borrowed and lives until the process ends: pass it to the functions that
+ * read or act on an allocator (`cachalot_get_stats`, `cachalot_memory_summary`,
+ * `cachalot_snapshot_json`, `cachalot_reset_peak_stats`, ...), never to
+ * `cachalot_allocator_free`. Fails with `CACHALOT_STATUS_INVALID_ARGUMENT` for a device
+ * ordinal outside 0 to 63.
+ *
+ * # Safety
+ * `out` must be NULL or point to a writable `cachalot_allocator *`.
+ */
+cachalot_status cachalot_torch_allocator(int device, cachalot_allocator **out);
+
+/**
  * The library's version, e.g. `"0.1.0"`. The string is static: never free it.
  */
 const char *cachalot_version(void);

@@ -10,10 +10,11 @@ use alloc::vec::Vec;
 
 use crate::allocator::Allocator;
 use crate::block::{BlockState, NIL};
-use crate::device::{Device, DeviceError, PhysHandle, Stream};
+use crate::device::{Device, DeviceError, Stream};
 use crate::error::AllocError;
 use crate::free_index::Key;
 use crate::size::{Pool, LARGE_BUFFER, SMALL_BUFFER};
+use crate::vrange::Chunk;
 
 impl<D: Device> Allocator<D> {
     /// Size a block could reach: itself plus an unmapped block right after it.
@@ -73,13 +74,13 @@ impl<D: Device> Allocator<D> {
         let r = self.vm.range_of(self.blocks[id].addr).expect("block lies in a range");
         let page = self.vm.ranges[r].page;
         let pages = size.div_ceil(page);
-        let mut handles: Vec<(PhysHandle, Option<Pool>)> = Vec::with_capacity(pages as usize);
+        let mut handles: Vec<Chunk> = Vec::with_capacity(pages as usize);
         for _ in 0..pages {
             match self.device.vm_create(page) {
-                Ok(h) => handles.push((h, None)),
+                Ok(handle) => handles.push(Chunk { handle, pages: 1, counted_in: None }),
                 Err(e) => {
-                    for &(h, _) in &handles {
-                        let _ = self.device.vm_destroy(h, page);
+                    for c in &handles {
+                        let _ = self.device.vm_destroy(c.handle, page);
                     }
                     return match e {
                         DeviceError::OutOfMemory => Ok(None),
@@ -89,11 +90,11 @@ impl<D: Device> Allocator<D> {
             }
         }
         let from = self.blocks[id].addr;
-        match self.map_pages(id, from, &handles) {
+        match self.map_chunks(id, from, &handles) {
             Ok(mapped) => Ok(Some(mapped)),
             Err(e) => {
-                for &(h, _) in &handles {
-                    let _ = self.device.vm_destroy(h, page);
+                for c in &handles {
+                    let _ = self.device.vm_destroy(c.handle, page);
                 }
                 Err(e)
             }

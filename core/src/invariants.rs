@@ -123,16 +123,15 @@ impl<D: Device> Allocator<D> {
                 }
                 if let Some(range) = range {
                     let page = range.page;
-                    let (first, last) = (range.page_of(c.addr), range.page_of(c.end() - 1));
                     if c.state == BlockState::Unmapped {
                         if (c.addr - range.base) % page != 0 || c.size % page != 0 {
                             return Err(format!("unmapped block {id} at {:#x} is not whole pages", c.addr));
                         }
-                        if range.pages[first..=last].iter().any(Option::is_some) {
-                            return Err(format!("unmapped block {id} at {:#x} lies over mapped pages", c.addr));
+                        if !range.is_unmapped(c.addr, c.end()) {
+                            return Err(format!("unmapped block {id} at {:#x} lies over mapped memory", c.addr));
                         }
-                    } else if range.pages[first..=last].iter().any(Option::is_none) {
-                        return Err(format!("{:?} block {id} at {:#x} lies over unmapped pages", c.state, c.addr));
+                    } else if !range.is_mapped(c.addr, c.end()) {
+                        return Err(format!("{:?} block {id} at {:#x} lies over unmapped memory", c.state, c.addr));
                     }
                     if c.state == BlockState::Free && self.vm.mode == crate::vrange::VmMode::Paged {
                         let w = crate::vrange::whole_pages(c.addr, c.size, page);
@@ -177,18 +176,28 @@ impl<D: Device> Allocator<D> {
                             r.base, seg_size, r.size
                         ));
                     }
-                    r.pages.iter().filter(|p| p.is_some()).count() as u64 * r.page
+                    let mut end = r.base;
+                    for (&a, &(len, _)) in &r.mappings {
+                        if a < end || (a - r.base) % r.page != 0 || len % r.page != 0 || a + len > r.base + r.size {
+                            return Err(format!(
+                                "mapping at {a:#x} overlaps another, is not whole pages, or leaves its range"
+                            ));
+                        }
+                        end = a + len;
+                    }
+                    r.mappings.values().map(|(len, _)| len).sum::<u64>()
                 }
                 None => seg_size,
             };
             rc.reserved_bytes.increase(pool, held);
             reserved += held;
         }
-        for &(_, pool) in &self.vm.page_pool {
-            rc.reserved_bytes.increase(pool, self.vm.paged_page);
-            reserved += self.vm.paged_page;
+        for c in &self.vm.page_pool {
+            let pool = c.counted_in.ok_or("a kept chunk counts in no pool")?;
+            rc.reserved_bytes.increase(pool, c.pages * self.vm.paged_page);
+            reserved += c.pages * self.vm.paged_page;
         }
-        let mapped: u64 = self.vm.ranges.iter().map(|r| r.pages.iter().filter(|p| p.is_some()).count() as u64).sum();
+        let mapped: u64 = self.vm.ranges.iter().flat_map(|r| r.mappings.values().map(|(len, _)| len / r.page)).sum();
         if mapped != self.vm.mapped_pages {
             return Err(format!("{} pages counted mapped but {mapped} are", self.vm.mapped_pages));
         }

@@ -3,35 +3,52 @@
 //! Every stream and pool has a virtual range of the device's size, tiled by allocated, free
 //! (mapped) and unmapped blocks. A request the free index cannot serve goes to the smallest
 //! run of consecutive free and unmapped blocks that holds it (lowest address on ties), and
-//! the unmapped pages under it are mapped. Physical pages come, in order, from pages kept
-//! unmapped, from new pages while the pages held stay within the most pages ever in use
-//! (counting this request), and otherwise from idle pages — mapped pages lying whole inside
-//! free blocks elsewhere — which are unmapped and moved. Only when no page is idle does the
-//! allocator hold more memory than it ever needed at once. So peak reserved memory is the
-//! peak of pages in use, and a repeating workload stops moving pages once its layout settles.
+//! each unmapped span under it is filled with chunks of physical memory (about an eighth of
+//! the span each, see `chunk_pages`), taken in order from chunks kept unmapped, from new
+//! chunks while the pages held stay within the most pages ever in use (counting this
+//! request), from idle chunks — chunks mapped wholly inside free blocks elsewhere, unmapped
+//! and moved here, largest first — and last from new chunks beyond that peak. So peak
+//! reserved memory stays near the peak of pages in use, and each span costs a handful of
+//! driver calls, not one per page.
 //!
-//! Invariants: pages are taken from idle pages only outside the chosen run; reserved bytes
-//! equal mapped pages plus kept pages; on failure, pages obtained stay kept (counted) and no
-//! block changes.
+//! Invariants: chunks are taken only from outside the chosen run; a span gets chunks adding
+//! up to at least what it needs and at most what its unmapped block can hold; reserved bytes
+//! equal mapped pages plus kept chunks; on failure, chunks obtained stay kept (counted) and
+//! no block changes.
 
 use alloc::vec::Vec;
 
 use crate::allocator::Allocator;
 use crate::block::{BlockState, NIL};
-use crate::device::{Device, DeviceError, PhysHandle, Stream};
+use crate::device::{Device, DeviceError, Stream};
 use crate::error::AllocError;
 use crate::explain::Decision;
 use crate::size::Pool;
-use crate::vrange::whole_pages;
+use crate::vrange::{whole_pages, Chunk};
 
-/// Physical pages with the pool whose reserved bytes they count in (none for new pages).
-type Pages = Vec<(PhysHandle, Option<Pool>)>;
+/// Pages of the chunks a span needing `need` pages is made of: about an eighth of the span,
+/// at most 64 (128 MiB). A chunk moves only when wholly idle, so small chunks keep memory
+/// close to what is in use, while each mapping costs the same on a GPU whatever its size
+/// (measured on the H200: ~25 µs to map and grant access, ~16 µs to unmap). Splitting a span
+/// in eighths keeps the mappings per request bounded and lets a large block's memory move in
+/// pieces once it is freed (docs/design.md gives the figures behind the choice).
+fn chunk_pages(need: u64) -> u64 {
+    (need / 8).clamp(1, 64)
+}
 
 /// Where a request will be placed: the run's first block and address, its extent.
 struct Placement {
     start: u32,
     addr: u64,
     run_end: u64,
+}
+
+/// An unmapped stretch under a request: where it starts, the pages the request needs there
+/// and the pages its unmapped block could take.
+struct Span {
+    from: u64,
+    need: u64,
+    room: u64,
 }
 
 impl<D: Device> Allocator<D> {
@@ -63,140 +80,149 @@ impl<D: Device> Allocator<D> {
         best.map(|(_, p)| p)
     }
 
-    /// Pages to map under `[addr, addr + size)` and idle pages it will put to use.
-    fn pages_needed(&self, start: u32, addr: u64, size: u64) -> (u64, u64) {
+    /// The unmapped spans under `[addr, addr + size)` and the idle pages it will put to use.
+    fn spans_under(&self, start: u32, addr: u64, size: u64) -> (Vec<Span>, u64) {
         let page = self.vm.paged_page;
         let end = addr + size;
-        let (mut unmapped, mut idle) = (0, 0);
+        let (mut spans, mut idle) = (Vec::new(), 0);
         let mut id = start;
         while id != NIL && self.blocks[id].addr < end {
             let b = &self.blocks[id];
-            let (lo, hi) = (b.addr.max(addr), b.end().min(end));
             match b.state {
-                BlockState::Unmapped => unmapped += hi.div_ceil(page) - lo / page,
+                BlockState::Unmapped => {
+                    let need = (b.end().min(end) - b.addr).div_ceil(page);
+                    spans.push(Span { from: b.addr, need, room: b.size / page });
+                }
                 BlockState::Free => {
                     let w = whole_pages(b.addr, b.size, page);
-                    let used = (lo / page)..hi.div_ceil(page);
+                    let used = (b.addr.max(addr) / page)..b.end().min(end).div_ceil(page);
                     idle += w.end.min(used.end).saturating_sub(w.start.max(used.start));
                 }
                 _ => {}
             }
             id = b.next;
         }
-        (unmapped, idle)
+        (spans, idle)
     }
 
-    /// Takes up to `want` idle pages from free blocks outside `[keep_lo, keep_hi)`, farthest
-    /// into their range first (offsets, not addresses, so the choice does not depend on where
-    /// the device placed the ranges), unmapping them; returns their handles with the pool
-    /// they counted in.
-    fn steal_idle_pages(
-        &mut self,
-        want: u64,
-        keep_lo: u64,
-        keep_hi: u64,
-    ) -> Result<Vec<(PhysHandle, Pool)>, AllocError> {
+    /// Idle chunks outside `[keep_lo, keep_hi)`: (pages, offset in its range, address).
+    fn idle_chunks_outside(&self, keep_lo: u64, keep_hi: u64) -> Vec<(u64, u64, u64)> {
         let page = self.vm.paged_page;
-        let mut victims: Vec<((u64, usize), u32)> = Vec::new();
+        let mut out = Vec::new();
         for f in &self.free {
             for ((_, size, addr), id) in f.iter() {
-                let b = &self.blocks[id];
-                if b.in_vm && !whole_pages(addr, size, page).is_empty() && (addr + size <= keep_lo || addr >= keep_hi) {
-                    let base = self.vm.range_of(addr).map_or(0, |r| self.vm.ranges[r].base);
-                    victims.push(((addr - base, b.pool.index()), id));
-                }
-            }
-        }
-        victims.sort_unstable_by_key(|v| core::cmp::Reverse(v.0));
-        let mut got = Vec::new();
-        for (_, id) in victims {
-            if got.len() as u64 >= want {
-                break;
-            }
-            let b = &self.blocks[id];
-            let (pool, w) = (b.pool, whole_pages(b.addr, b.size, page));
-            let n = (w.end - w.start).min(want - got.len() as u64);
-            let handles = self.unmap_pages(id, (w.end - n) * page, n)?;
-            got.extend(handles.into_iter().map(|h| (h, pool)));
-        }
-        Ok(got)
-    }
-
-    /// Obtains `need` physical pages for a placement over `[lo, hi)` that puts `idle_used`
-    /// idle pages to use: kept pages, then new pages within the peak of pages in use, then
-    /// idle pages from elsewhere, then new pages beyond the peak. `None` if the device (or
-    /// the memory fraction) refuses and no page is idle; pages obtained are then kept.
-    fn obtain_pages(&mut self, need: u64, idle_used: u64, lo: u64, hi: u64) -> Result<Option<Pages>, AllocError> {
-        let page = self.vm.paged_page;
-        let mut got: Pages = Vec::with_capacity(need as usize);
-        while (got.len() as u64) < need {
-            match self.vm.page_pool.pop() {
-                Some((h, p)) => got.push((h, Some(p))),
-                None => break,
-            }
-        }
-        let in_use_after = self.vm.pages_in_use() + need + idle_used;
-        let held = self.vm.mapped_pages + self.vm.page_pool.len() as u64 + got.len() as u64;
-        let mut free_creates = self.vm.peak_in_use.max(in_use_after).saturating_sub(held);
-        let mut stole = false;
-        while (got.len() as u64) < need {
-            if free_creates > 0 {
-                free_creates -= 1;
-                if let Some(h) = self.create_page(page)? {
-                    got.push((h, None));
+                if !self.blocks[id].in_vm
+                    || whole_pages(addr, size, page).is_empty()
+                    || (addr < keep_hi && addr + size > keep_lo)
+                {
                     continue;
                 }
-            }
-            if !stole {
-                stole = true;
-                let missing = need - got.len() as u64;
-                let stolen = self.steal_idle_pages(missing, lo, hi)?;
-                if !stolen.is_empty() {
-                    let n = stolen.len() as u64;
-                    self.explainer.note(|| Decision::Released {
-                        segments: n,
-                        bytes: n * page,
-                        step: "move idle pages",
-                    });
-                }
-                got.extend(stolen.into_iter().map(|(h, p)| (h, Some(p))));
-                continue;
-            }
-            match self.create_page(page)? {
-                Some(h) => got.push((h, None)),
-                None => {
-                    self.keep_pages(got);
-                    return Ok(None);
-                }
+                let base = self.vm.range_of(addr).map_or(0, |r| self.vm.ranges[r].base);
+                out.extend(self.idle_chunks(id).into_iter().map(|(a, len)| (len / page, a - base, a)));
             }
         }
-        Ok(Some(got))
+        out
     }
 
-    /// A new physical page, unless the memory fraction or the device refuses.
-    fn create_page(&mut self, page: u64) -> Result<Option<PhysHandle>, AllocError> {
-        if self.allowed.is_some_and(|a| self.reserved + page > a) {
+    /// A new chunk of `pages` pages, unless the memory fraction or the device refuses.
+    fn create_chunk(&mut self, pages: u64) -> Result<Option<Chunk>, AllocError> {
+        let size = pages * self.vm.paged_page;
+        if self.allowed.is_some_and(|a| self.reserved + size > a) {
             return Ok(None);
         }
-        match self.device.vm_create(page) {
-            Ok(h) => Ok(Some(h)),
+        match self.device.vm_create(size) {
+            Ok(handle) => Ok(Some(Chunk { handle, pages, counted_in: None })),
             Err(DeviceError::OutOfMemory) => Ok(None),
             Err(e) => Err(e.into()),
         }
     }
 
-    /// Keeps unmapped pages for later (they stay reserved). Pages that were never counted
-    /// count in the large pool.
-    fn keep_pages(&mut self, pages: Pages) {
+    /// Keeps unmapped chunks for later (they stay reserved). Chunks never counted yet count
+    /// in the large pool.
+    fn keep_chunks(&mut self, chunks: Vec<Chunk>) {
         let page = self.vm.paged_page;
-        for (h, p) in pages {
-            let pool = p.unwrap_or_else(|| {
-                self.reserved += page;
-                self.stats.reserved_bytes.increase(Pool::Large, page);
-                Pool::Large
-            });
-            self.vm.page_pool.push((h, pool));
+        for mut c in chunks {
+            if c.counted_in.is_none() {
+                self.reserved += c.pages * page;
+                self.stats.reserved_bytes.increase(Pool::Large, c.pages * page);
+                c.counted_in = Some(Pool::Large);
+            }
+            self.vm.page_pool.push(c);
         }
+    }
+
+    /// Chunks for one span, in the order the module comment gives; `None` when neither the
+    /// device nor idle chunks can provide them (what was obtained is then kept).
+    fn fill_span(
+        &mut self,
+        span: &Span,
+        creates: &mut u64,
+        lo: u64,
+        hi: u64,
+    ) -> Result<Option<Vec<Chunk>>, AllocError> {
+        let mut got: Vec<Chunk> = Vec::new();
+        let have = |got: &Vec<Chunk>| got.iter().map(|c| c.pages).sum::<u64>();
+        // Kept chunks that fit the span's room, largest first.
+        self.vm.page_pool.sort_by_key(|c| c.pages);
+        while have(&got) < span.need {
+            let room = span.room - have(&got);
+            match self.vm.page_pool.iter().rposition(|c| c.pages <= room) {
+                Some(i) => got.push(self.vm.page_pool.remove(i)),
+                None => break,
+            }
+        }
+        // New chunks, within the pages ever in use.
+        while have(&got) < span.need && *creates > 0 {
+            let pages = (span.need - have(&got)).min(chunk_pages(span.need)).min(*creates);
+            match self.create_chunk(pages)? {
+                Some(c) => {
+                    *creates -= pages;
+                    got.push(c);
+                }
+                None => break,
+            }
+        }
+        // Idle chunks from elsewhere: those that fit what is missing, largest first; then the
+        // smallest that the span's room can take.
+        if have(&got) < span.need {
+            let mut idle = self.idle_chunks_outside(lo, hi);
+            idle.sort_unstable_by_key(|&(pages, offset, _)| (core::cmp::Reverse(pages), core::cmp::Reverse(offset)));
+            let mut moved = 0u64;
+            let mut left = Vec::with_capacity(idle.len());
+            for (pages, offset, addr) in idle {
+                let missing = span.need - have(&got);
+                if missing > 0 && pages <= missing {
+                    got.push(self.unmap_chunk(addr)?);
+                    moved += pages;
+                } else {
+                    left.push((pages, offset, addr));
+                }
+            }
+            let missing = span.need.saturating_sub(have(&got));
+            if missing > 0 {
+                let room = span.room - have(&got);
+                if let Some(&(pages, _, addr)) = left.iter().rev().find(|&&(p, _, _)| p > missing && p <= room) {
+                    got.push(self.unmap_chunk(addr)?);
+                    moved += pages;
+                }
+            }
+            if moved > 0 {
+                let bytes = moved * self.vm.paged_page;
+                self.explainer.note(|| Decision::Released { segments: moved, bytes, step: "move idle pages" });
+            }
+        }
+        // Beyond the peak: new chunks for the rest.
+        while have(&got) < span.need {
+            let pages = (span.need - have(&got)).min(chunk_pages(span.need));
+            match self.create_chunk(pages)? {
+                Some(c) => got.push(c),
+                None => {
+                    self.keep_chunks(got);
+                    return Ok(None);
+                }
+            }
+        }
+        Ok(Some(got))
     }
 
     /// Places a request the free index could not serve (see the module comment); returns a
@@ -214,29 +240,36 @@ impl<D: Device> Allocator<D> {
                 None => return Ok(None),
             },
         };
-        let (need, idle_used) = self.pages_needed(place.start, place.addr, size);
-        let Some(handles) = self.obtain_pages(need, idle_used, place.addr, place.run_end)? else { return Ok(None) };
-        // Map every unmapped span under the request, first to last. Mapping merges blocks,
-        // so the walk goes by address.
-        let end = place.addr + size;
-        let mut handles = handles.into_iter();
-        let mut at = place.addr;
-        while at < end {
-            let id = self.block_containing(at);
-            let b = &self.blocks[id];
-            if b.state == BlockState::Unmapped {
-                let pages = (b.end().min(end).div_ceil(page) * page - b.addr) / page;
-                let chunk: Pages = handles.by_ref().take(pages as usize).collect();
-                let from = b.addr;
-                if let Err(e) = self.map_pages(id, from, &chunk) {
-                    self.keep_pages(chunk.into_iter().chain(handles).collect());
-                    return Err(e);
+        let (spans, idle_used) = self.spans_under(place.start, place.addr, size);
+        let need: u64 = spans.iter().map(|s| s.need).sum();
+        let in_use_after = self.vm.pages_in_use() + need + idle_used;
+        let held = self.vm.mapped_pages + self.vm.page_pool.iter().map(|c| c.pages).sum::<u64>();
+        let mut creates = self.vm.peak_in_use.max(in_use_after).saturating_sub(held);
+        let mut plans: Vec<(u64, Vec<Chunk>)> = Vec::with_capacity(spans.len());
+        for span in &spans {
+            match self.fill_span(span, &mut creates, place.addr, place.run_end)? {
+                Some(chunks) => plans.push((span.from, chunks)),
+                None => {
+                    for (_, chunks) in plans {
+                        self.keep_chunks(chunks);
+                    }
+                    return Ok(None);
                 }
-                at = from + pages * page;
-                self.explainer.note(|| Decision::NewSegment { addr: from, size: pages * page });
-            } else {
-                at = b.end();
             }
+        }
+        // Mapping merges blocks, so each span's block is found by address.
+        let mut plans = plans.into_iter();
+        while let Some((from, chunks)) = plans.next() {
+            let id = self.block_containing(from);
+            if let Err(e) = self.map_chunks(id, from, &chunks) {
+                self.keep_chunks(chunks);
+                for (_, rest) in plans {
+                    self.keep_chunks(rest);
+                }
+                return Err(e);
+            }
+            let mapped = chunks.iter().map(|c| c.pages).sum::<u64>() * page;
+            self.explainer.note(|| Decision::NewSegment { addr: from, size: mapped });
         }
         let start = self.block_containing(place.addr);
         debug_assert_eq!(self.blocks[start].addr, place.addr);
@@ -244,41 +277,28 @@ impl<D: Device> Allocator<D> {
         Ok(Some(start))
     }
 
-    /// The block of a virtual range that holds `addr`.
-    fn block_containing(&self, addr: u64) -> u32 {
-        let r = self.vm.range_of(addr).expect("address lies in a range");
-        let mut id = self.vm.ranges[r].head;
-        while self.blocks[id].end() <= addr {
-            id = self.blocks[id].next;
-        }
-        id
-    }
-
-    /// Returns idle pages and kept pages to the device until reserved memory is at most
+    /// Returns idle chunks and kept chunks to the device until reserved memory is at most
     /// `target` bytes (all of them with a target of 0). Returns the bytes released.
     pub(crate) fn release_idle_pages(&mut self, target: u64) -> Result<u64, AllocError> {
         let page = self.vm.paged_page;
         let before = self.reserved;
         while self.reserved > target {
-            let Some((h, pool)) = self.vm.page_pool.pop() else { break };
-            self.destroy_pages(&[h], pool, page)?;
+            let Some(c) = self.vm.page_pool.pop() else { break };
+            self.destroy_chunk(c, page)?;
         }
         if self.reserved > target {
-            let mut blocks: Vec<(u64, u32)> = Vec::new();
-            for f in &self.free {
-                for ((_, size, addr), id) in f.iter() {
-                    let w = whole_pages(addr, size, page);
-                    if self.blocks[id].in_vm && !w.is_empty() {
-                        blocks.push((w.end - w.start, id));
-                    }
-                }
-            }
-            blocks.sort_unstable_by(|a, b| b.cmp(a));
-            for (_, id) in blocks {
+            let mut idle = self.idle_chunks_outside(0, 0);
+            idle.sort_unstable_by_key(|&(pages, offset, _)| (core::cmp::Reverse(pages), offset));
+            for (_, _, addr) in idle {
                 if self.reserved <= target {
                     break;
                 }
-                self.unmap_free_block(id)?;
+                let c = self.unmap_chunk(addr)?;
+                self.destroy_chunk(c, page)?;
+            }
+            let ranges: Vec<usize> = (0..self.vm.ranges.len()).rev().collect();
+            for r in ranges {
+                self.release_range_if_empty(r)?;
             }
         }
         Ok(before - self.reserved)

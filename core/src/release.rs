@@ -149,9 +149,11 @@ impl<D: Device> Allocator<D> {
         }
         if self.vm.mode == VmMode::Paged {
             let page = self.vm.paged_page;
-            let kept: Vec<_> = self.vm.page_pool.iter().filter(|(_, p)| *p == pool).map(|(h, _)| *h).collect();
-            self.vm.page_pool.retain(|(_, p)| *p != pool);
-            self.destroy_pages(&kept, pool, page)?;
+            let (kept, rest): (Vec<_>, Vec<_>) = self.vm.page_pool.drain(..).partition(|c| c.counted_in == Some(pool));
+            self.vm.page_pool = rest;
+            for c in kept {
+                self.destroy_chunk(c, page)?;
+            }
         }
         Ok(())
     }

@@ -1,20 +1,20 @@
-//! Virtual-memory primitives on blocks: reserve and release ranges, map physical pages into
-//! unmapped blocks and unmap whole pages out of free blocks, splitting and merging blocks so
-//! that the chain keeps tiling the range.
+//! Virtual-memory primitives on blocks: reserve and release ranges, map chunks of physical
+//! memory into unmapped blocks and unmap whole chunks out of free blocks, splitting and
+//! merging blocks so that the chain keeps tiling the range.
 //!
 //! Invariants kept here: unmapped blocks cover whole pages and sit in the unmapped index;
-//! mapping or unmapping updates the range's page table, `mapped_pages`, reserved bytes and
-//! the statistics together; a failed device call leaves blocks and counts as they were.
+//! mapping or unmapping updates the range's mappings, `mapped_pages`, reserved bytes and the
+//! statistics together; a failed device call leaves blocks and counts as they were.
 
 use alloc::vec::Vec;
 
 use crate::allocator::Allocator;
 use crate::block::{Block, BlockState, NIL};
-use crate::device::{Device, DeviceError, PhysHandle, Stream};
+use crate::device::{Device, DeviceError, Stream};
 use crate::error::AllocError;
 use crate::history::Action;
 use crate::size::Pool;
-use crate::vrange::VirtualRange;
+use crate::vrange::{Chunk, VirtualRange};
 
 impl<D: Device> Allocator<D> {
     /// Reserves a range for `stream` and `pool` with pages of `page` bytes, large enough for
@@ -42,8 +42,8 @@ impl<D: Device> Allocator<D> {
             in_vm: true,
         });
         self.vm.unmapped[pool.index()].insert((stream, base), id);
-        let pages = (size / page) as usize;
-        self.vm.ranges.push(VirtualRange { base, size, page, stream, pool, pages: alloc::vec![None; pages], head: id });
+        let mappings = alloc::collections::BTreeMap::new();
+        self.vm.ranges.push(VirtualRange { base, size, page, stream, pool, mappings, head: id });
         self.stats.segment.increase(pool, 1);
         Ok(Some(id))
     }
@@ -109,53 +109,49 @@ impl<D: Device> Allocator<D> {
         }
     }
 
-    /// Maps `handles` (one page each, each with the pool whose reserved bytes it counts in,
-    /// if any) at consecutive pages from `from` inside the unmapped block `id`, then merges
-    /// the mapped piece with free neighbours. Returns the free block holding it. On a device
-    /// error, nothing stays mapped and the handles are unchanged.
-    pub(crate) fn map_pages(
-        &mut self,
-        id: u32,
-        from: u64,
-        handles: &[(PhysHandle, Option<Pool>)],
-    ) -> Result<u32, AllocError> {
+    /// Maps `chunks` one after another from `from` inside the unmapped block `id`, grants
+    /// access to them in one call, then merges the mapped piece with free neighbours. Returns
+    /// the free block holding it. On a device error, nothing stays mapped and the chunks are
+    /// unchanged (the caller still owns them).
+    pub(crate) fn map_chunks(&mut self, id: u32, from: u64, chunks: &[Chunk]) -> Result<u32, AllocError> {
         let b = &self.blocks[id];
         debug_assert_eq!(b.state, BlockState::Unmapped);
         let (stream, pool) = (b.stream, b.pool);
         let r = self.vm.range_of(from).expect("mapped address lies in a range");
         let page = self.vm.ranges[r].page;
-        let len = page * handles.len() as u64;
-        for (i, &(h, _)) in handles.iter().enumerate() {
-            if let Err(e) = self.device.vm_map(from + i as u64 * page, page, h) {
-                if i > 0 {
-                    let _ = self.device.vm_unmap(from, i as u64 * page);
-                }
+        let pages: u64 = chunks.iter().map(|c| c.pages).sum();
+        let len = page * pages;
+        debug_assert!(from + len <= self.blocks[id].end());
+        let mut at = from;
+        for c in chunks {
+            if let Err(e) = self.device.vm_map(at, c.pages * page, c.handle) {
+                self.unmap_quietly(from, at);
                 return Err(e.into());
             }
+            at += c.pages * page;
         }
         if let Err(e) = self.device.vm_set_access(from, len) {
-            let _ = self.device.vm_unmap(from, len);
+            self.unmap_quietly(from, at);
             return Err(e.into());
         }
-        let range = &mut self.vm.ranges[r];
-        let first = range.page_of(from);
-        for (i, &(h, _)) in handles.iter().enumerate() {
-            range.pages[first + i] = Some(h);
-        }
-        for &(_, counted_in) in handles {
-            match counted_in {
+        let mut at = from;
+        for c in chunks {
+            let size = c.pages * page;
+            self.vm.ranges[r].mappings.insert(at, (size, c.handle));
+            at += size;
+            match c.counted_in {
                 Some(q) if q == pool => {}
                 Some(q) => {
-                    self.stats.reserved_bytes.decrease(q, page);
-                    self.stats.reserved_bytes.increase(pool, page);
+                    self.stats.reserved_bytes.decrease(q, size);
+                    self.stats.reserved_bytes.increase(pool, size);
                 }
                 None => {
-                    self.reserved += page;
-                    self.stats.reserved_bytes.increase(pool, page);
+                    self.reserved += size;
+                    self.stats.reserved_bytes.increase(pool, size);
                 }
             }
         }
-        self.vm.mapped_pages += handles.len() as u64;
+        self.vm.mapped_pages += pages;
         self.stats.num_device_alloc += 1;
         self.record(Action::SegmentMap, from, len, stream);
         self.vm.unmapped[pool.index()].remove(&(stream, self.blocks[id].addr));
@@ -168,59 +164,84 @@ impl<D: Device> Allocator<D> {
         Ok(mid)
     }
 
-    /// Unmaps `pages` whole pages starting at `from` inside the free block `id` and returns
-    /// their handles; the unmapped piece merges with unmapped neighbours. Reserved bytes are
-    /// unchanged: the caller destroys the handles or keeps them.
-    pub(crate) fn unmap_pages(&mut self, id: u32, from: u64, pages: u64) -> Result<Vec<PhysHandle>, AllocError> {
-        let r = self.vm.range_of(from).expect("unmapped address lies in a range");
-        let page = self.vm.ranges[r].page;
-        let len = pages * page;
-        debug_assert!(self.blocks[id].state == BlockState::Free && from >= self.blocks[id].addr);
-        debug_assert!(from + len <= self.blocks[id].end() && (from - self.vm.ranges[r].base) % page == 0);
-        self.device.synchronize_stream(self.vm.ranges[r].stream)?;
-        self.device.vm_unmap(from, len)?;
-        let range = &mut self.vm.ranges[r];
-        let first = range.page_of(from);
-        let handles: Vec<PhysHandle> =
-            range.pages[first..first + pages as usize].iter_mut().map(|h| h.take().expect("page was mapped")).collect();
-        self.vm.mapped_pages -= pages;
+    /// Undoes the mappings made in `[from, to)` after a later call failed.
+    fn unmap_quietly(&mut self, from: u64, to: u64) {
+        if to > from {
+            let _ = self.device.vm_unmap(from, to - from);
+        }
+    }
+
+    /// The block of a virtual range that holds `addr`.
+    pub(crate) fn block_containing(&self, addr: u64) -> u32 {
+        let r = self.vm.range_of(addr).expect("address lies in a range");
+        let mut id = self.vm.ranges[r].head;
+        while self.blocks[id].end() <= addr {
+            id = self.blocks[id].next;
+        }
+        id
+    }
+
+    /// The chunks mapped wholly inside the free block `id`, as (address, bytes).
+    pub(crate) fn idle_chunks(&self, id: u32) -> Vec<(u64, u64)> {
+        let b = &self.blocks[id];
+        match self.vm.range_of(b.addr) {
+            Some(r) => self.vm.ranges[r].mappings_within(b.addr, b.end()),
+            None => Vec::new(),
+        }
+    }
+
+    /// Unmaps the chunk mapped at `addr`, which must lie wholly inside a free block, after
+    /// waiting for the work queued on the range's stream; the unmapped piece merges with
+    /// unmapped neighbours. Returns the chunk, still counted in its pool's reserved bytes:
+    /// the caller destroys it or keeps it.
+    pub(crate) fn unmap_chunk(&mut self, addr: u64) -> Result<Chunk, AllocError> {
+        let r = self.vm.range_of(addr).expect("unmapped address lies in a range");
+        let (page, stream, pool) = (self.vm.ranges[r].page, self.vm.ranges[r].stream, self.vm.ranges[r].pool);
+        let (size, handle) = self.vm.ranges[r].mappings[&addr];
+        let id = self.block_containing(addr);
+        debug_assert!(self.blocks[id].state == BlockState::Free && addr + size <= self.blocks[id].end());
+        self.device.synchronize_stream(stream)?;
+        self.device.vm_unmap(addr, size)?;
+        self.vm.ranges[r].mappings.remove(&addr);
+        self.vm.mapped_pages -= size / page;
         self.stats.num_device_free += 1;
-        let stream = self.blocks[id].stream;
-        self.record(Action::SegmentUnmap, from, len, stream);
+        self.record(Action::SegmentUnmap, addr, size, stream);
         self.uncache(id);
-        let mid = self.carve(id, from, len);
+        let mid = self.carve(id, addr, size);
         self.blocks[mid].state = BlockState::Unmapped;
         let [prev, next] = [self.blocks[mid].prev, self.blocks[mid].next];
         self.try_merge(mid, prev, BlockState::Unmapped);
         self.try_merge(mid, next, BlockState::Unmapped);
         self.index_block(mid);
-        Ok(handles)
+        Ok(Chunk { handle, pages: size / page, counted_in: Some(pool) })
     }
 
-    /// Destroys unmapped physical pages that counted in `pool`'s reserved bytes.
-    pub(crate) fn destroy_pages(&mut self, handles: &[PhysHandle], pool: Pool, page: u64) -> Result<(), AllocError> {
-        for &h in handles {
-            self.device.vm_destroy(h, page)?;
-            self.reserved -= page;
-            self.stats.reserved_bytes.decrease(pool, page);
+    /// Destroys an unmapped chunk counted in a pool's reserved bytes.
+    pub(crate) fn destroy_chunk(&mut self, c: Chunk, page: u64) -> Result<(), AllocError> {
+        let size = c.pages * page;
+        self.device.vm_destroy(c.handle, size)?;
+        if let Some(pool) = c.counted_in {
+            self.reserved -= size;
+            self.stats.reserved_bytes.decrease(pool, size);
         }
         Ok(())
     }
 
-    /// Unmaps every whole page inside the free block `id` and destroys it. Returns the bytes
-    /// returned to the device; if that leaves the range wholly unmapped, releases the range.
+    /// Unmaps and destroys every chunk lying wholly inside the free block `id`. Returns the
+    /// bytes returned to the device; if that leaves the range wholly unmapped, releases it.
     pub(crate) fn unmap_free_block(&mut self, id: u32) -> Result<u64, AllocError> {
-        let b = &self.blocks[id];
-        let Some(r) = self.vm.range_of(b.addr) else { return Ok(0) };
-        let (page, pool, base) = (self.vm.ranges[r].page, b.pool, self.vm.ranges[r].base);
-        let whole = crate::vrange::whole_pages(b.addr - base, b.size, page);
-        if whole.is_empty() {
-            return Ok(0);
+        let chunks = self.idle_chunks(id);
+        let Some(&(first, _)) = chunks.first() else { return Ok(0) };
+        let r = self.vm.range_of(first).expect("chunk lies in a range");
+        let page = self.vm.ranges[r].page;
+        let mut bytes = 0;
+        for (addr, size) in chunks {
+            let c = self.unmap_chunk(addr)?;
+            self.destroy_chunk(c, page)?;
+            bytes += size;
         }
-        let handles = self.unmap_pages(id, base + whole.start * page, whole.end - whole.start)?;
-        self.destroy_pages(&handles, pool, page)?;
         self.release_range_if_empty(r)?;
-        Ok(handles.len() as u64 * page)
+        Ok(bytes)
     }
 
     /// Releases range `r` if a single unmapped block covers it.

@@ -6,9 +6,13 @@
 //! use. cachalot's paged policy uses 2 MiB pages everywhere and moves idle physical pages to
 //! where they are needed ("paging.rs").
 //!
-//! Invariants: a range's `pages[i]` holds a handle iff page `i` is mapped, iff the block over
-//! it is not `Unmapped`; `mapped_pages` equals the number of mapped pages over all ranges;
-//! handles in `page_pool` are unmapped and counted in reserved memory.
+//! Physical memory comes in chunks: one handle of one or more pages, mapped whole (CUDA maps
+//! and unmaps only whole handles, and each mapping costs the same whatever its size, so the
+//! paged policy makes one chunk per span it maps rather than one per page).
+//!
+//! Invariants: a range's `mappings` tile exactly the pages under its blocks that are not
+//! `Unmapped`; `mapped_pages` equals the pages of all mappings; chunks in `page_pool` are
+//! unmapped and counted in reserved memory.
 
 use alloc::collections::BTreeMap;
 use alloc::vec::Vec;
@@ -40,8 +44,8 @@ pub struct VirtualRange {
     pub stream: Stream,
     /// The pool the range serves.
     pub pool: Pool,
-    /// The handle mapped at each page, if any.
-    pub pages: Vec<Option<PhysHandle>>,
+    /// What is mapped: address → (bytes, handle).
+    pub mappings: BTreeMap<u64, (u64, PhysHandle)>,
     /// The block at the range's first address.
     pub head: u32,
 }
@@ -53,11 +57,40 @@ impl VirtualRange {
         addr >= self.base && addr < self.base + self.size
     }
 
-    /// Index of the page holding `addr`.
-    #[inline]
-    pub fn page_of(&self, addr: u64) -> usize {
-        ((addr - self.base) / self.page) as usize
+    /// True when every byte of `[lo, hi)` lies in a mapping.
+    pub fn is_mapped(&self, lo: u64, hi: u64) -> bool {
+        let mut at = lo;
+        while at < hi {
+            match self.mappings.range(..=at).next_back() {
+                Some((&a, &(len, _))) if a + len > at => at = a + len,
+                _ => return false,
+            }
+        }
+        true
     }
+
+    /// True when no mapping meets `[lo, hi)`.
+    pub fn is_unmapped(&self, lo: u64, hi: u64) -> bool {
+        let before = self.mappings.range(..lo).next_back().is_some_and(|(&a, &(len, _))| a + len > lo);
+        !before && self.mappings.range(lo..hi).next().is_none()
+    }
+
+    /// The mappings lying wholly inside `[lo, hi)`, as (address, bytes).
+    pub fn mappings_within(&self, lo: u64, hi: u64) -> Vec<(u64, u64)> {
+        self.mappings.range(lo..hi).filter(|(&a, &(len, _))| a + len <= hi).map(|(&a, &(len, _))| (a, len)).collect()
+    }
+}
+
+/// Physical memory to map: a handle of `pages` pages, counted in a pool's reserved bytes
+/// (`None` for a chunk just created).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Chunk {
+    /// The device's handle.
+    pub handle: PhysHandle,
+    /// Its size in pages of the range it is mapped into.
+    pub pages: u64,
+    /// The pool whose reserved bytes count it, if any yet.
+    pub counted_in: Option<Pool>,
 }
 
 /// Pages inside `[addr, addr + size)` that the range lies over whole, as a page-index range.
@@ -81,8 +114,8 @@ pub struct VirtualMemory {
     pub ranges: Vec<VirtualRange>,
     /// Unmapped blocks per pool, by (stream, address).
     pub unmapped: [BTreeMap<(Stream, u64), u32>; 2],
-    /// Physical pages unmapped but kept (paged policy), with the pool that last used them.
-    pub page_pool: Vec<(PhysHandle, Pool)>,
+    /// Chunks unmapped but kept (paged policy), counted in the pool that last used them.
+    pub page_pool: Vec<Chunk>,
     /// Pages mapped over all ranges.
     pub mapped_pages: u64,
     /// Mapped pages lying whole inside free blocks (paged policy): reusable elsewhere.

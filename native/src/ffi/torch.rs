@@ -11,13 +11,19 @@
 //! failure is kept as the thread's last error (`cachalot_last_error_message`) and also
 //! printed on stderr, since PyTorch has no way to report it. Invariant: no panic crosses into
 //! PyTorch; a malloc that fails returns NULL.
+//!
+//! `cachalot_torch_allocator` hands out a borrowed handle to a device's process-wide
+//! allocator, so the statistics, summary and snapshot functions of the C ABI can read what
+//! PyTorch's allocations did (`native/python/cachalot_torch.py` does).
 
 use std::ffi::{c_int, c_void};
 
 use super::boundary;
+use super::status::Status;
 use crate::cuda::CudaDevice;
 use crate::error::Error;
 use crate::registry;
+use crate::shared_allocator::{DeviceKind, SharedAllocator};
 
 #[cold]
 fn report(call: &str, status: super::Status) {
@@ -105,5 +111,59 @@ pub unsafe extern "C" fn cachalot_torch_record_stream(ptr: *mut c_void, stream: 
     });
     if let Err(status) = result {
         report("cachalot_torch_record_stream", status);
+    }
+}
+
+/// Stores in `*out` the process-wide allocator that the functions above use for CUDA device
+/// `device`, or NULL when that device has none yet (nothing was allocated on it through
+/// `cachalot_torch_malloc` and no memory fraction was set for it). Never creates one, so it
+/// touches neither the driver nor the device.
+///
+/// The handle is borrowed and lives until the process ends: pass it to the functions that
+/// read or act on an allocator (`cachalot_get_stats`, `cachalot_memory_summary`,
+/// `cachalot_snapshot_json`, `cachalot_reset_peak_stats`, ...), never to
+/// `cachalot_allocator_free`. Fails with `CACHALOT_STATUS_INVALID_ARGUMENT` for a device
+/// ordinal outside 0 to 63.
+///
+/// # Safety
+/// `out` must be NULL or point to a writable `cachalot_allocator *`.
+#[no_mangle]
+pub unsafe extern "C" fn cachalot_torch_allocator(device: c_int, out: *mut *mut SharedAllocator) -> Status {
+    boundary::status(|| {
+        if out.is_null() {
+            return Err(Error::NullPointer("out"));
+        }
+        if usize::try_from(device).map_or(true, |d| d >= registry::MAX_DEVICES) {
+            return Err(Error::InvalidArgument(format!(
+                "CUDA device {device} is out of range (0 to {})",
+                registry::MAX_DEVICES - 1
+            )));
+        }
+        let found = registry::created().find(|a| a.kind() == DeviceKind::Cuda(device));
+        let handle = found.map_or(std::ptr::null_mut(), |a| a as *const SharedAllocator as *mut SharedAllocator);
+        // SAFETY: checked non-NULL; the caller promises it is writable.
+        unsafe { *out = handle };
+        Ok(())
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn allocator_lookup_checks_its_arguments_and_creates_nothing() {
+        let mut out = std::ptr::dangling_mut::<SharedAllocator>();
+        // SAFETY: `out` is a valid, writable local.
+        unsafe {
+            assert_eq!(cachalot_torch_allocator(0, std::ptr::null_mut()), Status::NullPointer);
+            assert_eq!(cachalot_torch_allocator(-1, &mut out), Status::InvalidArgument);
+            assert_eq!(cachalot_torch_allocator(registry::MAX_DEVICES as c_int, &mut out), Status::InvalidArgument);
+            assert_eq!(out, std::ptr::dangling_mut::<SharedAllocator>(), "a failing call leaves *out alone");
+            // No test creates an allocator for the last device: the lookup finds none.
+            let last = registry::MAX_DEVICES as c_int - 1;
+            assert_eq!(cachalot_torch_allocator(last, &mut out), Status::Ok);
+        }
+        assert!(out.is_null());
     }
 }
