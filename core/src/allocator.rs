@@ -353,7 +353,7 @@ impl<D: Device> Allocator<D> {
             stream,
             prev: NIL,
             next: NIL,
-            gc_base: 0,
+            stamp: 0,
             event_count: 0,
             state: BlockState::Free,
             pool,
@@ -431,7 +431,9 @@ impl<D: Device> Allocator<D> {
             let rest = &mut self.blocks[id];
             let before = rest.prev;
             rest.prev = front_id;
-            rest.gc_base = self.lookups[pool.index()];
+            if !in_vm {
+                rest.stamp = self.lookups[pool.index()];
+            }
             if before != NIL {
                 self.blocks[before].next = front_id;
             } else if in_vm {
@@ -493,10 +495,15 @@ impl<D: Device> Allocator<D> {
                 self.explainer.note(|| Decision::Merged { side, bytes: subsumed });
             }
         }
+        let stamp = if in_vm && self.vm.mode == VmMode::Paged {
+            self.vm.epochs.freed(stream)
+        } else {
+            self.lookups[pool.index()]
+        };
         let b = &mut self.blocks[id];
         b.state = BlockState::Free;
         b.requested = 0;
-        b.gc_base = self.lookups[pool.index()];
+        b.stamp = stamp;
         let split = b.is_split();
         let (key_size, key_addr) = (b.size, b.addr);
         self.cache(id);
@@ -553,7 +560,9 @@ impl<D: Device> Allocator<D> {
                 self.blocks[o.next].prev = id;
             }
         }
-        self.blocks[id].size += o.size;
+        let b = &mut self.blocks[id];
+        b.size += o.size;
+        b.stamp = b.stamp.max(o.stamp);
         o.size
     }
 

@@ -43,8 +43,9 @@ pub struct Block {
     pub prev: u32,
     /// Next block of the same segment, or [`NIL`].
     pub next: u32,
-    /// The pool's lookup count when the block was cached (for garbage collection ages).
-    pub gc_base: u32,
+    /// When the block was cached: the pool's lookup count (PyTorch's garbage-collection age)
+    /// or, for a block of a paged virtual range, its stream's free epoch (see `epochs.rs`).
+    pub stamp: u32,
     /// Events still to complete before a pending free finishes.
     pub event_count: u8,
     /// Allocated, pending, free or unmapped.

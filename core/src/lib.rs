@@ -17,6 +17,7 @@ mod allocator;
 mod block;
 pub mod config;
 pub mod device;
+mod epochs;
 mod error;
 mod events;
 mod expandable;

@@ -230,6 +230,7 @@ impl<D: Device> Allocator<D> {
     /// memory could be found.
     pub(crate) fn grow_paged(&mut self, pool: Pool, stream: Stream, size: u64) -> Result<Option<u32>, AllocError> {
         let page = self.vm.paged_page;
+        self.advance_epochs()?;
         let place = match self.best_run(pool, stream, size) {
             Some(p) => p,
             None => match self.reserve_range(stream, pool, page)? {

@@ -173,7 +173,7 @@ impl<D: Device> Allocator<D> {
         }
         let target = self.reserved - threshold;
         let now = self.lookups[Pool::Large.index()];
-        let age = |b: &crate::block::Block| now.wrapping_sub(b.gc_base) as u64;
+        let age = |b: &crate::block::Block| now.wrapping_sub(b.stamp) as u64;
         let mut total_age = 0u64;
         let mut freeable = 0u64;
         for (_, id) in self.free[Pool::Large.index()].iter() {

@@ -35,7 +35,7 @@ impl<D: Device> Allocator<D> {
             stream,
             prev: NIL,
             next: NIL,
-            gc_base: 0,
+            stamp: 0,
             event_count: 0,
             state: BlockState::Unmapped,
             pool,
@@ -190,17 +190,24 @@ impl<D: Device> Allocator<D> {
         }
     }
 
-    /// Unmaps the chunk mapped at `addr`, which must lie wholly inside a free block, after
-    /// waiting for the work queued on the range's stream; the unmapped piece merges with
-    /// unmapped neighbours. Returns the chunk, still counted in its pool's reserved bytes:
-    /// the caller destroys it or keeps it.
+    /// Unmaps the chunk mapped at `addr`, which must lie wholly inside a free block, once the
+    /// work queued on the range's stream before the block was freed has finished (known from
+    /// the block's free epoch under the paged policy, else by waiting for the stream); the
+    /// unmapped piece merges with unmapped neighbours. Returns the chunk, still counted in its
+    /// pool's reserved bytes: the caller destroys it or keeps it.
     pub(crate) fn unmap_chunk(&mut self, addr: u64) -> Result<Chunk, AllocError> {
         let r = self.vm.range_of(addr).expect("unmapped address lies in a range");
         let (page, stream, pool) = (self.vm.ranges[r].page, self.vm.ranges[r].stream, self.vm.ranges[r].pool);
         let (size, handle) = self.vm.ranges[r].mappings[&addr];
         let id = self.block_containing(addr);
         debug_assert!(self.blocks[id].state == BlockState::Free && addr + size <= self.blocks[id].end());
-        self.device.synchronize_stream(stream)?;
+        let paged = self.vm.mode == crate::vrange::VmMode::Paged;
+        if !(paged && self.vm.epochs.is_safe(stream, self.blocks[id].stamp)) {
+            self.device.synchronize_stream(stream)?;
+            if paged {
+                self.vm.epochs.synchronized(stream);
+            }
+        }
         self.device.vm_unmap(addr, size)?;
         self.vm.ranges[r].mappings.remove(&addr);
         self.vm.mapped_pages -= size / page;

@@ -124,6 +124,8 @@ pub struct VirtualMemory {
     pub peak_in_use: u64,
     /// Page size of the paged policy (the device's granularity).
     pub paged_page: u64,
+    /// Streams' free epochs (paged policy): when a free block's pages may move at once.
+    pub epochs: crate::epochs::Epochs,
 }
 
 impl VirtualMemory {
@@ -138,6 +140,7 @@ impl VirtualMemory {
             idle_pages: 0,
             peak_in_use: 0,
             paged_page,
+            epochs: crate::epochs::Epochs::default(),
         }
     }
 

@@ -34,7 +34,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 LIB = os.path.join(ROOT, "target", "release", "libcachalot.so")
 CLI = os.path.join(ROOT, "target", "release", "cachalot")
-WORKLOADS = ["mixed_fc_conv", "resnet50_train", "gpt2_train"]
+WORKLOADS = os.environ.get("WORKLOADS", "mixed_fc_conv resnet50_train gpt2_train").split()
 FIRST_GUESS = dict(mixed_fc_conv=35, resnet50_train=45, gpt2_train=70)  # seconds per process
 BUDGET = float(os.environ.get("BUDGET_S", 470))
 HARD = BUDGET + 30

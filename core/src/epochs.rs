@@ -1,0 +1,119 @@
+//! Free epochs: knowing, without waiting, that a stream's work no longer touches a free block.
+//!
+//! Unmapping memory does not wait for queued work (unlike freeing a segment), so before the
+//! paged policy moves a free block's pages it must be sure the work queued on the block's
+//! stream before the free has finished. Waiting for the whole stream each time stalls the
+//! host behind the device. Instead, each stream counts epochs: a block freed now is stamped
+//! with the stream's current epoch; when the allocator next needs pages (a slow path), it
+//! records one event on each stream that freed something since its last one, closing that
+//! epoch, and polls older events. A block whose epoch has closed and whose event has
+//! completed is safe to unmap at once; only the others wait for their stream.
+//!
+//! Invariants: `completed <= recorded` for every stream; a stamp `e` is safe iff
+//! `e < completed`; events in `pending` have epochs `completed..recorded`, oldest first.
+
+use alloc::collections::VecDeque;
+use alloc::vec::Vec;
+
+use crate::allocator::Allocator;
+use crate::device::{Device, Event, Stream};
+use crate::error::AllocError;
+
+/// One stream's epochs.
+#[derive(Clone, Debug)]
+struct StreamEpochs {
+    stream: Stream,
+    /// Epochs closed by an event (or a synchronization) so far: the current epoch.
+    recorded: u32,
+    /// Epochs whose event has completed.
+    completed: u32,
+    /// True when a block was freed in the current epoch.
+    dirty: bool,
+    /// Events closing epochs not yet known to be complete: (epoch, event).
+    pending: VecDeque<(u32, Event)>,
+}
+
+/// Every stream's epochs.
+#[derive(Clone, Debug, Default)]
+pub struct Epochs {
+    streams: Vec<StreamEpochs>,
+}
+
+impl Epochs {
+    fn get(&mut self, stream: Stream) -> &mut StreamEpochs {
+        match self.streams.iter().position(|s| s.stream == stream) {
+            Some(i) => &mut self.streams[i],
+            None => {
+                let fresh = StreamEpochs { stream, recorded: 0, completed: 0, dirty: false, pending: VecDeque::new() };
+                self.streams.push(fresh);
+                self.streams.last_mut().expect("just pushed")
+            }
+        }
+    }
+
+    /// The stamp for a block freed now on `stream`.
+    #[inline]
+    pub fn freed(&mut self, stream: Stream) -> u32 {
+        let s = self.get(stream);
+        s.dirty = true;
+        s.recorded
+    }
+
+    /// True when the work queued on `stream` before a block stamped `stamp` was freed has
+    /// finished.
+    pub fn is_safe(&self, stream: Stream, stamp: u32) -> bool {
+        self.streams.iter().find(|s| s.stream == stream).is_some_and(|s| stamp < s.completed)
+    }
+
+    /// Records that `stream` was just synchronized: every epoch so far is complete.
+    pub fn synchronized(&mut self, stream: Stream) {
+        let s = self.get(stream);
+        s.recorded += 1;
+        s.completed = s.recorded;
+        s.dirty = false;
+    }
+}
+
+impl<D: Device> Allocator<D> {
+    /// Polls the events closing epochs and closes the current epoch of every stream that
+    /// freed a block in it. Called where pages may be moved (a slow path).
+    pub(crate) fn advance_epochs(&mut self) -> Result<(), AllocError> {
+        for i in 0..self.vm.epochs.streams.len() {
+            while let Some(&(epoch, event)) = self.vm.epochs.streams[i].pending.front() {
+                if !self.device.query_event(event)? {
+                    break;
+                }
+                self.device.release_event(event);
+                let s = &mut self.vm.epochs.streams[i];
+                s.pending.pop_front();
+                s.completed = s.completed.max(epoch + 1);
+            }
+            if self.vm.epochs.streams[i].dirty {
+                let stream = self.vm.epochs.streams[i].stream;
+                let event = self.device.record_event(stream)?;
+                let s = &mut self.vm.epochs.streams[i];
+                s.pending.push_back((s.recorded, event));
+                s.recorded += 1;
+                s.dirty = false;
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stamps_become_safe_once_their_epoch_closes_and_completes() {
+        let mut e = Epochs::default();
+        let a = e.freed(3);
+        assert!(!e.is_safe(3, a));
+        e.synchronized(3);
+        assert!(e.is_safe(3, a));
+        let b = e.freed(3);
+        assert!(!e.is_safe(3, b), "freed after the synchronization");
+        assert!(!e.is_safe(4, 0), "an unknown stream is never safe");
+    }
+}
