@@ -1,16 +1,140 @@
 //! The map from the address of an allocated block to its id: the lookup `free` makes.
 //!
-//! Invariant (kept by the allocator): an address is in the map iff a block starting there
-//! is in the `Allocated` state, and it maps to that block's id.
+//! An open-addressing table of block ids (4 bytes a slot, at most half full) with linear
+//! probing and backward-shift deletion; the key of a slot is the address of the block it
+//! names, read from the slab, so the table stores no addresses. Fibonacci hashing of the
+//! address (512-byte aligned, so its low bits carry nothing) spreads neighbours apart.
+//!
+//! Also here: [`IdMap`], a hash map keyed by block id for the rarely used side tables.
+//!
+//! Invariants (kept by the allocator): an address is in the table iff a block starting
+//! there is `Allocated`, and it maps to that block's id; every run of occupied slots holds
+//! each id at or after its home slot.
 
+use alloc::vec;
+use alloc::vec::Vec;
 use core::hash::{BuildHasherDefault, Hasher};
 
-/// A fast hasher for device addresses (512-byte aligned, so the low bits carry nothing):
-/// one 128-bit multiply folded to 64 bits.
-#[derive(Default, Clone, Copy)]
-pub struct AddrHasher(u64);
+use crate::block::{Slab, NIL};
 
-impl Hasher for AddrHasher {
+/// Address → id of the allocated block starting there.
+#[derive(Clone, Debug)]
+pub struct AddrTable {
+    slots: Vec<u32>,
+    shift: u32,
+    len: usize,
+}
+
+impl Default for AddrTable {
+    fn default() -> Self {
+        AddrTable { slots: vec![NIL; 64], shift: 64 - 6, len: 0 }
+    }
+}
+
+impl AddrTable {
+    #[inline]
+    fn home(&self, addr: u64) -> usize {
+        ((addr >> 9).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> self.shift) as usize
+    }
+
+    #[inline]
+    fn mask(&self) -> usize {
+        self.slots.len() - 1
+    }
+
+    /// Slot holding the block that starts at `addr`, if any.
+    #[inline]
+    fn find(&self, addr: u64, blocks: &Slab) -> Option<usize> {
+        let mut i = self.home(addr);
+        loop {
+            let id = self.slots[i];
+            if id == NIL {
+                return None;
+            }
+            if blocks[id].addr == addr {
+                return Some(i);
+            }
+            i = (i + 1) & self.mask();
+        }
+    }
+
+    /// The id of the allocated block at `addr`.
+    #[inline]
+    pub fn get(&self, addr: u64, blocks: &Slab) -> Option<u32> {
+        self.find(addr, blocks).map(|i| self.slots[i])
+    }
+
+    /// Adds block `id`, which starts at `addr` and is not in the table.
+    #[inline]
+    pub fn insert(&mut self, addr: u64, id: u32, blocks: &Slab) {
+        if 2 * (self.len + 1) > self.slots.len() {
+            self.grow(blocks);
+        }
+        let mut i = self.home(addr);
+        while self.slots[i] != NIL {
+            i = (i + 1) & self.mask();
+        }
+        self.slots[i] = id;
+        self.len += 1;
+    }
+
+    /// Removes and returns the id of the block at `addr`.
+    #[inline]
+    pub fn remove(&mut self, addr: u64, blocks: &Slab) -> Option<u32> {
+        let mut hole = self.find(addr, blocks)?;
+        let id = self.slots[hole];
+        let mask = self.mask();
+        let mut j = hole;
+        loop {
+            j = (j + 1) & mask;
+            let next = self.slots[j];
+            if next == NIL {
+                break;
+            }
+            // Move `next` back into the hole unless its home lies cyclically in (hole, j].
+            let home = self.home(blocks[next].addr);
+            let stays = if hole < j { hole < home && home <= j } else { hole < home || home <= j };
+            if !stays {
+                self.slots[hole] = next;
+                hole = j;
+            }
+        }
+        self.slots[hole] = NIL;
+        self.len -= 1;
+        Some(id)
+    }
+
+    /// Number of addresses held.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Every id held.
+    pub fn ids(&self) -> impl Iterator<Item = u32> + '_ {
+        self.slots.iter().copied().filter(|&id| id != NIL)
+    }
+
+    /// Bytes of host memory the table holds.
+    pub fn heap_bytes(&self) -> usize {
+        self.slots.capacity() * core::mem::size_of::<u32>()
+    }
+
+    fn grow(&mut self, blocks: &Slab) {
+        let doubled = vec![NIL; self.slots.len() * 2];
+        let old = core::mem::replace(&mut self.slots, doubled);
+        self.shift -= 1;
+        self.len = 0;
+        for id in old.into_iter().filter(|&id| id != NIL) {
+            self.insert(blocks[id].addr, id, blocks);
+        }
+    }
+}
+
+/// A hasher for block ids: one multiply.
+#[derive(Default, Clone, Copy)]
+pub struct IdHasher(u64);
+
+impl Hasher for IdHasher {
     #[inline]
     fn finish(&self) -> u64 {
         self.0
@@ -24,11 +148,72 @@ impl Hasher for AddrHasher {
     }
 
     #[inline]
+    fn write_u32(&mut self, x: u32) {
+        self.write_u64(x as u64);
+    }
+
+    #[inline]
     fn write_u64(&mut self, x: u64) {
-        let p = ((x ^ self.0) as u128).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-        self.0 = (p as u64) ^ ((p >> 64) as u64);
+        self.0 = (self.0 ^ x).wrapping_mul(0x9E37_79B9_7F4A_7C15).rotate_left(29);
     }
 }
 
-/// Address → block id.
-pub type AddrMap = hashbrown::HashMap<u64, u32, BuildHasherDefault<AddrHasher>>;
+/// A hash map keyed by block id.
+pub type IdMap<V> = hashbrown::HashMap<u32, V, BuildHasherDefault<IdHasher>>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::block::{Block, BlockState};
+    use crate::size::Pool;
+    use alloc::collections::BTreeMap;
+
+    fn block(addr: u64) -> Block {
+        Block {
+            addr,
+            size: 512,
+            requested: 0,
+            stream: 0,
+            prev: NIL,
+            next: NIL,
+            stamp: 0,
+            event_count: 0,
+            state: BlockState::Allocated,
+            pool: Pool::Small,
+            in_vm: false,
+        }
+    }
+
+    #[test]
+    fn agrees_with_an_ordered_map_through_growth_and_deletion() {
+        let mut blocks = Slab::default();
+        let mut t = AddrTable::default();
+        let mut model: BTreeMap<u64, u32> = BTreeMap::new();
+        let mut x: u64 = 99;
+        for step in 0..50_000u32 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let addr = 0x7f00_0000_0000 + ((x % 4096) << 9) * if step % 5 == 0 { 4099 } else { 1 };
+            match model.get(&addr) {
+                Some(&id) if x % 2 == 0 => {
+                    assert_eq!(t.remove(addr, &blocks), Some(id));
+                    blocks.remove(id);
+                    model.remove(&addr);
+                }
+                Some(&id) => assert_eq!(t.get(addr, &blocks), Some(id)),
+                None => {
+                    let id = blocks.insert(block(addr));
+                    t.insert(addr, id, &blocks);
+                    model.insert(addr, id);
+                }
+            }
+            assert_eq!(t.len(), model.len());
+        }
+        for (&addr, &id) in &model {
+            assert_eq!(t.get(addr, &blocks), Some(id));
+        }
+        assert_eq!(t.get(1 << 20, &blocks), None);
+        assert!(t.len() * 2 <= t.slots.len());
+    }
+}

@@ -12,7 +12,7 @@
 
 use alloc::vec::Vec;
 
-use crate::addr_map::AddrMap;
+use crate::addr_map::{AddrTable, IdMap};
 use crate::block::{Block, BlockState, Slab, NIL};
 use crate::config::Config;
 use crate::device::{Device, Stream};
@@ -33,9 +33,8 @@ pub struct Allocator<D: Device> {
     pub(crate) config: Config,
     pub(crate) blocks: Slab,
     pub(crate) free: [FreeIndex; 2],
-    pub(crate) live: AddrMap,
-    pub(crate) stream_uses:
-        hashbrown::HashMap<u32, Vec<Stream>, core::hash::BuildHasherDefault<crate::addr_map::AddrHasher>>,
+    pub(crate) live: AddrTable,
+    pub(crate) stream_uses: IdMap<Vec<Stream>>,
     pub(crate) events: PendingEvents,
     pub(crate) stats: DeviceStats,
     /// Bytes of segments held: PyTorch's `total_allocated_memory`.
@@ -64,7 +63,7 @@ impl<D: Device> Allocator<D> {
             device,
             blocks: Slab::default(),
             free: [FreeIndex::default(), FreeIndex::default()],
-            live: AddrMap::default(),
+            live: AddrTable::default(),
             stream_uses: Default::default(),
             events: PendingEvents::default(),
             stats: DeviceStats {
@@ -121,6 +120,19 @@ impl<D: Device> Allocator<D> {
         self.vm.mode != VmMode::Off
     }
 
+    /// Host memory the allocator's metadata holds: bytes that grow with the number of blocks
+    /// (the block slab, the address table, free-index entries) and fixed bytes (the free
+    /// index's per-stream class tables).
+    pub fn metadata_bytes(&self) -> (usize, usize) {
+        let (entries, fixed) = (self.free[0].heap_bytes(), self.free[1].heap_bytes());
+        (self.blocks.heap_bytes() + self.live.heap_bytes() + entries.0 + fixed.0, entries.1 + fixed.1)
+    }
+
+    /// Number of blocks (allocated, pending, free or unmapped).
+    pub fn block_count(&self) -> usize {
+        self.blocks.len()
+    }
+
     /// Restarts every peak statistic at its current value.
     pub fn reset_peak_stats(&mut self) {
         self.stats.reset_peak();
@@ -172,17 +184,17 @@ impl<D: Device> Allocator<D> {
     /// Frees an address returned by [`Allocator::malloc`]. If the block was used on other
     /// streams, it becomes reusable once the work queued there now has completed.
     pub fn free(&mut self, addr: u64) -> Result<(), AllocError> {
-        let Some(&id) = self.live.get(&addr) else {
+        let Some(id) = self.live.remove(addr, &self.blocks) else {
             return Err(self.diagnose_bad_pointer(addr));
         };
         let uses = if self.stream_uses.is_empty() { None } else { self.stream_uses.remove(&id) };
         if let Some(uses) = uses {
             if let Err(e) = self.insert_events(id, &uses) {
                 self.stream_uses.insert(id, uses);
+                self.live.insert(addr, id, &self.blocks);
                 return Err(e);
             }
         }
-        self.live.remove(&addr);
         let b = &mut self.blocks[id];
         let (size, pool, stream, requested, pending) = (b.size, b.pool, b.stream, b.requested, b.event_count > 0);
         b.state = if pending { BlockState::PendingFree } else { BlockState::Free };
@@ -204,7 +216,7 @@ impl<D: Device> Allocator<D> {
     /// Marks the allocation at `addr` as used on `stream`, so that after it is freed it is
     /// not reused until the work queued on `stream` by then has completed.
     pub fn record_stream(&mut self, addr: u64, stream: Stream) -> Result<(), AllocError> {
-        let Some(&id) = self.live.get(&addr) else {
+        let Some(id) = self.live.get(addr, &self.blocks) else {
             return Err(self.diagnose_bad_pointer(addr));
         };
         if self.blocks[id].stream == stream {
@@ -257,16 +269,22 @@ impl<D: Device> Allocator<D> {
         if self.gc_enabled() {
             self.lookups[pool.index()] = self.lookups[pool.index()].wrapping_add(1);
         }
-        let mut found = self.free[pool.index()].best_fit(stream, rounded);
-        if self.vm.mode == VmMode::Expandable {
-            found = found.map(|f| self.prefer_expandable(pool, stream, rounded, f));
+        let found = self.free[pool.index()].find(stream, rounded);
+        // The position of the best fit, so taking it needs no second search, unless PyTorch's
+        // expandable-segment rule picks another block.
+        let mut taken = found.map(|f| (f.key, f.id, Some(f)));
+        if let (VmMode::Expandable, Some((key, id, _))) = (self.vm.mode, taken) {
+            let (k, other) = self.prefer_expandable(pool, stream, rounded, (key, id));
+            if other != id {
+                taken = Some((k, other, None));
+            }
         }
         if self.explainer.decisions.is_some() {
             let cached_blocks = self.free[pool.index()].len() as u64;
-            let (addr, size) = found.map_or((None, 0), |((_, size, addr), _)| (Some(addr), size));
+            let (addr, size) = taken.map_or((None, 0), |(k, _, _)| (Some(k.2), k.1));
             self.explainer.note(|| Decision::BestFit { addr, size, cached_blocks });
         }
-        let ((_, size, addr), id) = found?;
+        let ((_, size, addr), id, position) = taken?;
         let max_split = self.config.max_split_size;
         let rejected = if self.vm.mode == VmMode::Paged && self.blocks[id].in_vm {
             None
@@ -281,7 +299,13 @@ impl<D: Device> Allocator<D> {
             self.explainer.note(|| Decision::Rejected { addr, size, reason });
             return None;
         }
-        self.uncache(id);
+        match position {
+            Some(f) => {
+                self.free[pool.index()].take(&f);
+                self.uncounted_idle(id);
+            }
+            None => self.uncache(id),
+        }
         Some(id)
     }
 
@@ -302,6 +326,13 @@ impl<D: Device> Allocator<D> {
         let b = &self.blocks[id];
         let removed = self.free[b.pool.index()].remove(b.stream, b.size, b.addr);
         debug_assert!(removed, "uncached block was in the free index");
+        self.uncounted_idle(id);
+    }
+
+    /// Stops counting the idle pages of block `id`, just taken out of the free index.
+    #[inline]
+    fn uncounted_idle(&mut self, id: u32) {
+        let b = &self.blocks[id];
         if b.in_vm && self.vm.mode == VmMode::Paged {
             let w = whole_pages(b.addr, b.size, self.vm.paged_page);
             self.vm.idle_pages -= w.end - w.start;
@@ -423,7 +454,19 @@ impl<D: Device> Allocator<D> {
         }
         let id = if split {
             let rest = &mut self.blocks[id];
-            let front = Block { size: rounded, prev: rest.prev, next: id, ..rest.clone() };
+            let front = Block {
+                addr: rest.addr,
+                size: rounded,
+                requested: 0,
+                stream: rest.stream,
+                prev: rest.prev,
+                next: id,
+                stamp: rest.stamp,
+                event_count: 0,
+                state: BlockState::Allocated,
+                pool,
+                in_vm,
+            };
             rest.addr += rounded;
             rest.size -= rounded;
             let rest_size = rest.size;
@@ -461,7 +504,7 @@ impl<D: Device> Allocator<D> {
         b.state = BlockState::Allocated;
         b.requested = requested;
         let (addr, size, stream) = (b.addr, b.size, b.stream);
-        self.live.insert(addr, id);
+        self.live.insert(addr, id, &self.blocks);
         let s = &mut self.stats;
         s.allocation.increase(pool, 1);
         s.allocated_bytes.increase(pool, size);
@@ -544,26 +587,27 @@ impl<D: Device> Allocator<D> {
             }
             _ => unreachable!("only free or unmapped blocks merge"),
         }
-        let o = self.blocks.remove(other);
+        let o = &self.blocks[other];
+        let (o_addr, o_size, o_prev, o_next, o_stamp, o_in_vm) = (o.addr, o.size, o.prev, o.next, o.stamp, o.in_vm);
+        self.blocks.vacate(other);
         let b = &mut self.blocks[id];
+        b.size += o_size;
+        b.stamp = b.stamp.max(o_stamp);
         if b.prev == other {
-            b.addr = o.addr;
-            b.prev = o.prev;
-            if o.prev != NIL {
-                self.blocks[o.prev].next = id;
-            } else if o.in_vm {
+            b.addr = o_addr;
+            b.prev = o_prev;
+            if o_prev != NIL {
+                self.blocks[o_prev].next = id;
+            } else if o_in_vm {
                 self.set_range_head(id);
             }
         } else {
-            b.next = o.next;
-            if o.next != NIL {
-                self.blocks[o.next].prev = id;
+            b.next = o_next;
+            if o_next != NIL {
+                self.blocks[o_next].prev = id;
             }
         }
-        let b = &mut self.blocks[id];
-        b.size += o.size;
-        b.stamp = b.stamp.max(o.stamp);
-        o.size
+        o_size
     }
 
     /// Records that block `id` now starts its virtual range.

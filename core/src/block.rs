@@ -98,6 +98,13 @@ impl Slab {
         block
     }
 
+    /// Removes a block without moving it out (when the caller has read what it needs).
+    #[inline]
+    pub fn vacate(&mut self, id: u32) {
+        self.entries[id as usize] = None;
+        self.vacant.push(id);
+    }
+
     /// The block with this id, if any.
     #[inline]
     pub fn get(&self, id: u32) -> Option<&Block> {
@@ -107,6 +114,11 @@ impl Slab {
     /// Every live block with its id.
     pub fn iter(&self) -> impl Iterator<Item = (u32, &Block)> {
         self.entries.iter().enumerate().filter_map(|(i, b)| b.as_ref().map(|b| (i as u32, b)))
+    }
+
+    /// Bytes of host memory the slab holds.
+    pub fn heap_bytes(&self) -> usize {
+        self.entries.capacity() * core::mem::size_of::<Option<Block>>() + self.vacant.capacity() * 4
     }
 
     /// Number of live blocks.

@@ -97,21 +97,36 @@ impl StreamIndex {
         Some(w * 64 + self.words[w].trailing_zeros() as usize)
     }
 
+    /// The best fit's class and position in it.
     #[inline]
-    fn best_fit(&self, size: u64) -> Option<Entry> {
+    fn best_fit(&self, size: u64) -> Option<(usize, usize)> {
         let c = class_of(size);
         let v = &self.classes[c];
         if let Some(last) = v.last() {
             if last.size() >= size {
-                return Some(*last);
+                return Some((c, v.len() - 1));
             }
             let units = size.div_ceil(512) as u32;
             let i = v.partition_point(|e| e.units >= units);
             if i > 0 {
-                return Some(v[i - 1]);
+                return Some((c, i - 1));
             }
         }
-        self.next_class(c + 1).map(|n| *self.classes[n].last().expect("class bit set iff non-empty"))
+        self.next_class(c + 1).map(|n| (n, self.classes[n].len() - 1))
+    }
+
+    /// Removes the entry at position `i` of class `c`.
+    #[inline]
+    fn remove_at(&mut self, c: usize, i: usize) {
+        let v = &mut self.classes[c];
+        v.remove(i);
+        if v.is_empty() {
+            self.words[c / 64] &= !(1 << (c % 64));
+            if self.words[c / 64] == 0 {
+                self.top &= !(1 << (c / 64));
+            }
+        }
+        self.len -= 1;
     }
 
     #[inline]
@@ -138,14 +153,7 @@ impl StreamIndex {
         if i == v.len() || v[i].key() != key {
             return false;
         }
-        v.remove(i);
-        if v.is_empty() {
-            self.words[c / 64] &= !(1 << (c % 64));
-            if self.words[c / 64] == 0 {
-                self.top &= !(1 << (c / 64));
-            }
-        }
-        self.len -= 1;
+        self.remove_at(c, i);
         true
     }
 
@@ -167,6 +175,18 @@ impl StreamIndex {
         })
         .flatten()
     }
+}
+
+/// Where a best fit sits in a [`FreeIndex`], so that taking it needs no second search.
+#[derive(Clone, Copy, Debug)]
+pub struct Found {
+    stream: usize,
+    class: usize,
+    pos: usize,
+    /// The block's (stream, size, address).
+    pub key: Key,
+    /// The block's id.
+    pub id: u32,
 }
 
 /// Cached blocks of one pool, per stream.
@@ -207,9 +227,24 @@ impl FreeIndex {
 
     /// The smallest block of `stream` of at least `size` bytes (lowest address on ties).
     #[inline]
+    pub fn find(&self, stream: Stream, size: u64) -> Option<Found> {
+        let si = self.streams.iter().position(|s| s.stream == stream)?;
+        let s = &self.streams[si];
+        let (class, pos) = s.best_fit(size)?;
+        let e = s.classes[class][pos];
+        Some(Found { stream: si, class, pos, key: (stream, e.size(), e.addr), id: e.id })
+    }
+
+    /// Takes out the block `found` names (nothing may have changed the index since).
+    #[inline]
+    pub fn take(&mut self, found: &Found) {
+        self.streams[found.stream].remove_at(found.class, found.pos);
+    }
+
+    /// The smallest block of `stream` of at least `size` bytes (lowest address on ties).
+    #[inline]
     pub fn best_fit(&self, stream: Stream, size: u64) -> Option<(Key, u32)> {
-        let e = self.stream(stream)?.best_fit(size)?;
-        Some(((stream, e.size(), e.addr), e.id))
+        self.find(stream, size).map(|f| (f.key, f.id))
     }
 
     /// Blocks of `stream` smaller than `size`, largest first (address order reversed on ties).
@@ -236,6 +271,15 @@ impl FreeIndex {
     /// Ids of every cached block, in index order.
     pub fn ids(&self) -> Vec<u32> {
         self.iter().map(|(_, id)| id).collect()
+    }
+
+    /// Host memory held: (bytes of entries, which grow with cached blocks; fixed bytes of the
+    /// per-stream class tables).
+    pub fn heap_bytes(&self) -> (usize, usize) {
+        let entries = self.streams.iter().flat_map(|s| s.classes.iter()).map(|v| v.capacity() * 16).sum();
+        let fixed =
+            self.streams.len() * (CLASSES * core::mem::size_of::<Vec<Entry>>() + core::mem::size_of::<StreamIndex>());
+        (entries, fixed)
     }
 
     /// Number of cached blocks.

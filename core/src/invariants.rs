@@ -17,7 +17,7 @@ use crate::free_index::Key;
 use crate::size::{Pool, MIN_BLOCK};
 use crate::stats::StatArray;
 
-type Map<V> = hashbrown::HashMap<u32, V, core::hash::BuildHasherDefault<crate::addr_map::AddrHasher>>;
+type Map<V> = crate::addr_map::IdMap<V>;
 
 #[derive(Default)]
 struct Recount {
@@ -215,7 +215,7 @@ impl<D: Device> Allocator<D> {
             return Err(format!("free index holds {} blocks but {free_blocks} are free", indexed.len()));
         }
         let allocated = self.blocks.iter().filter(|(_, b)| b.state == BlockState::Allocated).count();
-        if self.live.len() != allocated {
+        if self.live.len() != allocated || self.live.ids().count() != allocated {
             return Err(format!("live map holds {} addresses but {allocated} blocks are allocated", self.live.len()));
         }
         let queued = self.events.iter().count();
@@ -250,7 +250,7 @@ impl<D: Device> Allocator<D> {
             Some(&(pool, key)) if pool == b.pool && key == (b.stream, b.size, b.addr) => true,
             Some(entry) => return Err(format!("block {id} is indexed as {entry:?}, not under its own pool and key")),
         };
-        let in_live = self.live.get(&b.addr) == Some(&id);
+        let in_live = self.live.get(b.addr, &self.blocks) == Some(id);
         let queued = queued.get(&id).copied().unwrap_or(0);
         let in_unmapped = unmapped.get(&id) == Some(&(b.pool, b.stream, b.addr));
         if in_unmapped != (b.state == BlockState::Unmapped) {

@@ -13,7 +13,6 @@ use alloc::string::{String, ToString};
 use alloc::vec::Vec;
 use core::fmt;
 
-use crate::addr_map::AddrMap;
 use crate::device::Stream;
 
 /// One operation of a trace.
@@ -99,7 +98,7 @@ fn error(line: usize, message: impl Into<String>) -> TraceError {
 #[derive(Default)]
 struct Builder {
     trace: Trace,
-    slot_of: AddrMap,
+    slot_of: hashbrown::HashMap<u64, u32, core::hash::BuildHasherDefault<crate::addr_map::IdHasher>>,
     free_slots: Vec<u32>,
     streams: Vec<Stream>,
 }
