@@ -128,9 +128,9 @@ impl<D: Device> Allocator<D> {
         (self.blocks.heap_bytes() + self.live.heap_bytes() + entries.0 + fixed.0, entries.1 + fixed.1)
     }
 
-    /// Number of blocks (allocated, pending, free or unmapped).
-    pub fn block_count(&self) -> usize {
-        self.blocks.len()
+    /// Most blocks (allocated, pending, free or unmapped) there have been at once.
+    pub fn block_high_water(&self) -> usize {
+        self.blocks.high_water()
     }
 
     /// Restarts every peak statistic at its current value.

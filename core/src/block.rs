@@ -121,6 +121,11 @@ impl Slab {
         self.entries.capacity() * core::mem::size_of::<Option<Block>>() + self.vacant.capacity() * 4
     }
 
+    /// Most blocks ever stored at once (slots ever used).
+    pub fn high_water(&self) -> usize {
+        self.entries.len()
+    }
+
     /// Number of live blocks.
     pub fn len(&self) -> usize {
         self.entries.len() - self.vacant.len()

@@ -44,6 +44,12 @@ pub struct RunReport {
     pub ns_per_op_cold: f64,
     pub ns_per_op_passes: Vec<f64>,
     pub capacity_bytes: u64,
+    /// Most blocks (allocated, free, pending or unmapped) there were at once in the cold pass.
+    pub blocks: usize,
+    /// Host bytes of the metadata that grows with blocks, over that most.
+    pub metadata_bytes_per_block: f64,
+    /// Host bytes of fixed metadata (the free index's per-stream class tables).
+    pub metadata_fixed_bytes: usize,
     pub virtual_memory: bool,
     pub device_calls_cold: DeviceCalls,
     pub device_calls_warm: DeviceCalls,
@@ -80,6 +86,8 @@ pub fn run(t: &NamedTrace, config: &Config, opts: &RunOptions) -> Result<RunRepo
     let cold = replayer.run_ops(&mut alloc, ops).map_err(fail)?;
     let cold_ns = start.elapsed().as_nanos() as f64 / ops.len().max(1) as f64;
     let device_calls_cold = alloc.device().calls();
+    let (metadata, metadata_fixed_bytes) = alloc.metadata_bytes();
+    let blocks = alloc.block_high_water();
     let summary_at_end = opts.summary.then(|| alloc.memory_summary(0, false));
     replayer.free_live(&mut alloc).map_err(|e| format!("{}: {e}", t.name))?;
     let mut passes = Vec::with_capacity(opts.warm_passes);
@@ -113,6 +121,9 @@ pub fn run(t: &NamedTrace, config: &Config, opts: &RunOptions) -> Result<RunRepo
         ns_per_op_cold: round1(cold_ns),
         ns_per_op_passes: passes.into_iter().map(round1).collect(),
         capacity_bytes: opts.capacity,
+        blocks,
+        metadata_bytes_per_block: round1(metadata as f64 / blocks.max(1) as f64),
+        metadata_fixed_bytes,
         virtual_memory: alloc.uses_virtual_memory(),
         device_calls_cold,
         device_calls_warm,
