@@ -13,7 +13,7 @@ WASM_MODULE := $(TARGET_DIR)/wasm32-unknown-unknown/release/cachalot_wasm.wasm
 SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 
 .PHONY: demo test setup rust-setup web-tools web-setup fmt-check clippy unit-tests wasm-core web-build web-test \
-	c-abi cbindgen header header-check native-lib install c-stage c-examples c-bad-input c-cuda-fake gpu-build
+	c-abi cbindgen header header-check native-lib install c-stage c-examples c-bad-input c-cuda-fake c-multi-device gpu-build
 
 demo:
 	$(CARGO) run --release -p cachalot -- compare
@@ -21,7 +21,7 @@ demo:
 	@echo "cachalot in the browser: http://127.0.0.1:$(PORT)/  (Ctrl-C stops the server)"
 	python3 -m http.server $(PORT) --bind 127.0.0.1 --directory web-demo
 
-test: setup fmt-check clippy unit-tests wasm-core web-test c-abi python-test
+test: setup fmt-check clippy unit-tests wasm-core web-test c-abi python-test gpu-dry-run
 
 # What a fresh machine lacks (each step idempotent, quick when already done).
 setup: rust-setup web-setup
@@ -80,7 +80,7 @@ CBINDGEN_VERSION := 0.29.4
 CBINDGEN := cbindgen -q --config native/cbindgen.toml --crate cachalot
 VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -n 1)
 
-c-abi: header-check c-examples c-bad-input c-cuda-fake
+c-abi: header-check c-examples c-bad-input c-cuda-fake c-multi-device
 
 cbindgen:
 	@cbindgen --version 2>/dev/null | grep -qx "cbindgen $(CBINDGEN_VERSION)" || \
@@ -150,6 +150,13 @@ c-cuda-fake: c-stage
 		$$($(PKG) --libs cachalot) -L$(FAKE_CUDA) -lcuda -pthread -Wl,-rpath,$(STAGE)/lib -Wl,-rpath,$(FAKE_CUDA)
 	LD_LIBRARY_PATH=$(FAKE_CUDA) $(C_OUT)/cuda_device
 
+# Several GPUs without a GPU: the PyTorch entry points and per-device allocators from many
+# threads, against the stand-in libcuda set up with three devices (it reuses c-cuda-fake's build).
+c-multi-device: c-cuda-fake
+	$(CC) -std=c11 $(CFLAGS_STRICT) $$($(PKG) --cflags cachalot) native/tests/c/multi_device.c -o $(C_OUT)/multi_device \
+		$$($(PKG) --libs cachalot) -L$(FAKE_CUDA) -lcuda -pthread -Wl,-rpath,$(STAGE)/lib -Wl,-rpath,$(FAKE_CUDA)
+	LD_LIBRARY_PATH=$(FAKE_CUDA) $(C_OUT)/multi_device
+
 # The PyTorch module (native/python/cachalot_torch.py) without torch and without a GPU: its
 # readers against simulated allocators, `cachalot replay`, PyTorch's entry points over the
 # stand-in libcuda, and install() against a stand-in torch.
@@ -162,6 +169,12 @@ python-test:
 		-o $(PY_FAKE_CUDA)/libcuda.so -pthread
 	CACHALOT_LIB=$(abspath $(TARGET_DIR))/release/libcachalot.so CACHALOT_CLI=$(abspath $(TARGET_DIR))/release/cachalot \
 		CACHALOT_FAKE_CUDA=$(PY_FAKE_CUDA)/libcuda.so PYTHONDONTWRITEBYTECODE=1 python3 native/python/test_cachalot_torch.py
+
+# The two-GPU check (native/gpu/ddp_check.sh) without torch and without a GPU: its refusal, the
+# runner's arguments, the plan against a stand-in torchrun, and the report's PASS/FAIL lines.
+.PHONY: gpu-dry-run
+gpu-dry-run:
+	PYTHONDONTWRITEBYTECODE=1 python3 native/gpu/test_ddp_check.py
 
 # What the GPU check (native/gpu/run.sh) needs, built here: carry target/release/libcachalot.so,
 # target/release/cachalot and target/release/examples/trace_ops to the GPU machine.

@@ -434,8 +434,12 @@ void cachalot_torch_empty_cache(void);
 void cachalot_torch_set_memory_fraction(double fraction, int device);
 
 /**
- * Marks the allocation at `ptr` as used on `stream` too (`Tensor.record_stream`). The
- * allocation's device is found from the pointer when several devices have allocators.
+ * Marks the allocation at `ptr` as used on `stream` too (`Tensor.record_stream`). PyTorch
+ * does not say which device the allocation is on: with one device's allocator created, it is
+ * that one; with several, the driver's pointer attributes name the device (unified
+ * addressing: no context needed), and that device's allocator takes the call. An address
+ * the driver does not know, or of a device cachalot has no allocator for, is an unknown
+ * pointer.
  *
  * # Safety
  * `ptr` must be an allocation of `cachalot_torch_malloc`; `stream` a live stream of its

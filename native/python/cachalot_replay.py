@@ -6,7 +6,9 @@ device allocations and frees, out-of-memory count, the summary at the end of the
 `compare` lists each check with both values and the size of any mismatch.
 
 Used by the local test (a simulated allocator stands in for the GPU) and by the GPU check
-(native/gpu/pytorch_run.py, after a workload). No torch needed.
+(native/gpu/pytorch_run.py, after a workload). No torch needed. One device at a time:
+`trace_ops(snap, device)` and `compare(..., device=N)` read device N's history and segments;
+a replay's summary (a simulated device is device 0) is compared as if headed device N.
 
 Invariant: the history is read as the core's trace reader reads it (`alloc` allocates,
 `free_requested` frees, `oom` is a skipped failure, zero sizes and frees of unknown addresses
@@ -113,10 +115,17 @@ def _lines_differing(a, b):
     return sum(1 for x, y in zip(a, b) if x != y) + abs(len(a) - len(b))
 
 
+def as_device(summary, device):
+    """A replay's summary (a simulated device reports device ID 0) headed as device `device`'s."""
+    return summary if summary is None or device == 0 else summary.replace(
+        f"device ID {0:<21}", f"device ID {device:<21}", 1)
+
+
 def compare(figures, config, sim=None, cli=None, device=0):
     """Checks of `figures` (dict stats, summary, snapshot: what cachalot_torch read from the
-    live allocator) against the simulated replay `sim` and the CLI's `cli`. Each check:
-    {check, ok, ours, theirs, detail}; `ours` is the live allocator's value."""
+    live allocator of CUDA device `device`) against the simulated replay `sim` and the CLI's
+    `cli` of that device's history. Each check: {check, ok, ours, theirs, detail}; `ours` is
+    the live allocator's value."""
     stats, summary, snap = figures["stats"], figures["summary"], figures["snapshot"]
     entries = snap["device_traces"][device]
     checks = []
@@ -138,7 +147,7 @@ def compare(figures, config, sim=None, cli=None, device=0):
         checks.append(_check("memory_stats = simulated replay's (all keys)", len(stats) - len(diff), len(stats),
                              detail=f"{len(diff)} of {len(stats)} keys differ: " * bool(diff)
                              + "; ".join(f"{k}: {stats[k]} vs {sim['stats'].get(k)}" for k in diff[:6])))
-        n = _lines_differing(summary, sim["summary"])
+        n = _lines_differing(summary, as_device(sim["summary"], device))
         checks.append(_check("memory_summary = simulated replay's", n, 0, detail=f"{n} lines differ" if n else ""))
         ours_segs = sorted(map(_segment_key, segs))
         sim_segs = sorted(map(_segment_key, sim["snapshot"]["segments"]))
@@ -161,7 +170,7 @@ def compare(figures, config, sim=None, cli=None, device=0):
                           ("device_allocs", "num_device_alloc"), ("device_frees", "num_device_free"),
                           ("ooms", "num_ooms")]:
             checks.append(_check(f"{stat} = cachalot replay's {key}", stats[stat], j[key]))
-        n = _lines_differing(summary, cli["summary_end"])
+        n = _lines_differing(summary, as_device(cli["summary_end"], device))
         checks.append(_check("memory_summary = cachalot replay's summary at the end", n, 0,
                              detail=f"{n} lines differ" if n else ""))
     return checks

@@ -365,7 +365,10 @@ def memory_summary(device=None, abbreviated=False):
 
 def snapshot(device=None):
     """torch.cuda.memory._snapshot() for cachalot: {"segments": [...], "device_traces":
-    [[...] per device]}. History is recorded only with `record_history:N` in the config."""
+    [[...] per device]}. Without `device`, every device's segments (each names its `device`)
+    and one history list per device (torch.cuda.device_count() of them when torch is
+    imported); with one, that device's segments and history only. History is recorded only
+    with `record_history:N` in the config."""
     lib = load_library()
     if device is not None:
         devices = [_device_index(device)]

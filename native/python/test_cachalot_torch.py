@@ -197,6 +197,99 @@ class FakeCuda(unittest.TestCase):
                 self.assertNotIn("skipped", p.stderr)
 
 
+    def test_figures_per_device(self):
+        if not FAKE_CUDA:
+            self.skipTest("set CACHALOT_FAKE_CUDA to the stand-in libcuda.so (make python-test does)")
+        env = dict(os.environ, CACHALOT_FAKE_CUDA_DEVICES_CHILD="1", CACHALOT_ALLOC_CONF=DEVICES_CONFIG,
+                   FAKE_CUDA_DEVICES=str(len(DEVICE_CAPACITIES)),
+                   FAKE_CUDA_CAPACITY=",".join(map(str, DEVICE_CAPACITIES)))
+        p = subprocess.run([sys.executable, os.path.abspath(__file__), "FakeCudaDevicesChild"], env=env,
+                           capture_output=True, text=True, timeout=300)
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        self.assertIn("OK", p.stderr)
+        self.assertNotIn("skipped", p.stderr)
+
+
+DEVICES_CONFIG = "policy:pytorch,record_history:100000"
+DEVICE_CAPACITIES = (32 * GiB, 16 * GiB)
+
+
+class FakeCudaDevicesChild(unittest.TestCase):
+    """Two stand-in devices, each with its own workload through PyTorch's entry points: every
+    reader answers per device, and each device's figures agree with a replay of its history."""
+
+    @unittest.skipUnless(os.environ.get("CACHALOT_FAKE_CUDA_DEVICES_CHILD"), "run by FakeCuda in a process of its own")
+    def test_per_device_stats_summary_snapshot(self):
+        ctypes.CDLL(FAKE_CUDA, mode=ctypes.RTLD_GLOBAL)
+        fake = ctypes.CDLL(FAKE_CUDA)
+        fake.fake_cuda_device_of.argtypes, fake.fake_cuda_device_of.restype = [ctypes.c_void_p], ctypes.c_int
+        lib = cachalot_torch.load_library()
+        malloc, free = lib.dll.cachalot_torch_malloc, lib.dll.cachalot_torch_free
+        malloc.argtypes, malloc.restype = [ctypes.c_ssize_t, ctypes.c_int, ctypes.c_void_p], ctypes.c_void_p
+        free.argtypes, free.restype = [ctypes.c_void_p, ctypes.c_ssize_t, ctypes.c_int, ctypes.c_void_p], None
+        record = lib.dll.cachalot_torch_record_stream
+        record.argtypes, record.restype = [ctypes.c_void_p, ctypes.c_void_p], None
+        devices = range(len(DEVICE_CAPACITIES))
+        ops = [cachalot_replay.trace_ops(workload(seed=10 + d, steps=500 + 300 * d, side_stream=0))[0] for d in devices]
+        # Interleaved, as two GPUs' work would be; device 1's record_stream calls find it by pointer.
+        addrs, cursor = [{} for _ in devices], [0 for _ in devices]
+        while any(cursor[d] < len(ops[d]) for d in devices):
+            for d in devices:
+                for op in ops[d][cursor[d]:cursor[d] + 3]:
+                    if op[0] == "alloc":
+                        p = addrs[d][op[1]] = malloc(op[2], d, None)
+                        self.assertTrue(p)
+                        self.assertEqual(fake.fake_cuda_device_of(p), d)
+                        record(p, None)
+                    else:
+                        free(addrs[d].pop(op[1]), 0, d, None)
+                cursor[d] += 3
+        self.assertIsNone(lib.torch_allocator(len(DEVICE_CAPACITIES)))
+        snap = cachalot_torch.snapshot()
+        self.assertEqual(len(snap["device_traces"]), len(DEVICE_CAPACITIES), "one history per device")
+        for d in devices:
+            with self.subTest(device=d):
+                stats = cachalot_torch.memory_stats(d)
+                self.assertEqual(stats, cachalot_torch.memory_stats(f"cuda:{d}"))
+                self.assertEqual(stats, cachalot_torch.memory_stats(types.SimpleNamespace(type="cuda", index=d)))
+                self.assertEqual(stats["allocation.all.allocated"], sum(op[0] == "alloc" for op in ops[d]))
+                self.assertEqual(stats["allocation.all.current"], len(addrs[d]))
+                summary = cachalot_torch.memory_summary(device=d)
+                self.assertIn(f"device ID {d} ", summary)
+                mine = cachalot_torch.snapshot(d)
+                self.assertEqual(len(mine["device_traces"]), d + 1)
+                self.assertTrue(all(t == [] for t in mine["device_traces"][:d]))
+                self.assertEqual(mine["device_traces"][d], snap["device_traces"][d])
+                self.assertEqual(mine["segments"], [s for s in snap["segments"] if s["device"] == d])
+                self.assertTrue(mine["segments"])
+                self.assertTrue(all(fake.fake_cuda_device_of(s["address"]) == d for s in mine["segments"]))
+                figures = dict(stats=stats, summary=summary, snapshot=snap)
+                recorded, report = cachalot_replay.trace_ops(snap, device=d)
+                self.assertEqual(report.get("allocs"), stats["allocation.all.allocated"])
+                with tempfile.TemporaryDirectory() as tmp:
+                    path = os.path.join(tmp, "trace.json")
+                    with open(path, "w") as fh:
+                        json.dump({"segments": mine["segments"], "device_traces": [mine["device_traces"][d]]}, fh)
+                    sim = cachalot_replay.replay_simulated(lib, recorded, DEVICES_CONFIG, DEVICE_CAPACITIES[d])
+                    cli = cachalot_replay.replay_cli(CLI, path, DEVICES_CONFIG, DEVICE_CAPACITIES[d])
+                checks = cachalot_replay.compare(figures, DEVICES_CONFIG, sim=sim, cli=cli, device=d)
+                failed = [c for c in checks if not c["ok"]]
+                self.assertEqual(failed, [], json.dumps(failed, indent=1))
+        self.assertNotEqual(cachalot_torch.memory_stats(0), cachalot_torch.memory_stats(1))
+        # Peaks reset per device; empty_cache() empties every device.
+        peaks = [cachalot_torch.max_memory_allocated(d) for d in devices]
+        cachalot_torch.reset_peak_memory_stats(1)
+        self.assertEqual(cachalot_torch.max_memory_allocated(0), peaks[0])
+        self.assertEqual(cachalot_torch.max_memory_allocated(1), cachalot_torch.memory_allocated(1))
+        self.assertLess(cachalot_torch.max_memory_allocated(1), peaks[1])
+        before = [cachalot_torch.memory_reserved(d) for d in devices]
+        cachalot_torch.empty_cache()
+        for d in devices:
+            used = sum(s["total_size"] for s in cachalot_torch.snapshot(d)["segments"] if s["allocated_size"])
+            self.assertLess(cachalot_torch.memory_reserved(d), before[d])
+            self.assertEqual(cachalot_torch.memory_reserved(d), used)
+
+
 class FakeCudaChild(unittest.TestCase):
     @unittest.skipUnless(os.environ.get("CACHALOT_FAKE_CUDA_CHILD"), "run by FakeCuda in a process of its own")
     def test_figures_of_the_process_wide_allocator(self):

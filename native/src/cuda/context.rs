@@ -3,10 +3,12 @@
 //!
 //! Threads that call in may have the context current already (PyTorch's do), none at all (a
 //! plain C caller's), or another one (a caller working on another device). [`PrimaryContext::enter`]
-//! handles all three: nothing to do; set it and leave it set, as the runtime would on the
-//! thread's first call; or push it and pop it again when the guard drops, so the caller's
-//! context stack is as it was. Invariant: the context is retained exactly once per value and
-//! released exactly once, on drop.
+//! handles all three: nothing to do; set it, and unset it again when the guard drops; or push
+//! it and pop it again when the guard drops. Either way the caller's context stack is as it
+//! was after the call: a thread with no context is never left with device N's current (which
+//! would make N the CUDA runtime's current device on that thread). Invariants: the context is
+//! retained exactly once per value and released exactly once, on drop; every driver call
+//! made for device N runs inside a guard of device N's context.
 
 use std::marker::PhantomData;
 use std::ptr;
@@ -58,18 +60,18 @@ impl PrimaryContext {
         let mut current: CUcontext = ptr::null_mut();
         // SAFETY: the driver is initialised (a PrimaryContext exists); valid out-pointer.
         check("cuCtxGetCurrent", unsafe { sys::cuCtxGetCurrent(&mut current) })?;
-        let pushed = if current == self.ctx {
-            false
+        let undo = if current == self.ctx {
+            Undo::Nothing
         } else if current.is_null() {
-            // SAFETY: `self.ctx` is retained for as long as `self` lives.
+            // SAFETY: `self.ctx` is retained for as long as `self` lives; the guard unsets it.
             check("cuCtxSetCurrent", unsafe { sys::cuCtxSetCurrent(self.ctx) })?;
-            false
+            Undo::Unset
         } else {
             // SAFETY: as above; the guard pops it again.
             check("cuCtxPushCurrent", unsafe { sys::cuCtxPushCurrent_v2(self.ctx) })?;
-            true
+            Undo::Pop
         };
-        Ok(Current { pushed, _not_send: PhantomData })
+        Ok(Current { undo, _not_send: PhantomData })
     }
 }
 
@@ -81,19 +83,37 @@ impl Drop for PrimaryContext {
     }
 }
 
+/// What a guard does when it drops, to leave the thread's context stack as it found it.
+enum Undo {
+    /// The context was current already.
+    Nothing,
+    /// The thread had no context: unset it again.
+    Unset,
+    /// The thread had another context: pop this one off it.
+    Pop,
+}
+
 /// While alive, the primary context is current on this thread (a guard: not `Send`).
 pub struct Current<'a> {
-    pushed: bool,
+    undo: Undo,
     _not_send: PhantomData<&'a *mut ()>,
 }
 
 impl Drop for Current<'_> {
     fn drop(&mut self) {
-        if self.pushed {
-            let mut popped: CUcontext = ptr::null_mut();
-            // SAFETY: pops exactly the context `enter` pushed on this same thread (the guard
-            // is not Send); valid out-pointer.
-            let _ = unsafe { sys::cuCtxPopCurrent_v2(&mut popped) };
+        match self.undo {
+            Undo::Nothing => {}
+            Undo::Unset => {
+                // SAFETY: on the thread `enter` ran on (the guard is not Send), whose stack held
+                // nothing but the context `enter` set: NULL restores that.
+                let _ = unsafe { sys::cuCtxSetCurrent(ptr::null_mut()) };
+            }
+            Undo::Pop => {
+                let mut popped: CUcontext = ptr::null_mut();
+                // SAFETY: pops exactly the context `enter` pushed on this same thread (the
+                // guard is not Send); valid out-pointer.
+                let _ = unsafe { sys::cuCtxPopCurrent_v2(&mut popped) };
+            }
         }
     }
 }

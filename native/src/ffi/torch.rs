@@ -7,9 +7,12 @@
 //! ```
 //!
 //! Each CUDA device gets one process-wide allocator, created on first use with the config in
-//! `CACHALOT_ALLOC_CONF` (see `registry.rs`). These functions cannot return a status, so a
-//! failure is kept as the thread's last error (`cachalot_last_error_message`) and also
-//! printed on stderr, since PyTorch has no way to report it. Invariant: no panic crosses into
+//! `CACHALOT_ALLOC_CONF` (see `registry.rs`); the `device` argument picks it, and every driver
+//! call it makes runs with that device's primary context current, whatever context the
+//! calling thread has (PyTorch may free a tensor of device 1 while device 0 is current).
+//! These functions cannot return a status, so a failure is kept as the thread's last error
+//! (`cachalot_last_error_message`) and also printed on stderr, since PyTorch has no way to
+//! report it. Invariant: no panic crosses into
 //! PyTorch; a malloc that fails returns NULL.
 //!
 //! `cachalot_torch_allocator` hands out a borrowed handle to a device's process-wide
@@ -18,12 +21,14 @@
 
 use std::ffi::{c_int, c_void};
 
+use cachalot_core::AllocError;
+
 use super::boundary;
 use super::status::Status;
 use crate::cuda::CudaDevice;
 use crate::error::Error;
 use crate::registry;
-use crate::shared_allocator::{DeviceKind, SharedAllocator};
+use crate::shared_allocator::SharedAllocator;
 
 #[cold]
 fn report(call: &str, status: super::Status) {
@@ -89,8 +94,12 @@ pub extern "C" fn cachalot_torch_set_memory_fraction(fraction: f64, device: c_in
     }
 }
 
-/// Marks the allocation at `ptr` as used on `stream` too (`Tensor.record_stream`). The
-/// allocation's device is found from the pointer when several devices have allocators.
+/// Marks the allocation at `ptr` as used on `stream` too (`Tensor.record_stream`). PyTorch
+/// does not say which device the allocation is on: with one device's allocator created, it is
+/// that one; with several, the driver's pointer attributes name the device (unified
+/// addressing: no context needed), and that device's allocator takes the call. An address
+/// the driver does not know, or of a device cachalot has no allocator for, is an unknown
+/// pointer.
 ///
 /// # Safety
 /// `ptr` must be an allocation of `cachalot_torch_malloc`; `stream` a live stream of its
@@ -105,7 +114,11 @@ pub unsafe extern "C" fn cachalot_torch_record_stream(ptr: *mut c_void, stream: 
         let mut created = registry::created();
         let allocator = match (created.next(), created.next()) {
             (Some(only), None) => only,
-            _ => registry::get(CudaDevice::ordinal_of(addr)?)?,
+            (None, _) => return Err(AllocError::UnknownPointer { addr }.into()),
+            _ => CudaDevice::ordinal_of(addr)
+                .ok()
+                .and_then(registry::existing)
+                .ok_or(AllocError::UnknownPointer { addr })?,
         };
         allocator.record_stream(addr, stream as usize as u64)
     });
@@ -139,8 +152,8 @@ pub unsafe extern "C" fn cachalot_torch_allocator(device: c_int, out: *mut *mut 
                 registry::MAX_DEVICES - 1
             )));
         }
-        let found = registry::created().find(|a| a.kind() == DeviceKind::Cuda(device));
-        let handle = found.map_or(std::ptr::null_mut(), |a| a as *const SharedAllocator as *mut SharedAllocator);
+        let handle = registry::existing(device)
+            .map_or(std::ptr::null_mut(), |a| a as *const SharedAllocator as *mut SharedAllocator);
         // SAFETY: checked non-NULL; the caller promises it is writable.
         unsafe { *out = handle };
         Ok(())

@@ -1,18 +1,27 @@
 /*
  * A stand-in for the CUDA driver (libcuda.so) on machines without a GPU, so that CI drives
  * cachalot's CudaDevice through the very driver calls it makes on a GPU: primary contexts,
- * cuMemAlloc/cuMemFree, events, pointer attributes.
+ * cuMemAlloc/cuMemFree, events, streams, pointer attributes — on several devices.
  *
- * It is strict where the real driver is: memory, event and stream calls fail with
- * CUDA_ERROR_INVALID_CONTEXT unless a context is current on the calling thread, and cuMemFree
- * refuses anything that is not a live allocation of the current context's device. It also
- * counts what a test wants to know (live allocations, events, retained contexts, calls made
- * without the right context) through fake_cuda_* functions. Two devices, FAKE_CUDA_CAPACITY
- * bytes each (default 1 GiB). An event recorded on a stream other than NULL reports
+ * Devices: FAKE_CUDA_DEVICES of them (1 to 8, default 2), each with its own primary context,
+ * capacity, address range (device d's allocations lie in [0x7f0000000000 + d * 2^40, + 2^40))
+ * and allocation tracking. FAKE_CUDA_CAPACITY gives the capacities in bytes: one value for
+ * every device, or a comma-separated list, device by device, whose last value repeats
+ * (default 1 GiB each). Both are read once, at the first driver call.
+ *
+ * It is stricter than the real driver, on purpose: cachalot promises that each driver call for
+ * device N runs with device N's primary context current, so every memory, event and stream
+ * call fails with CUDA_ERROR_INVALID_CONTEXT unless a retained context is current on the calling
+ * thread (counted by fake_cuda_context_errors), and a call on an object of another device than
+ * the current context's — cuMemFree of another device's allocation, an event or stream of
+ * another device — fails (CUDA_ERROR_INVALID_VALUE / CUDA_ERROR_INVALID_HANDLE) and is counted
+ * by fake_cuda_wrong_context_calls. cuPointerGetAttribute needs no context, as on a real driver
+ * with unified addressing. An event recorded on a stream other than NULL reports
  * CUDA_ERROR_NOT_READY to its first query, so pending frees are exercised.
  *
  * Invariants: every live allocation lies inside its device's address range and never overlaps
- * another; `used` is the sum of live allocation sizes per device and never exceeds capacity.
+ * another; `used[d]` is the sum of device d's live allocation sizes and never exceeds its
+ * capacity; a device's allocations are only ever given back under its own context.
  */
 #include <pthread.h>
 #include <stdint.h>
@@ -37,7 +46,7 @@ enum {
     CUDA_ERROR_NOT_READY = 600,
 };
 
-enum { DEVICES = 2, MAX_ALLOCS = 65536, MAX_EVENTS = 4096, CTX_STACK = 16 };
+enum { MAX_DEVICES = 8, MAX_ALLOCS = 65536, MAX_EVENTS = 4096, CTX_STACK = 16 };
 
 struct fake_ctx {
     int device;
@@ -58,26 +67,49 @@ struct allocation {
 };
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-static int initialized;
-static struct fake_ctx contexts[DEVICES] = {{0, 0}, {1, 0}};
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+static int initialized, ndevices;
+static size_t capacities[MAX_DEVICES];
+static struct fake_ctx contexts[MAX_DEVICES];
 static struct fake_event events[MAX_EVENTS];
 static struct allocation allocs[MAX_ALLOCS];
 static int nallocs;
-static CUdeviceptr next_addr[DEVICES];
-static size_t used[DEVICES];
-static long context_errors, live_streams;
+static CUdeviceptr next_addr[MAX_DEVICES];
+static size_t used[MAX_DEVICES];
+static long context_errors, wrong_context, live_streams;
 static __thread CUcontext stack[CTX_STACK];
 static __thread int depth;
 
-static size_t capacity(void) {
+/* Reads FAKE_CUDA_DEVICES and FAKE_CUDA_CAPACITY (once). */
+static void setup(void) {
+    const char *n = getenv("FAKE_CUDA_DEVICES");
+    ndevices = n != NULL ? atoi(n) : 2;
+    if (ndevices < 1) ndevices = 1;
+    if (ndevices > MAX_DEVICES) ndevices = MAX_DEVICES;
     const char *s = getenv("FAKE_CUDA_CAPACITY");
-    return s != NULL ? (size_t)strtoull(s, NULL, 10) : (size_t)1 << 30;
+    size_t last = (size_t)1 << 30;
+    for (int d = 0; d < MAX_DEVICES; d++) {
+        if (s != NULL && *s != '\0') {
+            char *end = NULL;
+            last = (size_t)strtoull(s, &end, 10);
+            s = (end != NULL && *end == ',') ? end + 1 : NULL;
+        }
+        capacities[d] = last;
+        contexts[d] = (struct fake_ctx){d, 0};
+        next_addr[d] = 0x7f0000000000ull + ((CUdeviceptr)d << 40);
+    }
+}
+
+static int device_count(void) {
+    pthread_once(&once, setup);
+    return ndevices;
 }
 
 static CUcontext current(void) { return depth > 0 ? stack[depth - 1] : NULL; }
 
 /* The current context's device, or -1 (counted as an error) when none is current. */
 static int current_device(void) {
+    device_count();
     CUcontext c = current();
     if (c == NULL || c->retained <= 0) {
         __atomic_add_fetch(&context_errors, 1, __ATOMIC_RELAXED);
@@ -86,27 +118,30 @@ static int current_device(void) {
     return c->device;
 }
 
+static void count_wrong_context(void) { __atomic_add_fetch(&wrong_context, 1, __ATOMIC_RELAXED); }
+
 CUresult cuInit(unsigned int flags) {
     (void)flags;
+    device_count();
     initialized = 1;
     return CUDA_SUCCESS;
 }
 
 CUresult cuDeviceGetCount(int *count) {
     if (!initialized) return CUDA_ERROR_NOT_INITIALIZED;
-    *count = DEVICES;
+    *count = device_count();
     return CUDA_SUCCESS;
 }
 
 CUresult cuDeviceGet(CUdevice *device, int ordinal) {
     if (!initialized) return CUDA_ERROR_NOT_INITIALIZED;
-    if (ordinal < 0 || ordinal >= DEVICES) return CUDA_ERROR_INVALID_DEVICE;
+    if (ordinal < 0 || ordinal >= device_count()) return CUDA_ERROR_INVALID_DEVICE;
     *device = ordinal;
     return CUDA_SUCCESS;
 }
 
 CUresult cuDevicePrimaryCtxRetain(CUcontext *ctx, CUdevice device) {
-    if (device < 0 || device >= DEVICES) return CUDA_ERROR_INVALID_DEVICE;
+    if (device < 0 || device >= device_count()) return CUDA_ERROR_INVALID_DEVICE;
     pthread_mutex_lock(&lock);
     contexts[device].retained++;
     pthread_mutex_unlock(&lock);
@@ -115,7 +150,7 @@ CUresult cuDevicePrimaryCtxRetain(CUcontext *ctx, CUdevice device) {
 }
 
 CUresult cuDevicePrimaryCtxRelease_v2(CUdevice device) {
-    if (device < 0 || device >= DEVICES) return CUDA_ERROR_INVALID_DEVICE;
+    if (device < 0 || device >= device_count()) return CUDA_ERROR_INVALID_DEVICE;
     pthread_mutex_lock(&lock);
     CUresult r = contexts[device].retained > 0 ? (contexts[device].retained--, CUDA_SUCCESS) : CUDA_ERROR_INVALID_CONTEXT;
     pthread_mutex_unlock(&lock);
@@ -154,8 +189,8 @@ CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total) {
     int d = current_device();
     if (d < 0) return CUDA_ERROR_INVALID_CONTEXT;
     pthread_mutex_lock(&lock);
-    *free_bytes = capacity() - used[d];
-    *total = capacity();
+    *free_bytes = capacities[d] - used[d];
+    *total = capacities[d];
     pthread_mutex_unlock(&lock);
     return CUDA_SUCCESS;
 }
@@ -166,10 +201,9 @@ CUresult cuMemAlloc_v2(CUdeviceptr *ptr, size_t size) {
     if (size == 0) return CUDA_ERROR_INVALID_VALUE;
     pthread_mutex_lock(&lock);
     CUresult r = CUDA_SUCCESS;
-    if (size > capacity() - used[d] || nallocs == MAX_ALLOCS) {
+    if (size > capacities[d] - used[d] || nallocs == MAX_ALLOCS) {
         r = CUDA_ERROR_OUT_OF_MEMORY;
     } else {
-        if (next_addr[d] == 0) next_addr[d] = 0x7f0000000000ull + ((CUdeviceptr)d << 40);
         CUdeviceptr a = next_addr[d];
         next_addr[d] += (size + (2u << 20) - 1) & ~(CUdeviceptr)((2u << 20) - 1); /* 2 MiB aligned, never reused */
         allocs[nallocs++] = (struct allocation){a, size, d};
@@ -186,30 +220,36 @@ CUresult cuMemFree_v2(CUdeviceptr ptr) {
     pthread_mutex_lock(&lock);
     CUresult r = CUDA_ERROR_INVALID_VALUE;
     for (int i = 0; i < nallocs; i++) {
-        if (allocs[i].addr == ptr && allocs[i].device == d) {
+        if (allocs[i].addr != ptr) continue;
+        if (allocs[i].device != d) {
+            count_wrong_context();
+        } else {
             used[d] -= allocs[i].size;
             allocs[i] = allocs[--nallocs];
             r = CUDA_SUCCESS;
-            break;
         }
+        break;
     }
     pthread_mutex_unlock(&lock);
     return r;
 }
 
+/* The device of the live allocation holding `ptr`, or -1; call with the lock held. */
+static int owner(CUdeviceptr ptr) {
+    for (int i = 0; i < nallocs; i++) {
+        if (allocs[i].addr <= ptr && ptr < allocs[i].addr + allocs[i].size) return allocs[i].device;
+    }
+    return -1;
+}
+
 CUresult cuPointerGetAttribute(void *data, int attribute, CUdeviceptr ptr) {
     if (attribute != 9 /* CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL */) return CUDA_ERROR_INVALID_VALUE;
     pthread_mutex_lock(&lock);
-    CUresult r = CUDA_ERROR_INVALID_VALUE;
-    for (int i = 0; i < nallocs; i++) {
-        if (allocs[i].addr <= ptr && ptr < allocs[i].addr + allocs[i].size) {
-            *(int *)data = allocs[i].device;
-            r = CUDA_SUCCESS;
-            break;
-        }
-    }
+    int d = owner(ptr);
     pthread_mutex_unlock(&lock);
-    return r;
+    if (d < 0) return CUDA_ERROR_INVALID_VALUE;
+    *(int *)data = d;
+    return CUDA_SUCCESS;
 }
 
 CUresult cuEventCreate(CUevent *event, unsigned int flags) {
@@ -232,33 +272,61 @@ CUresult cuEventCreate(CUevent *event, unsigned int flags) {
 
 static int valid_event(CUevent e) { return e >= events && e < events + MAX_EVENTS && e->live; }
 
-CUresult cuEventRecord(CUevent event, CUstream stream) {
+/* Checks an event call: a context current, a live event of that context's device. Takes the
+ * lock on success (the caller unlocks). */
+static CUresult event_call(CUevent event) {
     int d = current_device();
     if (d < 0) return CUDA_ERROR_INVALID_CONTEXT;
-    if (!valid_event(event) || event->device != d || (stream != NULL && stream->device != d)) return CUDA_ERROR_INVALID_HANDLE;
-    event->pending = stream != NULL;
-    return CUDA_SUCCESS;
+    pthread_mutex_lock(&lock);
+    CUresult r = CUDA_SUCCESS;
+    if (!valid_event(event)) {
+        r = CUDA_ERROR_INVALID_HANDLE;
+    } else if (event->device != d) {
+        count_wrong_context();
+        r = CUDA_ERROR_INVALID_HANDLE;
+    }
+    if (r != CUDA_SUCCESS) pthread_mutex_unlock(&lock);
+    return r;
+}
+
+CUresult cuEventRecord(CUevent event, CUstream stream) {
+    CUresult r = event_call(event);
+    if (r != CUDA_SUCCESS) return r;
+    if (stream != NULL && stream->device != event->device) {
+        count_wrong_context();
+        r = CUDA_ERROR_INVALID_HANDLE;
+    } else {
+        event->pending = stream != NULL;
+    }
+    pthread_mutex_unlock(&lock);
+    return r;
 }
 
 CUresult cuEventQuery(CUevent event) {
-    if (!valid_event(event)) return CUDA_ERROR_INVALID_HANDLE;
+    CUresult r = event_call(event);
+    if (r != CUDA_SUCCESS) return r;
     if (event->pending) {
         event->pending = 0;
-        return CUDA_ERROR_NOT_READY;
+        r = CUDA_ERROR_NOT_READY;
     }
-    return CUDA_SUCCESS;
+    pthread_mutex_unlock(&lock);
+    return r;
 }
 
 CUresult cuEventSynchronize(CUevent event) {
-    if (!valid_event(event)) return CUDA_ERROR_INVALID_HANDLE;
+    CUresult r = event_call(event);
+    if (r != CUDA_SUCCESS) return r;
     event->pending = 0;
-    return CUDA_SUCCESS;
+    pthread_mutex_unlock(&lock);
+    return r;
 }
 
 CUresult cuEventDestroy_v2(CUevent event) {
-    if (!valid_event(event)) return CUDA_ERROR_INVALID_HANDLE;
+    CUresult r = event_call(event);
+    if (r != CUDA_SUCCESS) return r;
     event->live = 0;
-    return CUDA_SUCCESS;
+    pthread_mutex_unlock(&lock);
+    return r;
 }
 
 CUresult cuStreamCreate(CUstream *stream, unsigned int flags) {
@@ -299,11 +367,39 @@ CUresult cuGetErrorString(CUresult error, const char **text) { return cuGetError
 
 /* ---- what tests ask the fake ---- */
 
+int fake_cuda_device_count(void) { return device_count(); }
+
 int fake_cuda_live_allocations(void) {
     pthread_mutex_lock(&lock);
     int n = nallocs;
     pthread_mutex_unlock(&lock);
     return n;
+}
+
+/* Live allocations of device `device`. */
+int fake_cuda_live_allocations_on(int device) {
+    int n = 0;
+    pthread_mutex_lock(&lock);
+    for (int i = 0; i < nallocs; i++) n += allocs[i].device == device;
+    pthread_mutex_unlock(&lock);
+    return n;
+}
+
+/* Bytes allocated on device `device` (0 for a device that does not exist). */
+size_t fake_cuda_used(int device) {
+    if (device < 0 || device >= device_count()) return 0;
+    pthread_mutex_lock(&lock);
+    size_t n = used[device];
+    pthread_mutex_unlock(&lock);
+    return n;
+}
+
+/* The device whose live allocation holds `ptr`, or -1. */
+int fake_cuda_device_of(const void *ptr) {
+    pthread_mutex_lock(&lock);
+    int d = owner((CUdeviceptr)(uintptr_t)ptr);
+    pthread_mutex_unlock(&lock);
+    return d;
 }
 
 int fake_cuda_live_events(void) {
@@ -314,13 +410,25 @@ int fake_cuda_live_events(void) {
     return n;
 }
 
-int fake_cuda_retained_contexts(void) {
+/* Live events of device `device`. */
+int fake_cuda_live_events_on(int device) {
+    int n = 0;
     pthread_mutex_lock(&lock);
-    int n = contexts[0].retained + contexts[1].retained;
+    for (int i = 0; i < MAX_EVENTS; i++) n += events[i].live && events[i].device == device;
+    pthread_mutex_unlock(&lock);
+    return n;
+}
+
+int fake_cuda_retained_contexts(void) {
+    int n = 0, count = device_count();
+    pthread_mutex_lock(&lock);
+    for (int d = 0; d < count; d++) n += contexts[d].retained;
     pthread_mutex_unlock(&lock);
     return n;
 }
 
 long fake_cuda_context_errors(void) { return __atomic_load_n(&context_errors, __ATOMIC_RELAXED); }
+
+long fake_cuda_wrong_context_calls(void) { return __atomic_load_n(&wrong_context, __ATOMIC_RELAXED); }
 
 long fake_cuda_live_streams(void) { return __atomic_load_n(&live_streams, __ATOMIC_RELAXED); }
