@@ -188,3 +188,23 @@ fn plots_are_valid_svg_with_the_peak() {
     ]));
     svg_with_text(&oom, &["1 out-of-memory events".to_string()]);
 }
+
+#[test]
+fn overlaid_peak_labels_do_not_overlap() {
+    // On gpt2_train, expandable segments and cachalot's policy peak 1 GiB apart at the same
+    // operation: their labels would sit on top of each other unless moved apart.
+    let path = std::env::temp_dir().join(format!("cachalot-labels-{}.svg", std::process::id()));
+    stdout(&cachalot(&["compare", "gpt2_train", "--passes", "3", "--plot", path.to_str().unwrap()]));
+    let svg = std::fs::read_to_string(&path).unwrap();
+    let doc = roxmltree::Document::parse(&svg).unwrap();
+    let mut ys: Vec<f64> = doc
+        .descendants()
+        .filter(|n| n.is_element() && n.text().is_some_and(|t| t.starts_with("peak reserved")))
+        .map(|n| n.attribute("y").unwrap().parse().unwrap())
+        .collect();
+    assert_eq!(ys.len(), 4, "one peak label per config");
+    ys.sort_by(f64::total_cmp);
+    for pair in ys.windows(2) {
+        assert!(pair[1] - pair[0] >= 12.0, "peak labels {pair:?} overlap");
+    }
+}

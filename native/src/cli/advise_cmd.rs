@@ -21,7 +21,7 @@ pub fn run(args: &mut Args) -> Result<(), Failure> {
         return Ok(());
     }
     println!("trace {} ({}); simulated device of {}", trace.name, trace.trace.describe(), human(opts.capacity));
-    println!("{} configs replayed in {secs:.1} s, best first:\n", ranked.len());
+    println!("{} configs replayed in {secs:.2} s, best first:\n", ranked.len());
     let width = ranked.iter().map(|c| c.config.len()).max().unwrap_or(20);
     println!(
         "{:>4}  {:<width$}  {:>13}  {:>8}  {:>12}  {:>4}",

@@ -86,7 +86,25 @@ fn legend(out: &mut String, f: &Frame, row: usize, colour: &str, text: &str) {
     let _ = writeln!(out, r#"<text x="{:.1}" y="{y:.1}">{}</text>"#, LEFT + 20.0, escape(text));
 }
 
-fn mark_peak_and_ooms(out: &mut String, f: &Frame, s: &Series, colour: &str) {
+/// Height of a line of label text: peak labels closer than this would overlap.
+const LABEL_GAP: f64 = 13.0;
+
+/// Where each series' peak label sits: just above its peak, pushed down where it would
+/// overwrite the label above it (configs often peak at the same operation with close values).
+fn peak_label_ys(f: &Frame, all: &[Series]) -> Vec<f64> {
+    let mut ys: Vec<f64> = all.iter().map(|s| f.y(s.peak_reserved.1) - 6.0).collect();
+    let mut order: Vec<usize> = (0..ys.len()).collect();
+    order.sort_by(|&a, &b| ys[a].total_cmp(&ys[b]));
+    for k in 1..order.len() {
+        let floor = ys[order[k - 1]] + LABEL_GAP;
+        if ys[order[k]] < floor {
+            ys[order[k]] = floor;
+        }
+    }
+    ys
+}
+
+fn mark_peak_and_ooms(out: &mut String, f: &Frame, s: &Series, colour: &str, label_y: f64) {
     let (op, v) = s.peak_reserved;
     let (x, y) = (f.x(op), f.y(v));
     let _ = writeln!(out, r#"<circle cx="{x:.1}" cy="{y:.1}" r="4" fill="{colour}"/>"#);
@@ -96,7 +114,7 @@ fn mark_peak_and_ooms(out: &mut String, f: &Frame, s: &Series, colour: &str) {
         out,
         r#"<text x="{:.1}" y="{:.1}" text-anchor="{anchor}" fill="{colour}">peak reserved {}</text>"#,
         x + dx,
-        y - 6.0,
+        label_y,
         human(v)
     );
     for &(op, v) in &s.ooms {
@@ -118,7 +136,7 @@ pub fn timeline(trace: &str, s: &Series) -> String {
     polyline(&mut out, &f, s.points.iter().map(|p| (p.0, p.1)), "#2ca02c", 1.2);
     polyline(&mut out, &f, s.points.iter().map(|p| (p.0, p.2)), "#1f77b4", 1.2);
     polyline(&mut out, &f, s.points.iter().map(|p| (p.0, p.3)), COLOURS[0], 1.6);
-    mark_peak_and_ooms(&mut out, &f, s, COLOURS[0]);
+    mark_peak_and_ooms(&mut out, &f, s, COLOURS[0], f.y(s.peak_reserved.1) - 6.0);
     let peak_req = s.points.iter().map(|p| p.1).max().unwrap_or(0);
     legend(&mut out, &f, 0, "#2ca02c", &format!("requested (peak {})", human(peak_req)));
     legend(&mut out, &f, 1, "#1f77b4", "allocated (rounded blocks)");
@@ -140,10 +158,11 @@ pub fn overlay(trace: &str, all: &[Series]) -> String {
         let peak_req = first.points.iter().map(|p| p.1).max().unwrap_or(0);
         legend(&mut out, &f, 0, "#2ca02c", &format!("requested (peak {})", human(peak_req)));
     }
+    let label_ys = peak_label_ys(&f, all);
     for (i, s) in all.iter().enumerate() {
         let colour = COLOURS[i % COLOURS.len()];
         polyline(&mut out, &f, s.points.iter().map(|p| (p.0, p.3)), colour, 1.4);
-        mark_peak_and_ooms(&mut out, &f, s, colour);
+        mark_peak_and_ooms(&mut out, &f, s, colour, label_ys[i]);
         legend(&mut out, &f, i + 1, colour, &format!("{} (peak {})", s.label, human(s.peak_reserved.1)));
     }
     out.push_str("</svg>\n");
