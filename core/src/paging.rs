@@ -13,8 +13,10 @@
 //!
 //! Invariants: chunks are taken only from outside the chosen run; a span gets chunks adding
 //! up to at least what it needs and at most what its unmapped block can hold; reserved bytes
-//! equal mapped pages plus kept chunks; on failure, chunks obtained stay kept (counted) and
-//! no block changes.
+//! equal mapped pages plus kept chunks, and with the chunks created for the request being
+//! placed never exceed the memory fraction; on failure, chunks created for the request go
+//! back to the device, chunks moved stay kept (they were reserved before), and no block
+//! changes.
 
 use alloc::vec::Vec;
 
@@ -41,6 +43,13 @@ struct Placement {
     start: u32,
     addr: u64,
     run_end: u64,
+}
+
+/// What one request may still create: pages within the most ever in use, and the bytes of
+/// chunks already created for it that reserved memory does not count yet.
+struct Creation {
+    within_peak: u64,
+    uncounted: u64,
 }
 
 /// An unmapped stretch under a request: where it starts, the pages the request needs there
@@ -124,14 +133,18 @@ impl<D: Device> Allocator<D> {
         out
     }
 
-    /// A new chunk of `pages` pages, unless the memory fraction or the device refuses.
-    fn create_chunk(&mut self, pages: u64) -> Result<Option<Chunk>, AllocError> {
+    /// A new chunk of `pages` pages, unless the memory fraction (counting the chunks already
+    /// created for this request) or the device refuses.
+    fn create_chunk(&mut self, pages: u64, creation: &mut Creation) -> Result<Option<Chunk>, AllocError> {
         let size = pages * self.vm.paged_page;
-        if self.allowed.is_some_and(|a| self.reserved + size > a) {
+        if self.allowed.is_some_and(|a| self.reserved + creation.uncounted + size > a) {
             return Ok(None);
         }
         match self.device.vm_create(size) {
-            Ok(handle) => Ok(Some(Chunk { handle, pages, counted_in: None })),
+            Ok(handle) => {
+                creation.uncounted += size;
+                Ok(Some(Chunk { handle, pages, counted_in: None }))
+            }
             Err(DeviceError::OutOfMemory) => Ok(None),
             Err(e) => Err(e.into()),
         }
@@ -151,12 +164,24 @@ impl<D: Device> Allocator<D> {
         }
     }
 
+    /// After a request failed: chunks created for it go back to the device (a failed request
+    /// must not hold memory), chunks moved or taken from the kept ones are kept.
+    fn return_chunks(&mut self, chunks: Vec<Chunk>) -> Result<(), AllocError> {
+        let page = self.vm.paged_page;
+        let (created, moved): (Vec<Chunk>, Vec<Chunk>) = chunks.into_iter().partition(|c| c.counted_in.is_none());
+        self.keep_chunks(moved);
+        for c in created {
+            self.destroy_chunk(c, page)?;
+        }
+        Ok(())
+    }
+
     /// Chunks for one span, in the order the module comment gives; `None` when neither the
-    /// device nor idle chunks can provide them (what was obtained is then kept).
+    /// device nor idle chunks can provide them (what was obtained is then returned).
     fn fill_span(
         &mut self,
         span: &Span,
-        creates: &mut u64,
+        creation: &mut Creation,
         lo: u64,
         hi: u64,
     ) -> Result<Option<Vec<Chunk>>, AllocError> {
@@ -172,11 +197,11 @@ impl<D: Device> Allocator<D> {
             }
         }
         // New chunks, within the pages ever in use.
-        while have(&got) < span.need && *creates > 0 {
-            let pages = (span.need - have(&got)).min(chunk_pages(span.need)).min(*creates);
-            match self.create_chunk(pages)? {
+        while have(&got) < span.need && creation.within_peak > 0 {
+            let pages = (span.need - have(&got)).min(chunk_pages(span.need)).min(creation.within_peak);
+            match self.create_chunk(pages, creation)? {
                 Some(c) => {
-                    *creates -= pages;
+                    creation.within_peak -= pages;
                     got.push(c);
                 }
                 None => break,
@@ -214,10 +239,10 @@ impl<D: Device> Allocator<D> {
         // Beyond the peak: new chunks for the rest.
         while have(&got) < span.need {
             let pages = (span.need - have(&got)).min(chunk_pages(span.need));
-            match self.create_chunk(pages)? {
+            match self.create_chunk(pages, creation)? {
                 Some(c) => got.push(c),
                 None => {
-                    self.keep_chunks(got);
+                    self.return_chunks(got)?;
                     return Ok(None);
                 }
             }
@@ -245,14 +270,15 @@ impl<D: Device> Allocator<D> {
         let need: u64 = spans.iter().map(|s| s.need).sum();
         let in_use_after = self.vm.pages_in_use() + need + idle_used;
         let held = self.vm.mapped_pages + self.vm.page_pool.iter().map(|c| c.pages).sum::<u64>();
-        let mut creates = self.vm.peak_in_use.max(in_use_after).saturating_sub(held);
+        let within_peak = self.vm.peak_in_use.max(in_use_after).saturating_sub(held);
+        let mut creation = Creation { within_peak, uncounted: 0 };
         let mut plans: Vec<(u64, Vec<Chunk>)> = Vec::with_capacity(spans.len());
         for span in &spans {
-            match self.fill_span(span, &mut creates, place.addr, place.run_end)? {
+            match self.fill_span(span, &mut creation, place.addr, place.run_end)? {
                 Some(chunks) => plans.push((span.from, chunks)),
                 None => {
                     for (_, chunks) in plans {
-                        self.keep_chunks(chunks);
+                        self.return_chunks(chunks)?;
                     }
                     return Ok(None);
                 }
@@ -263,9 +289,9 @@ impl<D: Device> Allocator<D> {
         while let Some((from, chunks)) = plans.next() {
             let id = self.block_containing(from);
             if let Err(e) = self.map_chunks(id, from, &chunks) {
-                self.keep_chunks(chunks);
+                self.return_chunks(chunks)?;
                 for (_, rest) in plans {
-                    self.keep_chunks(rest);
+                    self.return_chunks(rest)?;
                 }
                 return Err(e);
             }
@@ -297,10 +323,11 @@ impl<D: Device> Allocator<D> {
                 let c = self.unmap_chunk(addr)?;
                 self.destroy_chunk(c, page)?;
             }
-            let ranges: Vec<usize> = (0..self.vm.ranges.len()).rev().collect();
-            for r in ranges {
-                self.release_range_if_empty(r)?;
-            }
+        }
+        // Also when the kept chunks alone were enough: a range left wholly unmapped holds
+        // no memory but still counts as a segment.
+        for r in (0..self.vm.ranges.len()).rev() {
+            self.release_range_if_empty(r)?;
         }
         Ok(before - self.reserved)
     }

@@ -5,8 +5,10 @@
 //! `garbage_collection_threshold` are set → allocate a segment → release one big-enough
 //! oversize cached block (or oversize blocks largest first) and retry → wait for pending
 //! frees, release every unsplit cached segment and retry (counted in `num_alloc_retries`)
-//! → out of memory. Invariant: only whole cached segments (free blocks with no neighbours)
-//! are ever returned to the device.
+//! → out of memory. Under cachalot's paged policy: map pages (`paging.rs`) → wait for pending
+//! frees and retry → return every idle page and retry → out of memory, with what the last try
+//! moved returned too. Invariant: only whole cached segments (free blocks with no neighbours)
+//! and pages wholly under free blocks are ever returned to the device.
 
 use alloc::boxed::Box;
 use alloc::vec::Vec;
@@ -39,7 +41,20 @@ impl<D: Device> Allocator<D> {
             // Waiting for pending frees may leave pages idle that can be moved.
             self.stats.num_alloc_retries += 1;
             self.synchronize_and_free_events()?;
-            return self.grow_paged(pool, stream, rounded);
+            if let Some(id) = self.grow_paged(pool, stream, rounded)? {
+                return Ok(Some(id));
+            }
+            // As PyTorch returns every cached segment and retries: idle pages that could not
+            // be moved under the request (over the memory fraction, or in chunks too large
+            // for the span) are returned, and new ones created in their place.
+            self.noting_releases("release every idle page and retry", |a| a.release_idle_pages(0))?;
+            if let Some(id) = self.grow_paged(pool, stream, rounded)? {
+                return Ok(Some(id));
+            }
+            // Out of memory: what the last try moved goes back too, so a failed request leaves
+            // the device no fuller than the live allocations need.
+            self.release_idle_pages(0)?;
+            return Ok(None);
         }
         if let Some(id) = self.allocate_segment(pool, stream, rounded, size, false)? {
             return Ok(Some(id));
@@ -153,6 +168,13 @@ impl<D: Device> Allocator<D> {
             self.vm.page_pool = rest;
             for c in kept {
                 self.destroy_chunk(c, page)?;
+            }
+            // Ranges whose pages all moved elsewhere hold no free block to unmap, yet still
+            // count as segments until released.
+            for r in (0..self.vm.ranges.len()).rev() {
+                if self.vm.ranges[r].pool == pool {
+                    self.release_range_if_empty(r)?;
+                }
             }
         }
         Ok(())

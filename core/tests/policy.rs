@@ -2,7 +2,10 @@
 //! - PyTorch's expandable segments (`policy:pytorch,expandable_segments:True`) reserve what
 //!   PyTorch 2.11 reserved on the H200 (within 2%), with the same number of mappings;
 //! - cachalot's paged policy reserves at most 3% more than the trace's peak requested bytes,
-//!   and no more than the best of PyTorch's four configurations for that trace.
+//!   and no more than the best of PyTorch's four configurations for that trace;
+//! - near the memory limit it behaves as PyTorch's out-of-memory path does: a failed request
+//!   holds no memory, one request never takes reserved memory past the fraction, idle pages
+//!   make way for a request that fits, and `empty_cache` leaves no empty range counted.
 
 mod common;
 
@@ -81,4 +84,114 @@ fn empty_cache_returns_idle_pages_and_keeps_live_ones() {
     a.check_invariants().unwrap();
     assert_eq!(a.reserved_bytes(), 2 << 20, "only the page under the live 100-byte block stays");
     a.free(q).unwrap();
+}
+
+fn paged(capacity: u64) -> Allocator<SimDevice> {
+    Allocator::new(SimDevice::new(capacity), Config::default())
+}
+
+#[test]
+fn a_failed_request_holds_no_memory() {
+    const GIB: u64 = 1 << 30;
+    // Straight away, and after a freed block left idle pages that the request moved.
+    for earlier in [0, 6 * GIB] {
+        let mut a = paged(8 * GIB);
+        if earlier > 0 {
+            let p = a.malloc(earlier, 0).unwrap();
+            a.free(p).unwrap();
+        }
+        assert!(matches!(a.malloc(9 * GIB, 0), Err(cachalot_core::AllocError::OutOfMemory(_))));
+        a.check_invariants().unwrap();
+        assert_eq!(a.reserved_bytes(), 0, "after {earlier} bytes freed: the failed request kept memory");
+        assert_eq!(a.device().used(), 0, "after {earlier} bytes freed: the device still holds memory");
+        let s = a.malloc(GIB, 0).unwrap(); // and the memory is there for the next request
+        a.free(s).unwrap();
+    }
+}
+
+#[test]
+fn one_request_never_takes_reserved_memory_past_the_fraction() {
+    let mut a = paged(8 << 30);
+    a.set_memory_fraction(0.001).unwrap(); // 8,589,934 bytes: four 2 MiB pages
+    let allowed = (8u64 << 30) / 1000;
+    let p = a.malloc(4 << 20, 0).unwrap();
+    assert!(a.malloc(6 << 20, 0).is_err(), "4 MiB + 6 MiB live cannot fit in 8.19 MiB");
+    a.check_invariants().unwrap();
+    assert!(
+        a.stats().reserved_bytes.all.peak as u64 <= allowed,
+        "peak reserved {} over {allowed}",
+        a.stats().reserved_bytes.all.peak
+    );
+    assert!(a.device().used() <= allowed);
+    a.free(p).unwrap();
+}
+
+#[test]
+fn empty_cache_releases_ranges_left_without_pages() {
+    let mut a = paged(8 << 30);
+    let _ = a.malloc(9 << 30, 0); // reserves a range for the request, fails
+    a.empty_cache().unwrap();
+    a.check_invariants().unwrap();
+    assert_eq!(a.reserved_bytes(), 0);
+    assert_eq!(a.stats().segment.all.current, 0, "a range without pages still counts as a segment");
+    assert!(a.snapshot(0).segments.is_empty());
+}
+
+#[test]
+fn a_request_that_fits_under_the_fraction_is_served() {
+    // Found by the property test: 180 MiB reserved, most of it idle pages on stream 0, then a
+    // fraction allowing 76.8 MiB; 26 MiB are pinned under live blocks, so a 22 MiB request on
+    // stream 2 fits once idle pages are returned — as PyTorch returns cached segments — even
+    // where moving them cannot serve it.
+    let mut a = paged(256 << 20);
+    let mut live: Vec<u64> = Vec::new();
+    let picks: [u64; 5] =
+        [14914404248848000353, 13703591308928511040, 13072167375900204343, 2627076432097254419, 27769195955295044];
+    let mut picks = picks.iter();
+    let steps: [(u64, u64); 14] = [
+        (1048577, 0),
+        (183500289, 0),
+        (1, 1),
+        (1, 1),
+        (0, 0),
+        (1, 0),
+        (1, 0),
+        (0, 0),
+        (2097153, 2),
+        (0, 0),
+        (0, 0),
+        (1, 2),
+        (0, 0),
+        (1, 0),
+    ];
+    for (size, stream) in steps {
+        if size == 0 {
+            let pick = *picks.next().unwrap() as usize % live.len();
+            a.free(live.swap_remove(pick)).unwrap();
+        } else {
+            live.push(a.malloc(size, stream).unwrap());
+        }
+    }
+    live.push(a.malloc(512, 0).unwrap());
+    a.set_memory_fraction(0.3).unwrap();
+    for _ in 0..4 {
+        live.push(a.malloc(1, 0).unwrap());
+    }
+    a.malloc(23068673, 2).expect("22 MiB fits: 26 MiB pinned, 76.8 MiB allowed");
+    a.check_invariants().unwrap();
+}
+
+#[test]
+fn empty_cache_releases_a_range_whose_pages_moved_away() {
+    let mut a = paged(8 << 30);
+    let p = a.malloc(64 << 20, 0).unwrap();
+    a.free(p).unwrap();
+    let created = a.device().calls().vm_creates;
+    let q = a.malloc(64 << 20, 1).unwrap();
+    assert_eq!(a.device().calls().vm_creates, created, "within the peak, stream 0's idle pages move, none is created");
+    a.free(q).unwrap();
+    a.empty_cache().unwrap();
+    a.check_invariants().unwrap();
+    assert_eq!(a.reserved_bytes(), 0);
+    assert_eq!(a.stats().segment.all.current, 0, "stream 0's range, left without pages, still counts");
 }
