@@ -80,7 +80,7 @@ CBINDGEN_VERSION := 0.29.4
 CBINDGEN := cbindgen -q --config native/cbindgen.toml --crate cachalot
 VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -n 1)
 
-c-abi: header-check c-examples c-bad-input c-cuda-fake c-multi-device
+c-abi: header-check c-examples c-bad-input c-cuda-fake c-multi-device c-sanitize c-stress c-repro
 
 cbindgen:
 	@cbindgen --version 2>/dev/null | grep -qx "cbindgen $(CBINDGEN_VERSION)" || \
@@ -156,6 +156,97 @@ c-multi-device: c-cuda-fake
 	$(CC) -std=c11 $(CFLAGS_STRICT) $$($(PKG) --cflags cachalot) native/tests/c/multi_device.c -o $(C_OUT)/multi_device \
 		$$($(PKG) --libs cachalot) -L$(FAKE_CUDA) -lcuda -pthread -Wl,-rpath,$(STAGE)/lib -Wl,-rpath,$(FAKE_CUDA)
 	LD_LIBRARY_PATH=$(FAKE_CUDA) $(C_OUT)/multi_device
+
+# ---- C ABI hardening: the table-driven bad-input suite and the concurrency stress test --------
+# (docs/reliability-c-abi.md says what each covers and what they found.)
+C_TESTS := native/tests/c
+ABI_TABLE_SRC := $(C_TESTS)/abi_table.c $(C_TESTS)/abi_rows.c $(C_TESTS)/abi_calls.c
+STRESS_SRC := $(C_TESTS)/stress.c $(C_TESTS)/stress_worker.c $(C_TESTS)/stress_registry.c
+C_VERSION_FLAG := -DCACHALOT_EXPECTED_VERSION='"$(VERSION)"'
+SAN_FLAGS := -g -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
+SAN_ENV := ASAN_OPTIONS=detect_leaks=1:halt_on_error=1:detect_stack_use_after_return=1:strict_string_checks=1 \
+	UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+VALGRIND := valgrind -q --error-exitcode=1 --leak-check=full --errors-for-leak-kinds=definite,possible
+# Operations per thread of the stress test, 16 threads each (stress.c); smaller under the tools.
+STRESS_OPS ?= 20000
+STRESS_CONFIGS := "" "policy:pytorch" "policy:pytorch,expandable_segments:True"
+
+.PHONY: c-sanitize c-stress c-tsan c-repro valgrind-setup
+
+valgrind-setup:
+	@command -v valgrind >/dev/null || { $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get update -q \
+	  && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -q valgrind; }
+
+# Memory errors and undefined behaviour at the C ABI, two ways, on the bad-input suites (the
+# table and bad_input.c) and a short stress run:
+#  - AddressSanitizer + UndefinedBehaviorSanitizer. Only the C side is instrumented, but the
+#    Rust library's heap and its memcpy/memmove into callers' buffers go through ASan's
+#    interceptors, so an overflow of a caller's buffer or a leak on either side is caught (the
+#    tests allocate every buffer at exactly the length they pass). The tests link the static
+#    library: one binary, the ASan runtime first in it, no LD_PRELOAD, no rpath. The shared
+#    library would work too here, since the test program itself brings the runtime (a preload
+#    is needed only when the host program is not instrumented, as Python is not); it is
+#    checked by valgrind below instead. -fno-sanitize-recover makes any UBSan report fatal.
+#  - valgrind's memcheck on plain builds that link the shared library as users do: it sees
+#    every instruction of the Rust code too (invalid and uninitialised accesses), and leaks.
+c-sanitize: c-stage valgrind-setup
+	$(CC) -std=c11 $(CFLAGS_STRICT) $(SAN_FLAGS) $(C_VERSION_FLAG) $$($(PKG) --cflags cachalot) $(ABI_TABLE_SRC) \
+		-o $(C_OUT)/abi_table_asan -L$(STAGE)/lib -l:libcachalot.a $(STATIC_LIBS)
+	$(CC) -std=c11 $(CFLAGS_STRICT) $(SAN_FLAGS) $(C_VERSION_FLAG) $$($(PKG) --cflags cachalot) \
+		$(C_TESTS)/bad_input.c -o $(C_OUT)/bad_input_asan -L$(STAGE)/lib -l:libcachalot.a $(STATIC_LIBS)
+	$(CC) -std=c11 $(CFLAGS_STRICT) $(SAN_FLAGS) $$($(PKG) --cflags cachalot) $(STRESS_SRC) \
+		-o $(C_OUT)/stress_asan -L$(STAGE)/lib -l:libcachalot.a $(STATIC_LIBS)
+	$(SAN_ENV) $(C_OUT)/abi_table_asan
+	$(SAN_ENV) $(C_OUT)/bad_input_asan
+	$(SAN_ENV) $(C_OUT)/stress_asan 16 4000
+	$(CC) -std=c11 $(CFLAGS_STRICT) -g $(C_VERSION_FLAG) $$($(PKG) --cflags cachalot) $(ABI_TABLE_SRC) \
+		-o $(C_OUT)/abi_table $$($(PKG) --libs cachalot) -lm -Wl,-rpath,$(STAGE)/lib
+	$(CC) -std=c11 $(CFLAGS_STRICT) -g $(C_VERSION_FLAG) $$($(PKG) --cflags cachalot) $(C_TESTS)/bad_input.c \
+		-o $(C_OUT)/bad_input_vg $$($(PKG) --libs cachalot) -lm -pthread -Wl,-rpath,$(STAGE)/lib
+	$(CC) -std=c11 $(CFLAGS_STRICT) -g -O2 $$($(PKG) --cflags cachalot) $(STRESS_SRC) \
+		-o $(C_OUT)/stress_vg $$($(PKG) --libs cachalot) -pthread -Wl,-rpath,$(STAGE)/lib
+	$(VALGRIND) $(C_OUT)/abi_table
+	$(VALGRIND) $(C_OUT)/bad_input_vg
+	$(VALGRIND) $(C_OUT)/stress_vg 4 1000
+
+# Many threads on one simulated allocator through the C ABI, under each policy (stress.h).
+c-stress: c-stage
+	$(CC) -std=c11 $(CFLAGS_STRICT) -g -O2 $$($(PKG) --cflags cachalot) $(STRESS_SRC) \
+		-o $(C_OUT)/stress $$($(PKG) --libs cachalot) -pthread -Wl,-rpath,$(STAGE)/lib
+	for config in $(STRESS_CONFIGS); do $(C_OUT)/stress 16 $(STRESS_OPS) "$$config" || exit 1; done
+
+# ThreadSanitizer, outside `make test` (nightly Rust; a few minutes): the library and Rust's
+# std rebuilt with -Zsanitizer=thread, the C tests with gcc's -fsanitize=thread, linked with
+# rustc's TSan runtime. Not gcc's: gcc 12's libtsan lacks __tsan_memcpy/memmove/memset, which
+# the LLVM that rustc uses emits, and one runtime must serve both halves.
+TSAN_TARGET := x86_64-unknown-linux-gnu
+TSAN_DIR := $(abspath $(TARGET_DIR))/tsan
+TSAN_LIB := $(TSAN_DIR)/$(TSAN_TARGET)/debug/libcachalot.a
+TSAN_OPS ?= 20000
+c-tsan:
+	@rustup toolchain list | grep -q '^nightly' || rustup toolchain install nightly --profile minimal
+	@rustup +nightly component list --installed | grep -q '^rust-src' || rustup +nightly component add rust-src
+	RUSTFLAGS=-Zsanitizer=thread $(CARGO) +nightly build -Zbuild-std --target $(TSAN_TARGET) -p cachalot --lib \
+		--target-dir $(TSAN_DIR)
+	mkdir -p $(TSAN_DIR)/c
+	for f in $(STRESS_SRC) $(C_TESTS)/bad_input.c; do \
+		$(CC) -std=c11 $(CFLAGS_STRICT) -g -O1 -fsanitize=thread $(C_VERSION_FLAG) -Iinclude -c $$f \
+		-o $(TSAN_DIR)/c/$$(basename $$f .c).o \
+		|| exit 1; done
+	rt=$$(rustc +nightly --print sysroot)/lib/rustlib/$(TSAN_TARGET)/lib/librustc-nightly_rt.tsan.a; \
+	for t in stress bad_input; do \
+		objs=$$([ $$t = stress ] && echo stress stress_worker stress_registry || echo bad_input); \
+		$(CC) -o $(TSAN_DIR)/c/$$t $$(for o in $$objs; do echo $(TSAN_DIR)/c/$$o.o; done) $(TSAN_LIB) \
+			-Wl,--whole-archive $$rt -Wl,--no-whole-archive $(STATIC_LIBS) || exit 1; done
+	TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 $(TSAN_DIR)/c/bad_input
+	for config in $(STRESS_CONFIGS); do \
+		TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 $(TSAN_DIR)/c/stress 16 $(TSAN_OPS) "$$config" || exit 1; done
+
+# Reproducers of the library bugs the hardening found (exit status: how many are present).
+c-repro: c-stage
+	$(CC) -std=c11 $(CFLAGS_STRICT) $$($(PKG) --cflags cachalot) $(C_TESTS)/repro_paging.c -o $(C_OUT)/repro_paging \
+		$$($(PKG) --libs cachalot) -Wl,-rpath,$(STAGE)/lib
+	$(C_OUT)/repro_paging
 
 # The PyTorch module (native/python/cachalot_torch.py) without torch and without a GPU: its
 # readers against simulated allocators, `cachalot replay`, PyTorch's entry points over the

@@ -17,6 +17,12 @@ use cachalot_core::{Allocator, Config, Device, DeviceStats, SimDevice, Stream};
 use crate::cuda::CudaDevice;
 use crate::error::Error;
 
+/// The largest simulated device: its address space for segments (1 TiB). The simulated
+/// device does its address arithmetic in `u64` without checks, so a larger capacity would
+/// overflow it: a panic (`CACHALOT_STATUS_INTERNAL`, and a poisoned allocator) in debug
+/// builds, wrapped addresses in release builds.
+pub const MAX_SIMULATED_CAPACITY: u64 = cachalot_core::sim::TOP_ADDRESS - cachalot_core::sim::BASE_ADDRESS;
+
 /// The device an allocator runs on: CUDA or simulated, behind one type.
 pub type BoxedDevice = Box<dyn Device + Send>;
 
@@ -42,10 +48,16 @@ impl SharedAllocator {
         Ok(SharedAllocator::over(Box::new(device), config, DeviceKind::Cuda(ordinal)))
     }
 
-    /// An allocator over a simulated device of `capacity` bytes.
+    /// An allocator over a simulated device of `capacity` bytes, 1 byte to
+    /// [`MAX_SIMULATED_CAPACITY`].
     pub fn simulated(capacity: u64, config: Config) -> Result<SharedAllocator, Error> {
         if capacity == 0 {
             return Err(Error::InvalidArgument("a simulated device needs a capacity above 0 bytes".into()));
+        }
+        if capacity > MAX_SIMULATED_CAPACITY {
+            return Err(Error::InvalidArgument(format!(
+                "a simulated device's capacity is at most {MAX_SIMULATED_CAPACITY} bytes (1 TiB, its address space); got {capacity}"
+            )));
         }
         Ok(SharedAllocator::over(Box::new(SimDevice::new(capacity)), config, DeviceKind::Simulated))
     }
@@ -154,8 +166,18 @@ mod tests {
     }
 
     #[test]
-    fn zero_capacity_is_refused() {
+    fn capacities_outside_the_address_space_are_refused() {
         assert!(matches!(SharedAllocator::simulated(0, Config::default()), Err(Error::InvalidArgument(_))));
+        for capacity in [MAX_SIMULATED_CAPACITY + 1, 1 << 50, u64::MAX] {
+            assert!(matches!(SharedAllocator::simulated(capacity, Config::default()), Err(Error::InvalidArgument(_))));
+        }
+        // The largest takes the largest request that fits, on both kinds of segment.
+        for config in [Config::default(), Config::pytorch()] {
+            let a = SharedAllocator::simulated(MAX_SIMULATED_CAPACITY, config).unwrap();
+            let p = a.malloc(MAX_SIMULATED_CAPACITY / 2, 1).unwrap();
+            a.free(p).unwrap();
+            a.empty_cache().unwrap();
+        }
     }
 
     #[test]

@@ -81,8 +81,9 @@ pub unsafe extern "C" fn cachalot_allocator_new_cuda(
 
 /// Creates an allocator over a simulated device of `capacity` bytes (no GPU needed: for
 /// tests, examples and trace studies) and stores its handle in `*out`. Addresses it returns
-/// look like device addresses but are not memory: never dereference them. `config` is read
-/// as by `cachalot_allocator_new_cuda`.
+/// look like device addresses but are not memory: never dereference them. `capacity` is 1
+/// byte to 1 TiB (the simulated address space); other values are
+/// `CACHALOT_STATUS_INVALID_ARGUMENT`. `config` is read as by `cachalot_allocator_new_cuda`.
 ///
 /// # Safety
 /// As for `cachalot_allocator_new_cuda`.

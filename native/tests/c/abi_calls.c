@@ -1,0 +1,279 @@
+/*
+ * One adapter per exported function of the C ABI: it turns a row's argument kinds into real
+ * arguments, makes the call, and checks what the call wrote.
+ *
+ * Invariants: out-parameters start as sentinels and a failing call must leave them so;
+ * caller buffers are allocated with exactly the length passed (so AddressSanitizer and
+ * valgrind see any byte written past it) and filled with 'x', and a failing call must leave
+ * every byte; anything a successful call creates (an allocation, an allocator) is released
+ * here, so the fixture only changes where a row says it may. An adapter returns the call's
+ * status, or RETURNED / WRONG_RETURN / WRONG_OUTPUT (after printing why).
+ */
+#define _POSIX_C_SOURCE 200809L
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "abi_table.h"
+
+static void *const SENTINEL = (void *)0x5e5e;
+static const size_t SENTINEL_LEN = 0x5e5e5e;
+
+static int wrong(int result, const char *why) {
+    fprintf(stderr, "    %s\n", why);
+    return result;
+}
+
+static cachalot_allocator *handle_of(struct fixture *fx, const struct abi_args *in) {
+    return in->handle == H_NULL ? NULL : fx->a;
+}
+
+static void *stream_of(const struct abi_args *in) {
+    return (void *)in->stream;
+}
+
+static const char *config_of(const struct abi_args *in) {
+    if (in->null_config) {
+        if (in->env != NULL) {
+            setenv("CACHALOT_ALLOC_CONF", in->env, 1);
+        } else {
+            unsetenv("CACHALOT_ALLOC_CONF");
+        }
+        return NULL;
+    }
+    return in->config != NULL ? in->config : "";
+}
+
+/* A buffer of exactly `len` bytes (at least one, so it is never NULL), filled with 'x'. */
+static char *xbuf(size_t len) {
+    char *b = malloc(len > 0 ? len : 1);
+    if (b == NULL) {
+        abort();
+    }
+    memset(b, 'x', len > 0 ? len : 1);
+    return b;
+}
+
+static bool untouched(const char *b, size_t len) {
+    for (size_t i = 0; i < len; i++) {
+        if (b[i] != 'x') {
+            return false;
+        }
+    }
+    return true;
+}
+
+static int call_malloc(struct fixture *fx, const struct abi_args *in) {
+    void *p = SENTINEL;
+    cachalot_allocator *a = handle_of(fx, in);
+    cachalot_status s = cachalot_malloc(a, in->size, stream_of(in), in->out == O_NULL ? NULL : &p);
+    if (s != CACHALOT_STATUS_OK) {
+        return p == SENTINEL ? s : wrong(WRONG_OUTPUT, "a failing malloc wrote *out_ptr");
+    }
+    if (p == NULL || p == SENTINEL) {
+        return wrong(WRONG_OUTPUT, "a successful malloc stored no address");
+    }
+    return cachalot_free(a, p) == CACHALOT_STATUS_OK ? s : wrong(WRONG_OUTPUT, "its allocation could not be freed");
+}
+
+static int call_new(const struct abi_args *in, bool cuda) {
+    cachalot_allocator *made = (cachalot_allocator *)SENTINEL;
+    cachalot_allocator **out = in->out == O_NULL ? NULL : &made;
+    const char *config = config_of(in);
+    uint64_t capacity = in->zero_capacity ? 0 : in->capacity != 0 ? in->capacity : 1ull << 30;
+    cachalot_status s = cuda ? cachalot_allocator_new_cuda(in->number, config, out)
+                             : cachalot_allocator_new_simulated(capacity, config, out);
+    unsetenv("CACHALOT_ALLOC_CONF");
+    if (s != CACHALOT_STATUS_OK) {
+        return made == (cachalot_allocator *)SENTINEL ? s : wrong(WRONG_OUTPUT, "a failing _new wrote *out");
+    }
+    if (made == NULL || made == (cachalot_allocator *)SENTINEL) {
+        return wrong(WRONG_OUTPUT, "a successful _new stored no handle");
+    }
+    cachalot_allocator_free(made);
+    return s;
+}
+
+/* The bytes cachalot_last_error_message keeps of `text` in `len` bytes: snprintf's, cut back
+ * to a UTF-8 character boundary. */
+static size_t kept_bytes(const char *text, size_t len) {
+    size_t n = strlen(text);
+    if (n > len - 1) {
+        n = len - 1;
+        while (n > 0 && ((unsigned char)text[n] & 0xc0) == 0x80) {
+            n--;
+        }
+    }
+    return n;
+}
+
+static int call_last_error(struct fixture *fx, const struct abi_args *in) {
+    (void)fx;
+    size_t full = strlen(abi_primed), len = 0, got;
+    char *b = NULL;
+    switch (in->buf) {
+    case B_QUERY: break;
+    case B_NULL_64: len = 64; break;
+    case B_NULL_HUGE: len = SIZE_MAX; break;
+    case B_EMPTY: b = xbuf(0); break;
+    case B_ONE: len = 1; b = xbuf(len); break;
+    case B_SHORT: len = in->size != 0 ? in->size : full; b = xbuf(len); break;
+    case B_EXACT: len = full + 1; b = xbuf(len); break;
+    case B_LARGER: len = full + 101; b = xbuf(len); break;
+    }
+    got = cachalot_last_error_message(b, len);
+    int result = got == full ? RETURNED : wrong(WRONG_RETURN, "the length returned is not the message's");
+    if (b != NULL && len == 0 && b[0] != 'x') {
+        result = wrong(WRONG_OUTPUT, "a zero-length buffer was written");
+    } else if (b != NULL && len > 0) {
+        size_t n = kept_bytes(abi_primed, len);
+        if (memcmp(b, abi_primed, n) != 0 || b[n] != '\0' || !untouched(b + n + 1, len - n - 1)) {
+            result = wrong(WRONG_OUTPUT, "the buffer does not hold the message's first characters and a NUL alone");
+        }
+    }
+    free(b);
+    return result;
+}
+
+/* Summary and snapshot, which share the buffer rules. */
+static cachalot_status report(bool summary, const cachalot_allocator *a, bool abbreviated, char *b, size_t len,
+                              size_t *out_len) {
+    return summary ? cachalot_memory_summary(a, abbreviated, b, len, out_len)
+                   : cachalot_snapshot_json(a, b, len, out_len);
+}
+
+static int call_report(struct fixture *fx, const struct abi_args *in, bool summary) {
+    size_t needed = 0, len = 0, out_len = SENTINEL_LEN;
+    if (report(summary, fx->a, in->abbreviated, NULL, 0, &needed) != CACHALOT_STATUS_OK || needed < 2) {
+        return wrong(WRONG_OUTPUT, "the size query of the fixture failed");
+    }
+    char *b = NULL;
+    switch (in->buf) {
+    case B_QUERY: break;
+    case B_NULL_64: len = 64; break;
+    case B_NULL_HUGE: len = SIZE_MAX; break;
+    case B_EMPTY: b = xbuf(0); break;
+    case B_ONE: len = 1; b = xbuf(len); break;
+    case B_SHORT: len = needed - 1; b = xbuf(len); break;
+    case B_EXACT: len = needed; b = xbuf(len); break;
+    case B_LARGER: len = needed + 100; b = xbuf(len); break;
+    }
+    cachalot_status s = report(summary, handle_of(fx, in), in->abbreviated, b, len, in->out == O_NULL ? NULL : &out_len);
+    int result = s;
+    if (s != CACHALOT_STATUS_OK) {
+        if (out_len != SENTINEL_LEN || (b != NULL && !untouched(b, len > 0 ? len : 1))) {
+            result = wrong(WRONG_OUTPUT, "a failing call wrote *out_len or the buffer");
+        }
+    } else if (out_len != needed) {
+        result = wrong(WRONG_OUTPUT, "*out_len is not the size the query gave");
+    } else if (b != NULL && (strlen(b) + 1 != needed || !untouched(b + needed, len - needed) ||
+                             (summary ? strstr(b, "memory summary") == NULL : b[0] != '{' || b[needed - 2] != '}'))) {
+        result = wrong(WRONG_OUTPUT, "the text is not whole, not NUL-terminated, or was written past its NUL");
+    }
+    free(b);
+    return result;
+}
+
+static int call_get_stats(struct fixture *fx, const struct abi_args *in) {
+    long want = (long)sizeof(cachalot_stats) + in->struct_delta;
+    uint32_t size = (uint32_t)want;
+    size_t bytes = size < sizeof size ? sizeof size : size;
+    unsigned char *b = malloc(bytes);
+    if (want < 0 || b == NULL) {
+        abort();
+    }
+    memset(b, 0xab, bytes);
+    memcpy(b, &size, sizeof size);
+    cachalot_stats *out = in->out == O_NULL ? NULL : (cachalot_stats *)(void *)b;
+    cachalot_status s = cachalot_get_stats(handle_of(fx, in), out);
+    int result = s;
+    size_t from = s == CACHALOT_STATUS_OK ? sizeof(cachalot_stats) : sizeof size;
+    uint32_t size_after;
+    memcpy(&size_after, b, sizeof size_after);
+    for (size_t i = from; i < bytes; i++) {
+        if (b[i] != 0xab) {
+            result = wrong(WRONG_OUTPUT, "bytes written past what the call may write");
+            break;
+        }
+    }
+    if (s == CACHALOT_STATUS_OK) {
+        cachalot_stats st;
+        memcpy(&st, b, sizeof st);
+        if (st.struct_size != sizeof st || st.version != CACHALOT_STATS_VERSION) {
+            result = wrong(WRONG_OUTPUT, "struct_size or version is wrong");
+        }
+    } else if (size_after != size) {
+        result = wrong(WRONG_OUTPUT, "a failing call changed struct_size");
+    }
+    free(b);
+    return result;
+}
+
+static int call_torch(struct fixture *fx, const struct abi_row *row, void *ptr) {
+    const struct abi_args *in = &row->in;
+    switch (row->fn) {
+    case F_TORCH_MALLOC: {
+        void *p = cachalot_torch_malloc(in->ssize, in->number, stream_of(in));
+        if (p != NULL) {
+            cachalot_torch_free(p, in->ssize, in->number, stream_of(in));
+            return wrong(WRONG_RETURN, "cachalot_torch_malloc returned an allocation");
+        }
+        return RETURNED;
+    }
+    case F_TORCH_FREE: cachalot_torch_free(ptr, in->ssize, in->number, stream_of(in)); return RETURNED;
+    case F_TORCH_EMPTY_CACHE: cachalot_torch_empty_cache(); return RETURNED;
+    case F_TORCH_SET_MEMORY_FRACTION: cachalot_torch_set_memory_fraction(in->fraction, in->number); return RETURNED;
+    case F_TORCH_RECORD_STREAM: cachalot_torch_record_stream(ptr, stream_of(in)); return RETURNED;
+    default: {
+        cachalot_allocator *found = (cachalot_allocator *)SENTINEL;
+        cachalot_status s = cachalot_torch_allocator(in->number, in->out == O_NULL ? NULL : &found);
+        if (s != CACHALOT_STATUS_OK && found != (cachalot_allocator *)SENTINEL) {
+            return wrong(WRONG_OUTPUT, "a failing cachalot_torch_allocator wrote *out");
+        }
+        if (s == CACHALOT_STATUS_OK && found != NULL && found == fx->a) {
+            return wrong(WRONG_OUTPUT, "cachalot_torch_allocator returned a caller's allocator");
+        }
+        return s;
+    }
+    }
+}
+
+int abi_call(struct fixture *fx, const struct abi_row *row) {
+    const struct abi_args *in = &row->in;
+    cachalot_allocator *a = handle_of(fx, in);
+    void *ptr = fx->ptr[in->ptr];
+    switch (row->fn) {
+    case F_MALLOC: return call_malloc(fx, in);
+    case F_FREE: return cachalot_free(a, ptr);
+    case F_RECORD_STREAM: return cachalot_record_stream(a, ptr, stream_of(in));
+    case F_EMPTY_CACHE: return cachalot_empty_cache(a);
+    case F_SET_MEMORY_FRACTION: return cachalot_set_memory_fraction(a, in->fraction);
+    case F_NEW_CUDA: return call_new(in, true);
+    case F_NEW_SIMULATED: return call_new(in, false);
+    case F_ALLOCATOR_FREE:
+        if (in->handle != H_NULL) {
+            return wrong(WRONG_RETURN, "only NULL may be destroyed here");
+        }
+        cachalot_allocator_free(NULL);
+        return RETURNED;
+    case F_LAST_ERROR_MESSAGE: return call_last_error(fx, in);
+    case F_MEMORY_SUMMARY: return call_report(fx, in, true);
+    case F_SNAPSHOT_JSON: return call_report(fx, in, false);
+    case F_GET_STATS: return call_get_stats(fx, in);
+    case F_RESET_PEAK_STATS: return cachalot_reset_peak_stats(a);
+    case F_STATUS_NAME: {
+        const char *name = cachalot_status_name(in->number);
+        return name != NULL && strcmp(name, in->text) == 0 ? RETURNED : wrong(WRONG_RETURN, name ? name : "NULL");
+    }
+    case F_VERSION: {
+        const char *v = cachalot_version();
+#ifdef CACHALOT_EXPECTED_VERSION
+        return v != NULL && strcmp(v, CACHALOT_EXPECTED_VERSION) == 0 ? RETURNED : wrong(WRONG_RETURN, "version");
+#else
+        return v != NULL && strchr(v, '.') != NULL ? RETURNED : wrong(WRONG_RETURN, "version");
+#endif
+    }
+    default: return call_torch(fx, row, ptr);
+    }
+}
