@@ -108,20 +108,26 @@ static size_t kept_bytes(const char *text, size_t len) {
     return n;
 }
 
+/* The buffer and length a row passes for text of `needed` bytes (NUL included); a short
+ * buffer is `short_len` bytes. NULL for the rows that pass no buffer. */
+static char *buffer_of(enum buf_arg kind, size_t needed, size_t short_len, size_t *len) {
+    switch (kind) {
+    case B_QUERY: *len = 0; return NULL;
+    case B_NULL_64: *len = 64; return NULL;
+    case B_NULL_HUGE: *len = SIZE_MAX; return NULL;
+    case B_EMPTY: *len = 0; return xbuf(0);
+    case B_ONE: *len = 1; break;
+    case B_SHORT: *len = short_len; break;
+    case B_EXACT: *len = needed; break;
+    case B_LARGER: *len = needed + 100; break;
+    }
+    return xbuf(*len);
+}
+
 static int call_last_error(struct fixture *fx, const struct abi_args *in) {
     (void)fx;
     size_t full = strlen(abi_primed), len = 0, got;
-    char *b = NULL;
-    switch (in->buf) {
-    case B_QUERY: break;
-    case B_NULL_64: len = 64; break;
-    case B_NULL_HUGE: len = SIZE_MAX; break;
-    case B_EMPTY: b = xbuf(0); break;
-    case B_ONE: len = 1; b = xbuf(len); break;
-    case B_SHORT: len = in->size != 0 ? in->size : full; b = xbuf(len); break;
-    case B_EXACT: len = full + 1; b = xbuf(len); break;
-    case B_LARGER: len = full + 101; b = xbuf(len); break;
-    }
+    char *b = buffer_of(in->buf, full + 1, in->size != 0 ? in->size : full, &len);
     got = cachalot_last_error_message(b, len);
     int result = got == full ? RETURNED : wrong(WRONG_RETURN, "the length returned is not the message's");
     if (b != NULL && len == 0 && b[0] != 'x') {
@@ -148,17 +154,7 @@ static int call_report(struct fixture *fx, const struct abi_args *in, bool summa
     if (report(summary, fx->a, in->abbreviated, NULL, 0, &needed) != CACHALOT_STATUS_OK || needed < 2) {
         return wrong(WRONG_OUTPUT, "the size query of the fixture failed");
     }
-    char *b = NULL;
-    switch (in->buf) {
-    case B_QUERY: break;
-    case B_NULL_64: len = 64; break;
-    case B_NULL_HUGE: len = SIZE_MAX; break;
-    case B_EMPTY: b = xbuf(0); break;
-    case B_ONE: len = 1; b = xbuf(len); break;
-    case B_SHORT: len = needed - 1; b = xbuf(len); break;
-    case B_EXACT: len = needed; b = xbuf(len); break;
-    case B_LARGER: len = needed + 100; b = xbuf(len); break;
-    }
+    char *b = buffer_of(in->buf, needed, needed - 1, &len);
     cachalot_status s = report(summary, handle_of(fx, in), in->abbreviated, b, len, in->out == O_NULL ? NULL : &out_len);
     int result = s;
     if (s != CACHALOT_STATUS_OK) {
