@@ -9,9 +9,18 @@
 //! address ranges reserved far from the classic segments, physical handles that count
 //! against the capacity, and mappings, with a count of every call.
 //!
+//! Faults are injected at chosen calls: every call of a [`FaultSite`] kind is numbered from
+//! 0 (failed attempts included) and [`SimDevice::fail_call`] makes the call with a given
+//! number fail once. A refused segment allocation or physical-handle creation reports
+//! `OutOfMemory`; a refused map, unmap or event record reports a driver error with code
+//! [`INJECTED_FAULT_CODE`] (CUDA's `CUDA_ERROR_UNKNOWN`) and changes nothing. Events that
+//! stay not ready are [`SimDevice::hold_stream`]: events recorded on a held stream stay
+//! pending until [`SimDevice::finish_stream`] or a synchronization on one of them.
+//! [`DeviceCalls::injected_failures`] counts every injected fault that fired.
+//!
 //! Invariants: live segments never overlap; mappings lie inside reservations and never
 //! overlap; `used` equals the sum of live segment sizes plus live physical handles and never
-//! exceeds `capacity`.
+//! exceeds `capacity`; a call refused by an injected fault leaves the device as it was.
 
 use alloc::collections::{BTreeMap, BTreeSet};
 
@@ -28,6 +37,46 @@ pub const VM_BASE: u64 = 0x6000_0000_0000;
 /// Page size of simulated virtual memory, as CUDA's allocation granularity on an H200.
 pub const VM_GRANULARITY: u64 = 2 << 20;
 
+/// The driver error code an injected map, unmap or event-record fault reports.
+pub const INJECTED_FAULT_CODE: i32 = 999;
+
+/// The kinds of device call a fault can be injected into.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum FaultSite {
+    /// Segment allocation (`allocate`): fails as out of memory.
+    Allocate,
+    /// Physical-handle creation (`vm_create`): fails as out of memory.
+    Create,
+    /// Mapping a handle (`vm_map`): fails with a driver error.
+    Map,
+    /// Unmapping a range (`vm_unmap`): fails with a driver error.
+    Unmap,
+    /// Recording an event (`record_event`): fails with a driver error.
+    RecordEvent,
+}
+
+impl FaultSite {
+    /// Every kind, in declaration order.
+    pub const ALL: [FaultSite; 5] =
+        [FaultSite::Allocate, FaultSite::Create, FaultSite::Map, FaultSite::Unmap, FaultSite::RecordEvent];
+}
+
+/// Calls to fail, and the number of calls made so far, per [`FaultSite`].
+#[derive(Clone, Debug, Default)]
+struct Faults {
+    failing: [BTreeSet<u64>; 5],
+    attempts: [u64; 5],
+}
+
+impl Faults {
+    /// Numbers the next call of `site`; true if an injected fault refuses it.
+    fn refuses(&mut self, site: FaultSite) -> bool {
+        let call = self.attempts[site as usize];
+        self.attempts[site as usize] += 1;
+        self.failing[site as usize].remove(&call)
+    }
+}
+
 /// Counts of the calls a device received.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
 pub struct DeviceCalls {
@@ -35,7 +84,7 @@ pub struct DeviceCalls {
     pub allocations: u64,
     /// Segment allocations refused (capacity or injected fault).
     pub failed_allocations: u64,
-    /// Of those, the ones refused by an injected fault.
+    /// Calls of any kind refused by an injected fault (see [`FaultSite`]).
     pub injected_failures: u64,
     /// Segment frees.
     pub frees: u64,
@@ -72,7 +121,7 @@ pub struct SimDevice {
     busy_streams: BTreeSet<Stream>,
     pending_events: BTreeMap<Event, Stream>,
     next_event: Event,
-    failing_allocations: BTreeSet<u64>,
+    faults: Faults,
     calls: DeviceCalls,
     clock_us: u64,
     vm: bool,
@@ -82,7 +131,6 @@ pub struct SimDevice {
     next_handle: PhysHandle,
     mappings: BTreeMap<u64, (u64, PhysHandle)>,
     mapped_handles: BTreeSet<PhysHandle>,
-    failing_creates: BTreeSet<u64>,
 }
 
 impl SimDevice {
@@ -95,7 +143,7 @@ impl SimDevice {
             busy_streams: BTreeSet::new(),
             pending_events: BTreeMap::new(),
             next_event: 1,
-            failing_allocations: BTreeSet::new(),
+            faults: Faults::default(),
             calls: DeviceCalls::default(),
             clock_us: 0,
             vm: true,
@@ -105,7 +153,6 @@ impl SimDevice {
             next_handle: 1,
             mappings: BTreeMap::new(),
             mapped_handles: BTreeSet::new(),
-            failing_creates: BTreeSet::new(),
         }
     }
 
@@ -115,9 +162,48 @@ impl SimDevice {
         SimDevice { vm: false, ..SimDevice::new(capacity) }
     }
 
+    /// Makes the call of kind `site` with this 0-based number (counting every call of that
+    /// kind, failed ones included) fail once; see [`FaultSite`] for how each kind fails.
+    pub fn fail_call(&mut self, site: FaultSite, call: u64) {
+        self.faults.failing[site as usize].insert(call);
+    }
+
+    /// The number the next call of kind `site` will get: `fail_call(site, next_call(site))`
+    /// makes the very next such call fail.
+    pub fn next_call(&self, site: FaultSite) -> u64 {
+        self.faults.attempts[site as usize]
+    }
+
+    /// Injected faults that have not fired yet, of every kind.
+    pub fn pending_faults(&self) -> usize {
+        self.faults.failing.iter().map(BTreeSet::len).sum()
+    }
+
+    /// Forgets every injected fault that has not fired yet.
+    pub fn clear_faults(&mut self) {
+        self.faults.failing.iter_mut().for_each(BTreeSet::clear);
+    }
+
     /// Makes the physical-handle creation with this 0-based number fail as out of memory.
     pub fn fail_create_call(&mut self, call: u64) {
-        self.failing_creates.insert(call);
+        self.fail_call(FaultSite::Create, call);
+    }
+
+    /// Makes the map call with this 0-based number (counting every `vm_map` attempt) fail
+    /// with a driver error.
+    pub fn fail_map_call(&mut self, call: u64) {
+        self.fail_call(FaultSite::Map, call);
+    }
+
+    /// Makes the unmap call with this 0-based number (counting every `vm_unmap` attempt)
+    /// fail with a driver error.
+    pub fn fail_unmap_call(&mut self, call: u64) {
+        self.fail_call(FaultSite::Unmap, call);
+    }
+
+    /// Makes the event record with this 0-based number fail with a driver error.
+    pub fn fail_record_event_call(&mut self, call: u64) {
+        self.fail_call(FaultSite::RecordEvent, call);
     }
 
     /// True when `[addr, addr + size)` lies inside one classic segment or inside mapped
@@ -180,7 +266,7 @@ impl SimDevice {
     /// Makes the allocation call with this 0-based number (counting every allocation
     /// attempt) fail as if the device were out of memory.
     pub fn fail_allocation_call(&mut self, call: u64) {
-        self.failing_allocations.insert(call);
+        self.fail_call(FaultSite::Allocate, call);
     }
 
     /// Marks a stream busy: events recorded on it stay pending until [`SimDevice::finish_stream`].
@@ -227,8 +313,7 @@ impl Device for SimDevice {
     }
 
     fn allocate(&mut self, size: u64) -> Result<u64, DeviceError> {
-        let call = self.calls.allocations + self.calls.failed_allocations;
-        let injected = self.failing_allocations.remove(&call);
+        let injected = self.faults.refuses(FaultSite::Allocate);
         if injected || size > self.capacity - self.used {
             self.calls.failed_allocations += 1;
             self.calls.injected_failures += injected as u64;
@@ -254,6 +339,10 @@ impl Device for SimDevice {
     }
 
     fn record_event(&mut self, stream: Stream) -> Result<Event, DeviceError> {
+        if self.faults.refuses(FaultSite::RecordEvent) {
+            self.calls.injected_failures += 1;
+            return Err(DeviceError::Driver { call: "record_event", code: INJECTED_FAULT_CODE });
+        }
         let event = self.next_event;
         self.next_event += 1;
         self.calls.events_recorded += 1;
@@ -311,8 +400,7 @@ impl Device for SimDevice {
 
     fn vm_create(&mut self, size: u64) -> Result<PhysHandle, DeviceError> {
         self.vm_ok()?;
-        let call = self.calls.vm_creates + self.calls.vm_failed_creates;
-        let injected = self.failing_creates.remove(&call);
+        let injected = self.faults.refuses(FaultSite::Create);
         if injected || size > self.capacity - self.used || size % VM_GRANULARITY != 0 {
             self.calls.vm_failed_creates += 1;
             self.calls.injected_failures += injected as u64;
@@ -339,6 +427,10 @@ impl Device for SimDevice {
 
     fn vm_map(&mut self, addr: u64, size: u64, handle: PhysHandle) -> Result<(), DeviceError> {
         self.vm_ok()?;
+        if self.faults.refuses(FaultSite::Map) {
+            self.calls.injected_failures += 1;
+            return Err(DeviceError::Driver { call: "vm_map", code: INJECTED_FAULT_CODE });
+        }
         let in_reservation =
             self.reservations.range(..=addr).next_back().is_some_and(|(&r, &len)| addr + size <= r + len);
         let overlaps = self.mappings.range(..addr + size).next_back().is_some_and(|(&m, &(len, _))| m + len > addr);
@@ -364,6 +456,10 @@ impl Device for SimDevice {
 
     fn vm_unmap(&mut self, addr: u64, size: u64) -> Result<(), DeviceError> {
         self.vm_ok()?;
+        if self.faults.refuses(FaultSite::Unmap) {
+            self.calls.injected_failures += 1;
+            return Err(DeviceError::Driver { call: "vm_unmap", code: INJECTED_FAULT_CODE });
+        }
         let end = addr + size;
         let mut at = addr;
         let mut covered = alloc::vec::Vec::new();
@@ -459,6 +555,35 @@ mod tests {
         d.vm_release(base, 64 * g).unwrap();
         assert_eq!((d.used(), d.calls().vm_maps, d.calls().vm_unmaps), (0, 2, 1));
         assert!(SimDevice::without_virtual_memory(g).vm_reserve(g).is_err());
+    }
+
+    #[test]
+    fn injected_vm_and_event_faults_fire_once_and_change_nothing() {
+        let g = VM_GRANULARITY;
+        let mut d = SimDevice::new(8 * g);
+        let base = d.vm_reserve(8 * g).unwrap();
+        let h = d.vm_create(g).unwrap();
+        d.fail_map_call(d.next_call(FaultSite::Map));
+        let injected = DeviceError::Driver { call: "vm_map", code: INJECTED_FAULT_CODE };
+        assert_eq!(d.vm_map(base, g, h), Err(injected));
+        assert!(!d.is_backed(base, g), "a refused map maps nothing");
+        d.vm_map(base, g, h).unwrap();
+        d.fail_unmap_call(1);
+        d.fail_unmap_call(5);
+        assert_eq!(d.pending_faults(), 2);
+        assert!(d.vm_unmap(base, 2 * g).is_err(), "call 0: not whole mappings");
+        assert!(d.vm_unmap(base, g).is_err(), "call 1: injected");
+        assert!(d.is_backed(base, g), "a refused unmap unmaps nothing");
+        d.vm_unmap(base, g).unwrap();
+        d.fail_record_event_call(0);
+        assert!(d.record_event(3).is_err());
+        assert!(d.record_event(3).is_ok());
+        assert_eq!(d.calls().injected_failures, 3);
+        d.clear_faults();
+        assert_eq!(d.pending_faults(), 0);
+        assert_eq!(d.next_call(FaultSite::Unmap), 3);
+        d.vm_destroy(h, g).unwrap();
+        assert_eq!(d.used(), 0);
     }
 
     #[test]

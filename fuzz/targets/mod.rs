@@ -1,0 +1,16 @@
+//! The fuzz targets' logic, as plain functions of a byte string: each `run` panics on a crash
+//! (a panic inside cachalot-core, or a broken check) and returns normally otherwise. Both the
+//! libFuzzer binaries in `fuzz_targets/` and `core/tests/fuzz_corpus.rs` (which replays the
+//! committed corpora on stable Rust) include this folder with `#[path]`, so a corpus input
+//! means the same thing to both.
+//!
+//! Targets: `config` (the config-string parser), `trace` (the CSV and JSON trace parser) and
+//! `ops` (operation sequences driving an allocator under every policy, with injected device
+//! faults and a model check after every step).
+
+pub mod bytes;
+pub mod config;
+pub mod model;
+pub mod ops;
+pub mod scenario;
+pub mod trace;

@@ -1,0 +1,169 @@
+//! The `ops` target: runs a [`Scenario`] (any policy, limits, streams, injected device
+//! faults) against an allocator and checks it against the [`Model`] after every step.
+//!
+//! A crash is a panic, a broken invariant or model check, an error where none is allowed,
+//! or memory not returned at the end. Allowed errors: out of memory when the request could
+//! not fit (see `spurious_oom`) or a fault fired; a device error only when a fault fired
+//! during the call, and then the call must have changed nothing the model sees; the
+//! refusals of bad pointers, zero or huge sizes and invalid fractions.
+
+use cachalot_core::sim::FaultSite;
+use cachalot_core::size::{LARGE_BUFFER, MAX_REQUEST, SMALL_SIZE};
+use cachalot_core::{AllocError, Allocator, Config, OomReport, Policy, SimDevice};
+
+use super::model::Model;
+use super::scenario::{Op, Scenario, STREAMS};
+
+/// Known allocator bug, excluded until it is fixed (then set this to false): under the
+/// paged policy, an unmap that fails while idle pages are being moved loses the chunks
+/// already obtained in that call (paging.rs `fill_span`, `grow_paged`; minimal case in
+/// `faults.rs`: `moving_idle_pages_keeps_its_pages_when_an_unmap_fails`). While set, no
+/// unmap fault is injected under the paged policy.
+const KNOWN_BUG_PAGED_UNMAP: bool = true;
+
+/// Known allocator bug, excluded until it is fixed (then set this to false): when a map
+/// fails after earlier chunks of the same call were mapped, a failure of the unmap that
+/// rolls them back is ignored (vm.rs `map_chunks`, `unmap_quietly`), and they stay mapped on
+/// the device though the allocator counts them unmapped (minimal case in `faults.rs`:
+/// `a_failed_rollback_of_a_partial_map_leaves_no_page_mapped`). While set, a scenario
+/// injects map faults or unmap faults, not both.
+const KNOWN_BUG_MAP_ROLLBACK: bool = true;
+
+/// True when the allocator runs cachalot's paged policy.
+fn paged(a: &Allocator<SimDevice>) -> bool {
+    a.config().policy == Policy::Cachalot && a.uses_virtual_memory()
+}
+
+/// Runs one input; panics on a crash.
+pub fn run(data: &[u8]) {
+    let s = Scenario::decode(data);
+    if let Err(e) = execute(&s) {
+        panic!("{e}\nscenario: {} on {} bytes (virtual memory: {})", s.config, s.capacity, s.virtual_memory);
+    }
+}
+
+/// Runs a decoded scenario; the error describes the first crash.
+pub fn execute(s: &Scenario) -> Result<(), String> {
+    let config = Config::parse(&s.config).map_err(|e| format!("scenario config: {e}"))?;
+    let device =
+        if s.virtual_memory { SimDevice::new(s.capacity) } else { SimDevice::without_virtual_memory(s.capacity) };
+    let mut a = Allocator::new(device, config);
+    let mut m = Model::default();
+    let mut injected = [false; 5];
+    for (i, op) in s.ops.iter().enumerate() {
+        let fired_before = a.device().calls().injected_failures;
+        step(&mut a, &mut m, op, fired_before, &mut injected).map_err(|e| format!("op {i} {op:?}: {e}"))?;
+        m.check(&a).map_err(|e| format!("after op {i} {op:?}: {e}"))?;
+    }
+    a.device_mut().clear_faults();
+    for stream in 0..STREAMS {
+        a.device_mut().finish_stream(stream);
+    }
+    for addr in m.order.clone() {
+        a.free(addr).map_err(|e| format!("final free of {addr:#x}: {e}"))?;
+        m.freed(addr);
+    }
+    a.empty_cache().map_err(|e| format!("final empty_cache: {e}"))?;
+    m.check_drained(&a)
+}
+
+/// Runs one operation; `injected` notes the kinds of fault injected so far.
+fn step(
+    a: &mut Allocator<SimDevice>,
+    m: &mut Model,
+    op: &Op,
+    fired_before: u64,
+    injected: &mut [bool; 5],
+) -> Result<(), String> {
+    let fired = |a: &Allocator<SimDevice>| a.device().calls().injected_failures > fired_before;
+    match *op {
+        Op::Malloc { size, stream } => match a.malloc(size, stream) {
+            Ok(addr) if size > 0 && size <= MAX_REQUEST => m.allocated(addr, size)?,
+            Ok(addr) => return Err(format!("malloc({size}) returned {addr:#x}")),
+            Err(AllocError::ZeroSize) if size == 0 => {}
+            Err(AllocError::TooLarge { .. }) if size > MAX_REQUEST => {}
+            Err(AllocError::OutOfMemory(r)) if fired(a) || !spurious_oom(a, &r) => {}
+            Err(AllocError::Device(_)) if fired(a) => {}
+            Err(e) => return Err(format!("malloc({size}) failed: {e}")),
+        },
+        Op::Free { pick } => {
+            let Some(addr) = m.pick(pick) else { return Ok(()) };
+            match a.free(addr) {
+                Ok(()) => m.freed(addr),
+                // A refused event record leaves the allocation live.
+                Err(AllocError::Device(_)) if fired(a) => {}
+                Err(e) => return Err(format!("free({addr:#x}) failed: {e}")),
+            }
+        }
+        Op::BadFree { pick, kind } => {
+            let addr = match kind {
+                0 => match m.pick(pick) {
+                    Some(addr) => addr + if m.live[&addr] > 512 { 512 } else { 1 },
+                    None => return Ok(()),
+                },
+                1 => match m.freed.get(pick % m.freed.len().max(1)) {
+                    Some(&addr) if !m.live.contains_key(&addr) => addr,
+                    _ => return Ok(()),
+                },
+                _ => 0x1000 + pick as u64 * 512,
+            };
+            match (kind, a.free(addr)) {
+                (0, Err(AllocError::InteriorPointer { .. })) => {}
+                (1, Err(AllocError::DoubleFree { .. } | AllocError::UnknownPointer { .. })) => {}
+                (1, Err(AllocError::InteriorPointer { .. })) => {}
+                (2, Err(AllocError::UnknownPointer { .. })) => {}
+                (_, r) => return Err(format!("bad free of {addr:#x} (kind {kind}) gave {r:?}")),
+            }
+        }
+        Op::RecordStream { pick, stream } => {
+            if let Some(addr) = m.pick(pick) {
+                a.record_stream(addr, stream).map_err(|e| format!("record_stream({addr:#x}): {e}"))?;
+            }
+        }
+        Op::HoldStream(s) => a.device_mut().hold_stream(s),
+        Op::FinishStream(s) => a.device_mut().finish_stream(s),
+        Op::EmptyCache => match a.empty_cache() {
+            Ok(()) => {}
+            Err(AllocError::Device(_)) if fired(a) => {}
+            Err(e) => return Err(format!("empty_cache failed: {e}")),
+        },
+        Op::SetFraction(f) => match a.set_memory_fraction(f) {
+            Ok(()) if f <= 1.0 => {}
+            Err(AllocError::InvalidFraction(_)) if f > 1.0 => {}
+            r => return Err(format!("set_memory_fraction({f}) gave {r:?}")),
+        },
+        Op::Fail { site: FaultSite::Unmap, .. } if KNOWN_BUG_PAGED_UNMAP && paged(a) => {}
+        Op::Fail { site: FaultSite::Unmap, .. } if KNOWN_BUG_MAP_ROLLBACK && injected[FaultSite::Map as usize] => {}
+        Op::Fail { site: FaultSite::Map, .. } if KNOWN_BUG_MAP_ROLLBACK && injected[FaultSite::Unmap as usize] => {}
+        Op::Fail { site, after } => {
+            let call = a.device().next_call(site) + after;
+            a.device_mut().fail_call(site, call);
+            injected[site as usize] = true;
+        }
+        Op::Inspect(what) => match what % 4 {
+            0 => drop(a.memory_summary(0, what & 4 != 0)),
+            1 => drop(a.snapshot_json(0)),
+            2 => {
+                a.set_explain(what & 4 != 0);
+                drop(a.take_decisions());
+            }
+            _ => a.reset_peak_stats(),
+        },
+    }
+    Ok(())
+}
+
+/// True when an out-of-memory error (with no injected fault) was not justified: the memory
+/// a new segment (or its pages) needs fits under the capacity and the memory fraction
+/// beside what stays reserved after the allocator released every cached segment.
+fn spurious_oom(a: &Allocator<SimDevice>, r: &OomReport) -> bool {
+    let c = a.config();
+    let limit = r.allowed.unwrap_or(u64::MAX).min(r.capacity);
+    let expandable = c.policy == Policy::PyTorch && c.expandable_segments && a.uses_virtual_memory();
+    let need = if expandable && r.rounded > SMALL_SIZE {
+        r.segment_size.next_multiple_of(LARGE_BUFFER)
+    } else {
+        r.segment_size
+    };
+    need <= limit.saturating_sub(r.reserved)
+}
