@@ -92,11 +92,12 @@ impl<D: Device> Allocator<D> {
         let from = self.blocks[id].addr;
         match self.map_chunks(id, from, &handles) {
             Ok(mapped) => Ok(Some(mapped)),
-            Err(e) => {
-                for c in &handles {
+            Err(failure) => {
+                // Pages mapped before the failure stay mapped and counted; the rest go back.
+                for c in &handles[failure.mapped..] {
                     let _ = self.device.vm_destroy(c.handle, page);
                 }
-                Err(e)
+                Err(failure.error)
             }
         }
     }

@@ -166,39 +166,45 @@ impl<D: Device> Allocator<D> {
 
     /// After a request failed: chunks created for it go back to the device (a failed request
     /// must not hold memory), chunks moved or taken from the kept ones are kept.
+    /// A chunk the device refuses to destroy is kept (and counted) instead, so none is lost.
     fn return_chunks(&mut self, chunks: Vec<Chunk>) -> Result<(), AllocError> {
         let page = self.vm.paged_page;
         let (created, moved): (Vec<Chunk>, Vec<Chunk>) = chunks.into_iter().partition(|c| c.counted_in.is_none());
         self.keep_chunks(moved);
+        let mut refused = None;
         for c in created {
-            self.destroy_chunk(c, page)?;
+            if let Err(e) = self.device.vm_destroy(c.handle, c.pages * page) {
+                refused.get_or_insert(e);
+                self.keep_chunks(alloc::vec![c]);
+            }
         }
-        Ok(())
+        refused.map_or(Ok(()), |e| Err(e.into()))
     }
 
-    /// Chunks for one span, in the order the module comment gives; `None` when neither the
-    /// device nor idle chunks can provide them (what was obtained is then returned).
+    /// Gathers chunks for one span into `got`, in the order the module comment gives; false
+    /// when neither the device nor idle chunks can provide them. On false or an error, `got`
+    /// holds what was obtained, for the caller to return.
     fn fill_span(
         &mut self,
         span: &Span,
         creation: &mut Creation,
         lo: u64,
         hi: u64,
-    ) -> Result<Option<Vec<Chunk>>, AllocError> {
-        let mut got: Vec<Chunk> = Vec::new();
+        got: &mut Vec<Chunk>,
+    ) -> Result<bool, AllocError> {
         let have = |got: &Vec<Chunk>| got.iter().map(|c| c.pages).sum::<u64>();
         // Kept chunks that fit the span's room, largest first.
         self.vm.page_pool.sort_by_key(|c| c.pages);
-        while have(&got) < span.need {
-            let room = span.room - have(&got);
+        while have(got) < span.need {
+            let room = span.room - have(got);
             match self.vm.page_pool.iter().rposition(|c| c.pages <= room) {
                 Some(i) => got.push(self.vm.page_pool.remove(i)),
                 None => break,
             }
         }
         // New chunks, within the pages ever in use.
-        while have(&got) < span.need && creation.within_peak > 0 {
-            let pages = (span.need - have(&got)).min(chunk_pages(span.need)).min(creation.within_peak);
+        while have(got) < span.need && creation.within_peak > 0 {
+            let pages = (span.need - have(got)).min(chunk_pages(span.need)).min(creation.within_peak);
             match self.create_chunk(pages, creation)? {
                 Some(c) => {
                     creation.within_peak -= pages;
@@ -209,13 +215,13 @@ impl<D: Device> Allocator<D> {
         }
         // Idle chunks from elsewhere: those that fit what is missing, largest first; then the
         // smallest that the span's room can take.
-        if have(&got) < span.need {
+        if have(got) < span.need {
             let mut idle = self.idle_chunks_outside(lo, hi);
             idle.sort_unstable_by_key(|&(pages, offset, _)| (core::cmp::Reverse(pages), core::cmp::Reverse(offset)));
             let mut moved = 0u64;
             let mut left = Vec::with_capacity(idle.len());
             for (pages, offset, addr) in idle {
-                let missing = span.need - have(&got);
+                let missing = span.need - have(got);
                 if missing > 0 && pages <= missing {
                     got.push(self.unmap_chunk(addr)?);
                     moved += pages;
@@ -223,9 +229,9 @@ impl<D: Device> Allocator<D> {
                     left.push((pages, offset, addr));
                 }
             }
-            let missing = span.need.saturating_sub(have(&got));
+            let missing = span.need.saturating_sub(have(got));
             if missing > 0 {
-                let room = span.room - have(&got);
+                let room = span.room - have(got);
                 if let Some(&(pages, _, addr)) = left.iter().rev().find(|&&(p, _, _)| p > missing && p <= room) {
                     got.push(self.unmap_chunk(addr)?);
                     moved += pages;
@@ -237,17 +243,14 @@ impl<D: Device> Allocator<D> {
             }
         }
         // Beyond the peak: new chunks for the rest.
-        while have(&got) < span.need {
-            let pages = (span.need - have(&got)).min(chunk_pages(span.need));
+        while have(got) < span.need {
+            let pages = (span.need - have(got)).min(chunk_pages(span.need));
             match self.create_chunk(pages, creation)? {
                 Some(c) => got.push(c),
-                None => {
-                    self.return_chunks(got)?;
-                    return Ok(None);
-                }
+                None => return Ok(false),
             }
         }
-        Ok(Some(got))
+        Ok(true)
     }
 
     /// Places a request the free index could not serve (see the module comment); returns a
@@ -274,26 +277,30 @@ impl<D: Device> Allocator<D> {
         let mut creation = Creation { within_peak, uncounted: 0 };
         let mut plans: Vec<(u64, Vec<Chunk>)> = Vec::with_capacity(spans.len());
         for span in &spans {
-            match self.fill_span(span, &mut creation, place.addr, place.run_end)? {
-                Some(chunks) => plans.push((span.from, chunks)),
-                None => {
-                    for (_, chunks) in plans {
-                        self.return_chunks(chunks)?;
-                    }
-                    return Ok(None);
+            let mut got = Vec::new();
+            let filled = self.fill_span(span, &mut creation, place.addr, place.run_end, &mut got);
+            plans.push((span.from, got));
+            if !matches!(filled, Ok(true)) {
+                // Nothing obtained for the request is dropped: moved chunks stay kept, new
+                // ones go back to the device.
+                for (_, chunks) in plans {
+                    self.return_chunks(chunks)?;
                 }
+                return filled.map(|_| None);
             }
         }
         // Mapping merges blocks, so each span's block is found by address.
         let mut plans = plans.into_iter();
         while let Some((from, chunks)) = plans.next() {
             let id = self.block_containing(from);
-            if let Err(e) = self.map_chunks(id, from, &chunks) {
-                self.return_chunks(chunks)?;
+            if let Err(failure) = self.map_chunks(id, from, &chunks) {
+                // Chunks mapped before the failure stay mapped (cached, counted); the rest
+                // are returned.
+                self.return_chunks(chunks.into_iter().skip(failure.mapped).collect())?;
                 for (_, rest) in plans {
                     self.return_chunks(rest)?;
                 }
-                return Err(e);
+                return Err(failure.error);
             }
             let mapped = chunks.iter().map(|c| c.pages).sum::<u64>() * page;
             self.explainer.note(|| Decision::NewSegment { addr: from, size: mapped });

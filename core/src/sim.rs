@@ -126,6 +126,7 @@ pub struct SimDevice {
     clock_us: u64,
     vm: bool,
     reservations: BTreeMap<u64, u64>,
+    /// Where the next reservation search starts (next fit).
     next_reservation: u64,
     handles: BTreeMap<PhysHandle, u64>,
     next_handle: PhysHandle,
@@ -290,6 +291,22 @@ impl SimDevice {
         self.clock_us = us;
     }
 
+    /// Lowest address in `[from, to)` where `len` bytes of address space are unreserved.
+    fn first_free_range(&self, from: u64, to: u64, len: u64) -> Option<u64> {
+        let mut addr = from;
+        for (&at, &taken) in self.reservations.range(..to) {
+            let end = at + taken.next_multiple_of(VM_GRANULARITY);
+            if end <= addr {
+                continue;
+            }
+            if at >= addr && at - addr >= len {
+                break;
+            }
+            addr = end;
+        }
+        addr.checked_add(len).filter(|&end| end <= to).map(|_| addr)
+    }
+
     /// Highest 2 MiB-aligned address with a gap of `size` bytes below the top.
     fn find_gap(&self, size: u64) -> u64 {
         let mut candidate = (TOP_ADDRESS - size) & !(SEGMENT_ALIGN - 1);
@@ -380,8 +397,23 @@ impl Device for SimDevice {
 
     fn vm_reserve(&mut self, size: u64) -> Result<u64, DeviceError> {
         self.vm_ok()?;
-        let addr = self.next_reservation;
-        self.next_reservation += size.next_multiple_of(VM_GRANULARITY);
+        // Next fit: fresh addresses after the last reservation while there are any (a freed
+        // range's addresses are not handed out again at once, so a stale pointer stays
+        // foreign), then released ranges are reused, so addresses never run out however many
+        // ranges come and go. Never inside the classic segments' window.
+        let len = size.checked_next_multiple_of(VM_GRANULARITY).ok_or(DeviceError::OutOfMemory)?;
+        let cursor = self.next_reservation;
+        let (below, above) = ((VM_BASE, BASE_ADDRESS), (TOP_ADDRESS, u64::MAX));
+        let windows = if cursor >= TOP_ADDRESS {
+            [(cursor, u64::MAX), below, above]
+        } else {
+            [(cursor, BASE_ADDRESS), above, below]
+        };
+        let addr = windows
+            .iter()
+            .find_map(|&(from, to)| self.first_free_range(from, to, len))
+            .ok_or(DeviceError::OutOfMemory)?;
+        self.next_reservation = addr + len;
         self.reservations.insert(addr, size);
         self.calls.vm_reserves += 1;
         Ok(addr)
@@ -509,6 +541,32 @@ impl DeviceCalls {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn address_ranges_are_reused_and_never_run_out() {
+        const TIB: u64 = 1 << 40;
+        let mut d = SimDevice::new(TIB);
+        let first = d.vm_reserve(TIB + TIB / 8).unwrap();
+        d.vm_release(first, TIB + TIB / 8).unwrap();
+        let second = d.vm_reserve(TIB + TIB / 8).unwrap();
+        assert!(second > first, "fresh addresses first, so a stale pointer stays foreign");
+        d.vm_release(second, TIB + TIB / 8).unwrap();
+        // Ranges of 2^60 bytes exhaust the fresh addresses within 16 rounds: then the
+        // released ones come back, and reserving never fails.
+        let mut seen = alloc::collections::BTreeSet::new();
+        for _ in 0..100 {
+            let again = d.vm_reserve(1 << 60).unwrap();
+            seen.insert(again);
+            d.vm_release(again, 1 << 60).unwrap();
+        }
+        assert!(seen.len() < 20, "released addresses are reused: {} distinct", seen.len());
+        // Many live at once: below the classic segments' window, then above it, never in it.
+        let ranges: alloc::vec::Vec<u64> = (0..64).map(|_| d.vm_reserve(TIB + TIB / 8).unwrap()).collect();
+        for &r in &ranges {
+            assert!(r + TIB + TIB / 8 <= BASE_ADDRESS || r >= TOP_ADDRESS, "{r:#x} overlaps the segments");
+        }
+        assert!(d.vm_reserve(u64::MAX).is_err());
+    }
 
     #[test]
     fn segments_are_aligned_and_reuse_gaps() {

@@ -193,8 +193,14 @@ fn parse_time(field: &str) -> Option<u64> {
     for (i, b) in frac.bytes().take(6).enumerate() {
         micros += (b - b'0') as u64 * 10u64.pow(5 - i as u32);
     }
-    let whole = h.parse::<u64>().ok()? * 3600 + m.parse::<u64>().ok()? * 60 + secs.parse::<u64>().ok()?;
-    Some(whole * 1_000_000 + micros)
+    // Checked: a time past u64 microseconds (about 585,000 years) is a bad time, not a wrap.
+    let whole = h
+        .parse::<u64>()
+        .ok()?
+        .checked_mul(3600)?
+        .checked_add(m.parse::<u64>().ok()?.checked_mul(60)?)?
+        .checked_add(secs.parse::<u64>().ok()?)?;
+    whole.checked_mul(1_000_000)?.checked_add(micros)
 }
 
 /// Reads RMM's logging CSV (`Thread,Time,Action,Pointer,Size,Stream`; columns found by name).
@@ -280,18 +286,19 @@ impl Trace {
     /// Peak of the bytes live at once, as requested (before rounding).
     pub fn peak_requested(&self) -> u64 {
         let mut size_of = alloc::vec![0u64; self.slots as usize];
-        let (mut live, mut peak) = (0u64, 0u64);
+        // Summed wide: live sizes of a hand-made trace may add past u64 (the peak saturates).
+        let (mut live, mut peak) = (0u128, 0u128);
         for op in &self.ops {
             match *op {
                 TraceOp::Alloc { slot, size, .. } => {
                     size_of[slot as usize] = size;
-                    live += size;
+                    live += size as u128;
                     peak = peak.max(live);
                 }
-                TraceOp::Free { slot } => live -= size_of[slot as usize],
+                TraceOp::Free { slot } => live -= size_of[slot as usize] as u128,
             }
         }
-        peak
+        u64::try_from(peak).unwrap_or(u64::MAX)
     }
 
     /// A one-line description of what the reader counted.

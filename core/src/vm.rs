@@ -16,6 +16,13 @@ use crate::history::Action;
 use crate::size::Pool;
 use crate::vrange::{Chunk, VirtualRange};
 
+/// A `map_chunks` that failed: the error, and how many of the chunks (from the first) it
+/// mapped and kept all the same.
+pub(crate) struct MapFailure {
+    pub error: AllocError,
+    pub mapped: usize,
+}
+
 impl<D: Device> Allocator<D> {
     /// Reserves a range for `stream` and `pool` with pages of `page` bytes, large enough for
     /// the device's whole memory and an eighth more. Returns its single unmapped block, or
@@ -111,28 +118,34 @@ impl<D: Device> Allocator<D> {
 
     /// Maps `chunks` one after another from `from` inside the unmapped block `id`, grants
     /// access to them in one call, then merges the mapped piece with free neighbours. Returns
-    /// the free block holding it. On a device error, nothing stays mapped and the chunks are
-    /// unchanged (the caller still owns them).
-    pub(crate) fn map_chunks(&mut self, id: u32, from: u64, chunks: &[Chunk]) -> Result<u32, AllocError> {
+    /// the free block holding it. When a map fails, the chunks mapped before it are kept
+    /// mapped (access granted, counted, a free block), so no rollback is needed; the failure
+    /// says how many of `chunks` that took, and the caller still owns the rest. When granting
+    /// access fails, the mappings are undone and the caller owns every chunk.
+    pub(crate) fn map_chunks(&mut self, id: u32, from: u64, chunks: &[Chunk]) -> Result<u32, MapFailure> {
         let b = &self.blocks[id];
         debug_assert_eq!(b.state, BlockState::Unmapped);
         let (stream, pool) = (b.stream, b.pool);
         let r = self.vm.range_of(from).expect("mapped address lies in a range");
         let page = self.vm.ranges[r].page;
-        let pages: u64 = chunks.iter().map(|c| c.pages).sum();
-        let len = page * pages;
-        debug_assert!(from + len <= self.blocks[id].end());
-        let mut at = from;
+        let (mut at, mut done, mut failed) = (from, 0, None);
         for c in chunks {
             if let Err(e) = self.device.vm_map(at, c.pages * page, c.handle) {
-                self.unmap_quietly(from, at);
-                return Err(e.into());
+                failed = Some(e);
+                break;
             }
             at += c.pages * page;
+            done += 1;
         }
+        let failure = |error: DeviceError, mapped| MapFailure { error: error.into(), mapped };
+        if done == 0 {
+            return Err(failure(failed.expect("a map failed or there was nothing to map"), 0));
+        }
+        let (chunks, len, pages) = (&chunks[..done], at - from, (at - from) / page);
+        debug_assert!(from + len <= self.blocks[id].end());
         if let Err(e) = self.device.vm_set_access(from, len) {
-            self.unmap_quietly(from, at);
-            return Err(e.into());
+            self.unmap_quietly(from, at, chunks, page);
+            return Err(failure(e, 0));
         }
         let mut at = from;
         for c in chunks {
@@ -161,13 +174,28 @@ impl<D: Device> Allocator<D> {
         self.try_merge(mid, next, BlockState::Free);
         self.blocks[mid].state = BlockState::Free;
         self.cache(mid);
-        Ok(mid)
+        match failed {
+            None => Ok(mid),
+            Some(e) => Err(failure(e, done)),
+        }
     }
 
-    /// Undoes the mappings made in `[from, to)` after a later call failed.
-    fn unmap_quietly(&mut self, from: u64, to: u64) {
-        if to > from {
-            let _ = self.device.vm_unmap(from, to - from);
+    /// Undoes the mappings of `chunks` made in `[from, to)` after a later call failed. When
+    /// the unmap of the whole stretch fails, each mapping is unmapped on its own (a transient
+    /// failure must not leave pages mapped where the allocator counts none); a mapping that
+    /// still cannot be unmapped stays, and only then do the device and the allocator disagree.
+    fn unmap_quietly(&mut self, from: u64, to: u64, chunks: &[Chunk], page: u64) {
+        if to <= from || self.device.vm_unmap(from, to - from).is_ok() {
+            return;
+        }
+        let mut at = from;
+        for c in chunks {
+            let size = c.pages * page;
+            if at + size > to {
+                break;
+            }
+            let _ = self.device.vm_unmap(at, size);
+            at += size;
         }
     }
 

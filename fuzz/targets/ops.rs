@@ -7,32 +7,11 @@
 //! during the call, and then the call must have changed nothing the model sees; the
 //! refusals of bad pointers, zero or huge sizes and invalid fractions.
 
-use cachalot_core::sim::FaultSite;
 use cachalot_core::size::{LARGE_BUFFER, MAX_REQUEST, SMALL_SIZE};
 use cachalot_core::{AllocError, Allocator, Config, OomReport, Policy, SimDevice};
 
 use super::model::Model;
 use super::scenario::{Op, Scenario, STREAMS};
-
-/// Known allocator bug, excluded until it is fixed (then set this to false): under the
-/// paged policy, an unmap that fails while idle pages are being moved loses the chunks
-/// already obtained in that call (paging.rs `fill_span`, `grow_paged`; minimal case in
-/// `faults.rs`: `moving_idle_pages_keeps_its_pages_when_an_unmap_fails`). While set, no
-/// unmap fault is injected under the paged policy.
-const KNOWN_BUG_PAGED_UNMAP: bool = true;
-
-/// Known allocator bug, excluded until it is fixed (then set this to false): when a map
-/// fails after earlier chunks of the same call were mapped, a failure of the unmap that
-/// rolls them back is ignored (vm.rs `map_chunks`, `unmap_quietly`), and they stay mapped on
-/// the device though the allocator counts them unmapped (minimal case in `faults.rs`:
-/// `a_failed_rollback_of_a_partial_map_leaves_no_page_mapped`). While set, a scenario
-/// injects map faults or unmap faults, not both.
-const KNOWN_BUG_MAP_ROLLBACK: bool = true;
-
-/// True when the allocator runs cachalot's paged policy.
-fn paged(a: &Allocator<SimDevice>) -> bool {
-    a.config().policy == Policy::Cachalot && a.uses_virtual_memory()
-}
 
 /// Runs one input; panics on a crash.
 pub fn run(data: &[u8]) {
@@ -49,10 +28,9 @@ pub fn execute(s: &Scenario) -> Result<(), String> {
         if s.virtual_memory { SimDevice::new(s.capacity) } else { SimDevice::without_virtual_memory(s.capacity) };
     let mut a = Allocator::new(device, config);
     let mut m = Model::default();
-    let mut injected = [false; 5];
     for (i, op) in s.ops.iter().enumerate() {
         let fired_before = a.device().calls().injected_failures;
-        step(&mut a, &mut m, op, fired_before, &mut injected).map_err(|e| format!("op {i} {op:?}: {e}"))?;
+        step(&mut a, &mut m, op, fired_before).map_err(|e| format!("op {i} {op:?}: {e}"))?;
         m.check(&a).map_err(|e| format!("after op {i} {op:?}: {e}"))?;
     }
     a.device_mut().clear_faults();
@@ -67,14 +45,8 @@ pub fn execute(s: &Scenario) -> Result<(), String> {
     m.check_drained(&a)
 }
 
-/// Runs one operation; `injected` notes the kinds of fault injected so far.
-fn step(
-    a: &mut Allocator<SimDevice>,
-    m: &mut Model,
-    op: &Op,
-    fired_before: u64,
-    injected: &mut [bool; 5],
-) -> Result<(), String> {
+/// Runs one operation.
+fn step(a: &mut Allocator<SimDevice>, m: &mut Model, op: &Op, fired_before: u64) -> Result<(), String> {
     let fired = |a: &Allocator<SimDevice>| a.device().calls().injected_failures > fired_before;
     match *op {
         Op::Malloc { size, stream } => match a.malloc(size, stream) {
@@ -132,13 +104,9 @@ fn step(
             Err(AllocError::InvalidFraction(_)) if f > 1.0 => {}
             r => return Err(format!("set_memory_fraction({f}) gave {r:?}")),
         },
-        Op::Fail { site: FaultSite::Unmap, .. } if KNOWN_BUG_PAGED_UNMAP && paged(a) => {}
-        Op::Fail { site: FaultSite::Unmap, .. } if KNOWN_BUG_MAP_ROLLBACK && injected[FaultSite::Map as usize] => {}
-        Op::Fail { site: FaultSite::Map, .. } if KNOWN_BUG_MAP_ROLLBACK && injected[FaultSite::Unmap as usize] => {}
         Op::Fail { site, after } => {
             let call = a.device().next_call(site) + after;
             a.device_mut().fail_call(site, call);
-            injected[site as usize] = true;
         }
         Op::Inspect(what) => match what % 4 {
             0 => drop(a.memory_summary(0, what & 4 != 0)),
