@@ -172,7 +172,7 @@ impl<D: Device> Allocator<D> {
             self.explainer.note(|| Decision::Pool { pool: pool.name(), segment_size: segment_size(rounded) });
         }
         let id = match self.take_free_block(pool, stream, rounded) {
-            Some(id) => id,
+            Some(id) => self.place_against_live(id, rounded),
             None => match self.grow(pool, stream, rounded)? {
                 Some(id) => id,
                 None => return Err(self.out_of_memory(size, rounded, stream)),

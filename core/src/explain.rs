@@ -54,6 +54,14 @@ pub enum Decision {
         /// Why not.
         reason: &'static str,
     },
+    /// Paged policy: the request takes the back of the cached block, next to the live block
+    /// after it; the front stays cached.
+    TookBack {
+        /// Address handed out.
+        addr: u64,
+        /// Size of the cached block before the decision.
+        block_size: u64,
+    },
     /// The block was split, or kept whole.
     Split {
         /// Address of the block handed out.
@@ -161,6 +169,11 @@ impl fmt::Display for Decision {
                 "Hand out the whole {} block{} ({reason}).",
                 sz(*block_size),
                 if *remainder > 0 { alloc::format!(", wasting {}", sz(*remainder)) } else { String::new() }
+            ),
+            Decision::TookBack { addr, block_size } => write!(
+                f,
+                "Take the back of the {} block, at {addr:#x}, against the allocation after it; the front stays cached and its idle pages free to move.",
+                sz(*block_size)
             ),
             Decision::GarbageCollected { bytes } => {
                 write!(f, "Garbage collection returned {} of old cached segments.", sz(*bytes))

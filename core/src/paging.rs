@@ -9,7 +9,8 @@
 //! request), from idle chunks — chunks mapped wholly inside free blocks elsewhere, unmapped
 //! and moved here, largest first — and last from new chunks beyond that peak. So peak
 //! reserved memory stays near the peak of pages in use, and each span costs a handful of
-//! driver calls, not one per page.
+//! driver calls, not one per page. A request served from a cached block that touches live
+//! memory only at its back takes that back, so the block's idle chunks stay free to move.
 //!
 //! Invariants: chunks are taken only from outside the chosen run; a span gets chunks adding
 //! up to at least what it needs and at most what its unmapped block can hold; reserved bytes
@@ -29,13 +30,15 @@ use crate::size::Pool;
 use crate::vrange::{whole_pages, Chunk};
 
 /// Pages of the chunks a span needing `need` pages is made of: about an eighth of the span,
-/// at most 64 (128 MiB). A chunk moves only when wholly idle, so small chunks keep memory
+/// at most 8 (16 MiB). A chunk moves only when wholly idle, so small chunks keep memory
 /// close to what is in use, while each mapping costs the same on a GPU whatever its size
 /// (measured on the H200: ~25 µs to map and grant access, ~16 µs to unmap). Splitting a span
 /// in eighths keeps the mappings per request bounded and lets a large block's memory move in
-/// pieces once it is freed (docs/design.md gives the figures behind the choice).
-fn chunk_pages(need: u64) -> u64 {
-    (need / 8).clamp(1, 64)
+/// pieces once it is freed; the cap bounds what one small allocation left in a freed large
+/// block can hold back, which otherwise makes a training loop's reserved memory creep up
+/// pass after pass (docs/design.md gives the figures behind the choice).
+pub(crate) fn chunk_pages(need: u64) -> u64 {
+    (need / 8).clamp(1, 8)
 }
 
 /// Where a request will be placed: the run's first block and address, its extent.
@@ -309,6 +312,29 @@ impl<D: Device> Allocator<D> {
         debug_assert_eq!(self.blocks[start].addr, place.addr);
         self.uncache(start);
         Ok(Some(start))
+    }
+
+    /// Where a request goes inside the cached block `id` it was given (taken out of the free
+    /// index; at least `rounded` bytes): the block itself, whose front it will take, unless
+    /// the block touches live memory only at its back. Then the request takes the back,
+    /// against that live neighbour, whose last page it may share, rather than the front,
+    /// which would hold a chunk that is now wholly idle and free to move. Returns the block
+    /// to hand out; the front left over goes back to the free index.
+    pub(crate) fn place_against_live(&mut self, id: u32, rounded: u64) -> u32 {
+        let b = &self.blocks[id];
+        if self.vm.mode != crate::vrange::VmMode::Paged || !b.in_vm || b.size - rounded < crate::size::MIN_BLOCK {
+            return id;
+        }
+        let live = |n: u32| n != NIL && matches!(self.blocks[n].state, BlockState::Allocated | BlockState::PendingFree);
+        if live(b.prev) || !live(b.next) {
+            return id;
+        }
+        let block_size = b.size;
+        let back = self.split_at(id, b.end() - rounded);
+        self.cache(id);
+        let addr = self.blocks[back].addr;
+        self.explainer.note(|| Decision::TookBack { addr, block_size });
+        back
     }
 
     /// Returns idle chunks and kept chunks to the device until reserved memory is at most

@@ -72,6 +72,8 @@ fn replay_json_has_the_documented_fields() {
     assert_eq!(v["trace"], "mixed_fc_conv.csv.gz");
     assert_eq!(v["ops"], 9545);
     assert_eq!(v["ns_per_op_passes"].as_array().unwrap().len(), 3);
+    let all_passes = v["peak_reserved_bytes_all_passes"].as_u64().unwrap();
+    assert!(all_passes >= v["peak_reserved_bytes"].as_u64().unwrap(), "the peak over all passes includes the first");
 }
 
 #[test]

@@ -40,6 +40,12 @@ pub fn run(args: &mut Args) -> Result<(), Failure> {
         println!("peak requested  {:>12}", human(r.peak_requested_bytes));
         println!("peak allocated  {:>12}", human(r.peak_allocated_bytes));
         println!("peak reserved   {:>12}  ({:.3}x requested)", human(r.peak_reserved_bytes), r.reserved_over_requested);
+        println!(
+            "  all {} passes {:>12}  ({:.3}x requested)",
+            r.ns_per_op_passes.len() + 1,
+            human(r.peak_reserved_bytes_all_passes),
+            r.peak_reserved_bytes_all_passes as f64 / r.peak_requested_bytes.max(1) as f64
+        );
         println!("device calls    {} allocs, {} frees", r.device_allocs, r.device_frees);
         if r.virtual_memory {
             let (c, w) = (&r.device_calls_cold, &r.device_calls_warm);

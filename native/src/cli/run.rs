@@ -37,6 +37,9 @@ pub struct RunReport {
     pub peak_allocated_bytes: u64,
     pub peak_reserved_bytes: u64,
     pub reserved_over_requested: f64,
+    /// Peak reserved bytes over the cold pass and every warm pass: where a training loop's
+    /// reserved memory settles (a policy that moves pages could creep up pass after pass).
+    pub peak_reserved_bytes_all_passes: u64,
     pub device_allocs: u64,
     pub device_frees: u64,
     pub ooms: u64,
@@ -114,6 +117,7 @@ pub fn run(t: &NamedTrace, config: &Config, opts: &RunOptions) -> Result<RunRepo
         peak_allocated_bytes: cold.peak_allocated_bytes,
         peak_reserved_bytes: cold.peak_reserved_bytes,
         reserved_over_requested: cold.peak_reserved_bytes as f64 / cold.peak_requested_bytes.max(1) as f64,
+        peak_reserved_bytes_all_passes: alloc.stats().reserved_bytes.all.peak as u64,
         device_allocs: cold.device_allocs,
         device_frees: cold.device_frees,
         ooms: cold.ooms,
