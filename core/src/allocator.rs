@@ -23,6 +23,7 @@ use crate::free_index::FreeIndex;
 use crate::history::{Action, History, TraceEntry};
 use crate::size::{power2_interval, round_size, segment_size, Pool, MAX_REQUEST, MIN_BLOCK, SMALL_SIZE};
 use crate::stats::DeviceStats;
+use crate::streams::StreamTable;
 use crate::vrange::{whole_pages, VirtualMemory, VmMode};
 
 /// A caching allocator for one device. Cloning one (with its device) checkpoints it: the
@@ -32,6 +33,7 @@ pub struct Allocator<D: Device> {
     pub(crate) device: D,
     pub(crate) config: Config,
     pub(crate) blocks: Slab,
+    pub(crate) streams: StreamTable,
     pub(crate) free: [FreeIndex; 2],
     pub(crate) live: AddrTable,
     pub(crate) stream_uses: IdMap<Vec<Stream>>,
@@ -62,6 +64,7 @@ impl<D: Device> Allocator<D> {
             vm: VirtualMemory::new(mode, granularity.unwrap_or(crate::size::SMALL_BUFFER)),
             device,
             blocks: Slab::default(),
+            streams: StreamTable::default(),
             free: [FreeIndex::default(), FreeIndex::default()],
             live: AddrTable::default(),
             stream_uses: Default::default(),
@@ -120,12 +123,19 @@ impl<D: Device> Allocator<D> {
         self.vm.mode != VmMode::Off
     }
 
-    /// Host memory the allocator's metadata holds: bytes that grow with the number of blocks
-    /// (the block slab, the address table, free-index entries) and fixed bytes (the free
-    /// index's per-stream class tables).
+    /// Host memory the allocator's block metadata holds now: bytes that grow with the number
+    /// of blocks (the block slab, the address table, the free index's class vectors) and
+    /// bytes fixed per pool and stream (the free index's bitmaps and tables of vectors by
+    /// class). Virtual-memory bookkeeping (ranges and their page mappings) is per range and
+    /// mapping, not per block, and is not counted.
     pub fn metadata_bytes(&self) -> (usize, usize) {
-        let (entries, fixed) = (self.free[0].heap_bytes(), self.free[1].heap_bytes());
-        (self.blocks.heap_bytes() + self.live.heap_bytes() + entries.0 + fixed.0, entries.1 + fixed.1)
+        let (small, large) = (self.free[0].heap_bytes(), self.free[1].heap_bytes());
+        (self.blocks.heap_bytes() + self.live.heap_bytes() + small.0 + large.0, small.1 + large.1)
+    }
+
+    /// Blocks (allocated, pending, free or unmapped) alive now.
+    pub fn live_blocks(&self) -> usize {
+        self.blocks.len()
     }
 
     /// Most blocks (allocated, pending, free or unmapped) there have been at once.
@@ -196,7 +206,8 @@ impl<D: Device> Allocator<D> {
             }
         }
         let b = &mut self.blocks[id];
-        let (size, pool, stream, requested, pending) = (b.size, b.pool, b.stream, b.requested, b.event_count > 0);
+        let (size, pool, stream, requested, pending) =
+            (b.size, b.pool, self.streams.handle(b.stream_index), b.requested(), b.event_count > 0);
         b.state = if pending { BlockState::PendingFree } else { BlockState::Free };
         self.stats.allocation.decrease(pool, 1);
         self.stats.allocated_bytes.decrease(pool, size);
@@ -219,7 +230,7 @@ impl<D: Device> Allocator<D> {
         let Some(id) = self.live.get(addr, &self.blocks) else {
             return Err(self.diagnose_bad_pointer(addr));
         };
-        if self.blocks[id].stream == stream {
+        if self.stream_of(id) == stream {
             return Ok(());
         }
         let uses = self.stream_uses.entry(id).or_default();
@@ -313,7 +324,7 @@ impl<D: Device> Allocator<D> {
     #[inline]
     pub(crate) fn cache(&mut self, id: u32) {
         let b = &self.blocks[id];
-        self.free[b.pool.index()].insert(b.stream, b.size, b.addr, id);
+        self.free[b.pool.index()].insert(self.streams.handle(b.stream_index), b.size, b.addr, id);
         if b.in_vm && self.vm.mode == VmMode::Paged {
             let w = whole_pages(b.addr, b.size, self.vm.paged_page);
             self.vm.idle_pages += w.end - w.start;
@@ -324,7 +335,7 @@ impl<D: Device> Allocator<D> {
     #[inline]
     pub(crate) fn uncache(&mut self, id: u32) {
         let b = &self.blocks[id];
-        let removed = self.free[b.pool.index()].remove(b.stream, b.size, b.addr);
+        let removed = self.free[b.pool.index()].remove(self.streams.handle(b.stream_index), b.size, b.addr);
         debug_assert!(removed, "uncached block was in the free index");
         self.uncounted_idle(id);
     }
@@ -377,19 +388,8 @@ impl<D: Device> Allocator<D> {
         };
         self.explainer.note(|| Decision::NewSegment { addr, size });
         self.reserved += size;
-        let id = self.blocks.insert(Block {
-            addr,
-            size,
-            requested: 0,
-            stream,
-            prev: NIL,
-            next: NIL,
-            stamp: 0,
-            event_count: 0,
-            state: BlockState::Free,
-            pool,
-            in_vm: false,
-        });
+        let stream_index = self.streams.index_of(stream);
+        let id = self.blocks.insert(Block::new(addr, size, stream_index, BlockState::Free, pool, false));
         self.stats.segment.increase(pool, 1);
         self.stats.reserved_bytes.increase(pool, size);
         if size >= self.config.max_split_size {
@@ -454,19 +454,9 @@ impl<D: Device> Allocator<D> {
         }
         let id = if split {
             let rest = &mut self.blocks[id];
-            let front = Block {
-                addr: rest.addr,
-                size: rounded,
-                requested: 0,
-                stream: rest.stream,
-                prev: rest.prev,
-                next: id,
-                stamp: rest.stamp,
-                event_count: 0,
-                state: BlockState::Allocated,
-                pool,
-                in_vm,
-            };
+            let mut front = Block::new(rest.addr, rounded, rest.stream_index, BlockState::Allocated, pool, in_vm);
+            front.prev = rest.prev;
+            front.next = id;
             rest.addr += rounded;
             rest.size -= rounded;
             let rest_size = rest.size;
@@ -475,7 +465,7 @@ impl<D: Device> Allocator<D> {
             let before = rest.prev;
             rest.prev = front_id;
             if !in_vm {
-                rest.stamp = self.lookups[pool.index()];
+                rest.set_stamp(self.lookups[pool.index()]);
             }
             if before != NIL {
                 self.blocks[before].next = front_id;
@@ -502,8 +492,8 @@ impl<D: Device> Allocator<D> {
         };
         let b = &mut self.blocks[id];
         b.state = BlockState::Allocated;
-        b.requested = requested;
-        let (addr, size, stream) = (b.addr, b.size, b.stream);
+        b.set_requested(requested);
+        let (addr, size, stream) = (b.addr, b.size, self.streams.handle(b.stream_index));
         self.live.insert(addr, id, &self.blocks);
         let s = &mut self.stats;
         s.allocation.increase(pool, 1);
@@ -525,7 +515,8 @@ impl<D: Device> Allocator<D> {
     /// in the free index.
     pub(crate) fn free_block(&mut self, id: u32) {
         let b = &self.blocks[id];
-        let (addr, size, requested, stream, pool, in_vm) = (b.addr, b.size, b.requested, b.stream, b.pool, b.in_vm);
+        let (addr, size, requested, stream, pool, in_vm) =
+            (b.addr, b.size, b.requested(), self.streams.handle(b.stream_index), b.pool, b.in_vm);
         let neighbours = [b.prev, b.next];
         self.record(Action::FreeCompleted, addr, requested, stream);
         let mut net_blocks: i64 = 0;
@@ -545,8 +536,7 @@ impl<D: Device> Allocator<D> {
         };
         let b = &mut self.blocks[id];
         b.state = BlockState::Free;
-        b.requested = 0;
-        b.stamp = stamp;
+        b.set_stamp(stamp);
         let split = b.is_split();
         let (key_size, key_addr) = (b.size, b.addr);
         self.cache(id);
@@ -583,16 +573,17 @@ impl<D: Device> Allocator<D> {
             BlockState::Free => self.uncache(other),
             BlockState::Unmapped => {
                 let o = &self.blocks[other];
-                self.vm.unmapped[o.pool.index()].remove(&(o.stream, o.addr));
+                self.vm.unmapped[o.pool.index()].remove(&(self.streams.handle(o.stream_index), o.addr));
             }
             _ => unreachable!("only free or unmapped blocks merge"),
         }
         let o = &self.blocks[other];
-        let (o_addr, o_size, o_prev, o_next, o_stamp, o_in_vm) = (o.addr, o.size, o.prev, o.next, o.stamp, o.in_vm);
+        let (o_addr, o_size, o_prev, o_next, o_stamp, o_in_vm) = (o.addr, o.size, o.prev, o.next, o.stamp(), o.in_vm);
         self.blocks.vacate(other);
         let b = &mut self.blocks[id];
         b.size += o_size;
-        b.stamp = b.stamp.max(o_stamp);
+        // A block being freed still holds its requested bytes here; its caller stamps it next.
+        b.set_stamp(b.stamp().max(o_stamp));
         if b.prev == other {
             b.addr = o_addr;
             b.prev = o_prev;
@@ -608,6 +599,12 @@ impl<D: Device> Allocator<D> {
             }
         }
         o_size
+    }
+
+    /// The stream block `id` belongs to.
+    #[inline]
+    pub(crate) fn stream_of(&self, id: u32) -> Stream {
+        self.streams.handle(self.blocks[id].stream_index)
     }
 
     /// Records that block `id` now starts its virtual range.

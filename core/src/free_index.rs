@@ -9,12 +9,17 @@
 //! block of the request's own class, else the last block of the next non-empty class —
 //! exactly the smallest block of at least the requested size, lowest address on ties.
 //!
+//! The classes' entries live in a `ClassStore` (`class_store.rs`), whose memory follows the
+//! number of cached blocks rather than the number of classes.
+//!
 //! Invariants (kept by the allocator): a block is in its pool's free index iff its state is
 //! `Free`; the key stored for it equals its current (stream, size, address); a class's bit
-//! is set iff the class holds a block; streams are kept sorted by stream id.
+//! is set iff the class holds a block; streams are kept sorted by
+//! stream id.
 
-use alloc::boxed::Box;
 use alloc::vec::Vec;
+
+use crate::class_store::{ClassStore, Entry};
 
 use crate::device::Stream;
 
@@ -41,41 +46,25 @@ fn class_of(size: u64) -> usize {
     (EXACT_CLASSES + ((octave - 10) << SUB_BITS)) as usize + sub as usize
 }
 
-/// A cached block: 16 bytes, the size in 512-byte units (free blocks never exceed a device's
-/// memory, far below 2 TiB).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct Entry {
-    addr: u64,
-    units: u32,
-    id: u32,
-}
-
-impl Entry {
-    #[inline]
-    fn size(&self) -> u64 {
-        (self.units as u64) << 9
-    }
-
-    /// The ordering key as one comparable pair.
-    #[inline]
-    fn key(&self) -> (u32, u64) {
-        (self.units, self.addr)
-    }
-}
-
 /// The cached blocks of one stream.
 #[derive(Clone, Debug)]
 struct StreamIndex {
     stream: Stream,
     top: u64,
     words: [u64; WORDS],
-    classes: Box<[Vec<Entry>]>,
+    classes: ClassStore,
     len: usize,
 }
 
 impl StreamIndex {
     fn new(stream: Stream) -> StreamIndex {
-        StreamIndex { stream, top: 0, words: [0; WORDS], classes: (0..CLASSES).map(|_| Vec::new()).collect(), len: 0 }
+        StreamIndex { stream, top: 0, words: [0; WORDS], classes: ClassStore::new(CLASSES), len: 0 }
+    }
+
+    /// The entries of class `c`, largest first.
+    #[inline]
+    fn class(&self, c: usize) -> &[Entry] {
+        self.classes.class(c)
     }
 
     /// The first non-empty class at or after `from`.
@@ -101,7 +90,7 @@ impl StreamIndex {
     #[inline]
     fn best_fit(&self, size: u64) -> Option<(usize, usize)> {
         let c = class_of(size);
-        let v = &self.classes[c];
+        let v = self.class(c);
         if let Some(last) = v.last() {
             if last.size() >= size {
                 return Some((c, v.len() - 1));
@@ -112,15 +101,13 @@ impl StreamIndex {
                 return Some((c, i - 1));
             }
         }
-        self.next_class(c + 1).map(|n| (n, self.classes[n].len() - 1))
+        self.next_class(c + 1).map(|n| (n, self.class(n).len() - 1))
     }
 
     /// Removes the entry at position `i` of class `c`.
     #[inline]
     fn remove_at(&mut self, c: usize, i: usize) {
-        let v = &mut self.classes[c];
-        v.remove(i);
-        if v.is_empty() {
+        if self.classes.remove_at(c, i) {
             self.words[c / 64] &= !(1 << (c % 64));
             if self.words[c / 64] == 0 {
                 self.top &= !(1 << (c / 64));
@@ -132,10 +119,7 @@ impl StreamIndex {
     #[inline]
     fn insert(&mut self, e: Entry) {
         let c = class_of(e.size());
-        let v = &mut self.classes[c];
-        let i = v.partition_point(|x| x.key() > e.key());
-        debug_assert!(v.get(i).is_none_or(|x| x.addr != e.addr), "block cached twice");
-        v.insert(i, e);
+        self.classes.insert(c, e);
         self.words[c / 64] |= 1 << (c % 64);
         self.top |= 1 << (c / 64);
         self.len += 1;
@@ -144,7 +128,7 @@ impl StreamIndex {
     #[inline]
     fn remove(&mut self, size: u64, addr: u64) -> bool {
         let c = class_of(size);
-        let v = &mut self.classes[c];
+        let v = self.class(c);
         let key = ((size >> 9) as u32, addr);
         let i = match v.last() {
             Some(last) if last.key() == key => v.len() - 1,
@@ -169,7 +153,7 @@ impl StreamIndex {
         core::iter::from_fn(move || {
             let cur = c?;
             c = self.next_class(cur + 1);
-            let v = &self.classes[cur];
+            let v = self.class(cur);
             let keep = if cur == first { v.partition_point(|e| e.size() >= size) } else { v.len() };
             Some(v[..keep].iter().rev())
         })
@@ -208,6 +192,8 @@ impl FreeIndex {
             Some(i) => i,
             None => {
                 let at = self.streams.partition_point(|s| s.stream < stream);
+                // Room for exactly one more: a stream's index is 600 bytes and streams are few.
+                self.streams.reserve_exact(1);
                 self.streams.insert(at, StreamIndex::new(stream));
                 at
             }
@@ -231,7 +217,7 @@ impl FreeIndex {
         let si = self.streams.iter().position(|s| s.stream == stream)?;
         let s = &self.streams[si];
         let (class, pos) = s.best_fit(size)?;
-        let e = s.classes[class][pos];
+        let e = s.class(class)[pos];
         Some(Found { stream: si, class, pos, key: (stream, e.size(), e.addr), id: e.id })
     }
 
@@ -273,13 +259,12 @@ impl FreeIndex {
         self.iter().map(|(_, id)| id).collect()
     }
 
-    /// Host memory held: (bytes of entries, which grow with cached blocks; fixed bytes of the
-    /// per-stream class tables).
+    /// Host memory held: (bytes that grow with cached blocks; fixed bytes of each stream:
+    /// bitmaps and the table of storage by class). See `class_store.rs`.
     pub fn heap_bytes(&self) -> (usize, usize) {
-        let entries = self.streams.iter().flat_map(|s| s.classes.iter()).map(|v| v.capacity() * 16).sum();
-        let fixed =
-            self.streams.len() * (CLASSES * core::mem::size_of::<Vec<Entry>>() + core::mem::size_of::<StreamIndex>());
-        (entries, fixed)
+        let per_stream = self.streams.iter().map(|s| s.classes.heap_bytes());
+        let (growing, tables) = per_stream.fold((0, 0), |(g, t), (sg, st)| (g + sg, t + st));
+        (growing, tables + self.streams.capacity() * core::mem::size_of::<StreamIndex>())
     }
 
     /// Number of cached blocks.
@@ -326,6 +311,30 @@ mod tests {
         assert!(!f.remove(0, 3 << 20, 0x1000_0000));
         assert_eq!(f.best_fit(0, 2 << 20).unwrap().1, 1);
         assert_eq!(f.len(), 4);
+    }
+
+    #[test]
+    fn memory_follows_the_cached_blocks_not_the_fullest_moment() {
+        let mut f = FreeIndex::default();
+        // One block at a time in 1000 different classes: one vector serves them all.
+        for units in 1..=1000u64 {
+            f.insert(0, units << 9, units << 20, units as u32);
+            assert!(f.remove(0, units << 9, units << 20));
+        }
+        let one_vector = 4 * core::mem::size_of::<Entry>() + 32;
+        assert!(f.heap_bytes().0 <= 2 * one_vector, "{:?}", f.heap_bytes());
+        // A class that filled up and drained gives its room back.
+        for i in 0..10_000u64 {
+            f.insert(0, 4 << 20, i << 23, i as u32);
+        }
+        let full = f.heap_bytes().0;
+        for i in 1..10_000u64 {
+            assert!(f.remove(0, 4 << 20, i << 23));
+        }
+        assert!(full >= 10_000 * 16 && f.heap_bytes().0 <= 2 * one_vector, "{full} then {:?}", f.heap_bytes());
+        assert_eq!(f.best_fit(0, 512).map(|(k, _)| k), Some((0, 4 << 20, 0)));
+        // The fixed part is two bytes per class and stream, not a vector per class.
+        assert!(f.heap_bytes().1 <= CLASSES * 2 + 1024, "{:?}", f.heap_bytes());
     }
 
     #[test]

@@ -77,11 +77,15 @@ impl<D: Device> Allocator<D> {
             if b.prev != NIL {
                 continue;
             }
-            let (pool, stream) = (b.pool, b.stream);
+            let (pool, stream) = (b.pool, b.stream_index);
             let range = if b.in_vm {
                 let r = self.vm.range_of(b.addr).ok_or_else(|| format!("virtual block {head} lies in no range"))?;
                 let range = &self.vm.ranges[r];
-                if range.head != head || range.base != b.addr || range.pool != pool || range.stream != stream {
+                if range.head != head
+                    || range.base != b.addr
+                    || range.pool != pool
+                    || range.stream != self.streams.handle(stream)
+                {
                     return Err(format!("range at {:#x} disagrees with its head block {head}", range.base));
                 }
                 Some(range)
@@ -111,7 +115,7 @@ impl<D: Device> Allocator<D> {
                 if c.size == 0 || c.size % MIN_BLOCK != 0 {
                     return Err(format!("block {id} has size {} (not a positive multiple of 512)", c.size));
                 }
-                if c.pool != pool || c.stream != stream {
+                if c.pool != pool || c.stream_index != stream {
                     return Err(format!("block {id} differs in pool or stream from its segment"));
                 }
                 let free = matches!(c.state, BlockState::Free | BlockState::Unmapped);
@@ -147,12 +151,12 @@ impl<D: Device> Allocator<D> {
                         rc.allocated_bytes.increase(pool, c.size);
                         rc.active.increase(pool, 1);
                         rc.active_bytes.increase(pool, c.size);
-                        rc.requested_bytes.increase(pool, c.requested);
+                        rc.requested_bytes.increase(pool, c.requested());
                     }
                     BlockState::PendingFree => {
                         rc.active.increase(pool, 1);
                         rc.active_bytes.increase(pool, c.size);
-                        rc.requested_bytes.increase(pool, c.requested);
+                        rc.requested_bytes.increase(pool, c.requested());
                     }
                     BlockState::Free if split && range.is_none() => {
                         rc.inactive_split.increase(pool, 1);
@@ -247,12 +251,14 @@ impl<D: Device> Allocator<D> {
         let b = &self.blocks[id];
         let in_index = match indexed.get(&id) {
             None => false,
-            Some(&(pool, key)) if pool == b.pool && key == (b.stream, b.size, b.addr) => true,
+            Some(&(pool, key)) if pool == b.pool && key == (self.streams.handle(b.stream_index), b.size, b.addr) => {
+                true
+            }
             Some(entry) => return Err(format!("block {id} is indexed as {entry:?}, not under its own pool and key")),
         };
         let in_live = self.live.get(b.addr, &self.blocks) == Some(id);
         let queued = queued.get(&id).copied().unwrap_or(0);
-        let in_unmapped = unmapped.get(&id) == Some(&(b.pool, b.stream, b.addr));
+        let in_unmapped = unmapped.get(&id) == Some(&(b.pool, self.streams.handle(b.stream_index), b.addr));
         if in_unmapped != (b.state == BlockState::Unmapped) {
             return Err(format!("block {id} is {:?} but in the unmapped index: {in_unmapped}", b.state));
         }

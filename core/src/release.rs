@@ -89,7 +89,7 @@ impl<D: Device> Allocator<D> {
     pub(crate) fn release_block(&mut self, id: u32) -> Result<(), AllocError> {
         let b = &self.blocks[id];
         debug_assert!(!b.is_split() && !b.in_vm);
-        let (addr, size, stream, pool) = (b.addr, b.size, b.stream, b.pool);
+        let (addr, size, stream, pool) = (b.addr, b.size, self.streams.handle(b.stream_index), b.pool);
         self.device.free(addr, size)?;
         self.uncache(id);
         self.blocks.remove(id);
@@ -195,7 +195,7 @@ impl<D: Device> Allocator<D> {
         }
         let target = self.reserved - threshold;
         let now = self.lookups[Pool::Large.index()];
-        let age = |b: &crate::block::Block| now.wrapping_sub(b.stamp) as u64;
+        let age = |b: &crate::block::Block| now.wrapping_sub(b.stamp()) as u64;
         let mut total_age = 0u64;
         let mut freeable = 0u64;
         for (_, id) in self.free[Pool::Large.index()].iter() {

@@ -123,7 +123,7 @@ impl<D: Device> Allocator<D> {
                     allocated_size: 0,
                     active_size: 0,
                     requested_size: 0,
-                    stream: c.stream,
+                    stream: self.streams.handle(c.stream_index),
                     segment_type: c.pool.name().into(),
                     is_expandable: c.in_vm,
                     blocks: Vec::new(),
@@ -135,12 +135,12 @@ impl<D: Device> Allocator<D> {
                 }
                 if c.state != BlockState::Free {
                     seg.active_size += c.size;
-                    seg.requested_size += c.requested;
+                    seg.requested_size += c.requested();
                 }
                 seg.blocks.push(BlockInfo {
                     address: c.addr,
                     size: c.size,
-                    requested_size: c.requested,
+                    requested_size: c.requested(),
                     state: state.into(),
                     frames: Vec::new(),
                 });

@@ -35,19 +35,8 @@ impl<D: Device> Allocator<D> {
             Err(DeviceError::OutOfMemory) => return Ok(None),
             Err(e) => return Err(e.into()),
         };
-        let id = self.blocks.insert(Block {
-            addr: base,
-            size,
-            requested: 0,
-            stream,
-            prev: NIL,
-            next: NIL,
-            stamp: 0,
-            event_count: 0,
-            state: BlockState::Unmapped,
-            pool,
-            in_vm: true,
-        });
+        let stream_index = self.streams.index_of(stream);
+        let id = self.blocks.insert(Block::new(base, size, stream_index, BlockState::Unmapped, pool, true));
         self.vm.unmapped[pool.index()].insert((stream, base), id);
         let mappings = alloc::collections::BTreeMap::new();
         self.vm.ranges.push(VirtualRange { base, size, page, stream, pool, mappings, head: id });
@@ -59,7 +48,7 @@ impl<D: Device> Allocator<D> {
     pub(crate) fn release_range(&mut self, id: u32) -> Result<(), AllocError> {
         let b = &self.blocks[id];
         debug_assert!(b.state == BlockState::Unmapped && !b.is_split());
-        let (addr, size, stream, pool) = (b.addr, b.size, b.stream, b.pool);
+        let (addr, size, stream, pool) = (b.addr, b.size, self.streams.handle(b.stream_index), b.pool);
         self.device.vm_release(addr, size)?;
         self.vm.unmapped[pool.index()].remove(&(stream, addr));
         self.blocks.remove(id);
@@ -75,7 +64,9 @@ impl<D: Device> Allocator<D> {
     pub(crate) fn split_at(&mut self, id: u32, at: u64) -> u32 {
         let b = &self.blocks[id];
         debug_assert!(at > b.addr && at < b.end());
-        let back = Block { addr: at, size: b.end() - at, prev: id, next: b.next, requested: 0, ..b.clone() };
+        debug_assert!(matches!(b.state, BlockState::Free | BlockState::Unmapped), "only cached space is cut");
+        let mut back = b.clone();
+        (back.addr, back.size, back.prev) = (at, b.end() - at, id);
         let back_id = self.blocks.insert(back);
         let next = self.blocks[back_id].next;
         if next != NIL {
@@ -110,7 +101,7 @@ impl<D: Device> Allocator<D> {
             BlockState::Free => self.cache(id),
             BlockState::Unmapped => {
                 let b = &self.blocks[id];
-                self.vm.unmapped[b.pool.index()].insert((b.stream, b.addr), id);
+                self.vm.unmapped[b.pool.index()].insert((self.streams.handle(b.stream_index), b.addr), id);
             }
             _ => {}
         }
@@ -125,7 +116,7 @@ impl<D: Device> Allocator<D> {
     pub(crate) fn map_chunks(&mut self, id: u32, from: u64, chunks: &[Chunk]) -> Result<u32, MapFailure> {
         let b = &self.blocks[id];
         debug_assert_eq!(b.state, BlockState::Unmapped);
-        let (stream, pool) = (b.stream, b.pool);
+        let (stream, pool) = (self.streams.handle(b.stream_index), b.pool);
         let r = self.vm.range_of(from).expect("mapped address lies in a range");
         let page = self.vm.ranges[r].page;
         let (mut at, mut done, mut failed) = (from, 0, None);
@@ -230,7 +221,7 @@ impl<D: Device> Allocator<D> {
         let id = self.block_containing(addr);
         debug_assert!(self.blocks[id].state == BlockState::Free && addr + size <= self.blocks[id].end());
         let paged = self.vm.mode == crate::vrange::VmMode::Paged;
-        if !(paged && self.vm.epochs.is_safe(stream, self.blocks[id].stamp)) {
+        if !(paged && self.vm.epochs.is_safe(stream, self.blocks[id].stamp())) {
             self.device.synchronize_stream(stream)?;
             if paged {
                 self.vm.epochs.synchronized(stream);

@@ -8,6 +8,7 @@ mod advise_cmd;
 mod args;
 mod compare_cmd;
 mod input;
+mod metadata;
 mod plot;
 mod replay_cmd;
 mod run;

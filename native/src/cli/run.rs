@@ -47,11 +47,13 @@ pub struct RunReport {
     pub ns_per_op_cold: f64,
     pub ns_per_op_passes: Vec<f64>,
     pub capacity_bytes: u64,
-    /// Most blocks (allocated, free, pending or unmapped) there were at once in the cold pass.
+    /// Most blocks (allocated, free, pending or unmapped) alive at once over the cold pass
+    /// and the first warm pass.
     pub blocks: usize,
-    /// Host bytes of the metadata that grows with blocks, over that most.
+    /// The most host bytes the metadata that grows with blocks held at any moment of those
+    /// passes, over `blocks` (see `metadata.rs`).
     pub metadata_bytes_per_block: f64,
-    /// Host bytes of fixed metadata (the free index's per-stream class tables).
+    /// The most host bytes of fixed metadata (per pool and stream) held in those passes.
     pub metadata_fixed_bytes: usize,
     pub virtual_memory: bool,
     pub device_calls_cold: DeviceCalls,
@@ -89,8 +91,6 @@ pub fn run(t: &NamedTrace, config: &Config, opts: &RunOptions) -> Result<RunRepo
     let cold = replayer.run_ops(&mut alloc, ops).map_err(fail)?;
     let cold_ns = start.elapsed().as_nanos() as f64 / ops.len().max(1) as f64;
     let device_calls_cold = alloc.device().calls();
-    let (metadata, metadata_fixed_bytes) = alloc.metadata_bytes();
-    let blocks = alloc.block_high_water();
     let summary_at_end = opts.summary.then(|| alloc.memory_summary(0, false));
     replayer.free_live(&mut alloc).map_err(|e| format!("{}: {e}", t.name))?;
     let mut passes = Vec::with_capacity(opts.warm_passes);
@@ -105,6 +105,7 @@ pub fn run(t: &NamedTrace, config: &Config, opts: &RunOptions) -> Result<RunRepo
         device_calls_warm = alloc.device().calls().since(&before);
     }
     done_progress();
+    let metadata = super::metadata::measure(t, config, opts.capacity)?;
     let summary_at_peak = if opts.summary { Some(summary_at_peak(t, config, opts.capacity)?) } else { None };
     let mut sorted = passes.clone();
     sorted.sort_by(f64::total_cmp);
@@ -125,9 +126,9 @@ pub fn run(t: &NamedTrace, config: &Config, opts: &RunOptions) -> Result<RunRepo
         ns_per_op_cold: round1(cold_ns),
         ns_per_op_passes: passes.into_iter().map(round1).collect(),
         capacity_bytes: opts.capacity,
-        blocks,
-        metadata_bytes_per_block: round1(metadata as f64 / blocks.max(1) as f64),
-        metadata_fixed_bytes,
+        blocks: metadata.blocks,
+        metadata_bytes_per_block: round1(metadata.bytes_per_block()),
+        metadata_fixed_bytes: metadata.fixed_bytes,
         virtual_memory: alloc.uses_virtual_memory(),
         device_calls_cold,
         device_calls_warm,
