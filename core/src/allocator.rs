@@ -275,7 +275,7 @@ impl<D: Device> Allocator<D> {
     /// honouring `max_split_size` and `max_non_split_rounding` (which virtual memory makes
     /// moot: its blocks are always split) and, for expandable segments, PyTorch's preference
     /// for blocks that can grow.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn take_free_block(&mut self, pool: Pool, stream: Stream, rounded: u64) -> Option<u32> {
         if self.gc_enabled() {
             self.lookups[pool.index()] = self.lookups[pool.index()].wrapping_add(1);
@@ -321,7 +321,7 @@ impl<D: Device> Allocator<D> {
     }
 
     /// Puts free block `id` in its pool's free index (and counts its idle pages).
-    #[inline]
+    #[inline(always)]
     pub(crate) fn cache(&mut self, id: u32) {
         let b = &self.blocks[id];
         self.free[b.pool.index()].insert(self.streams.handle(b.stream_index), b.size, b.addr, id);
@@ -332,7 +332,7 @@ impl<D: Device> Allocator<D> {
     }
 
     /// Takes free block `id` out of its pool's free index.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn uncache(&mut self, id: u32) {
         let b = &self.blocks[id];
         let removed = self.free[b.pool.index()].remove(self.streams.handle(b.stream_index), b.size, b.addr);
@@ -437,6 +437,7 @@ impl<D: Device> Allocator<D> {
 
     /// Hands out block `id` (taken from the free index or fresh from the device) for a
     /// rounded request, splitting off the remainder when the split rule says so.
+    #[inline(always)]
     fn hand_out(&mut self, id: u32, rounded: u64, requested: u64) -> u64 {
         let already_split = self.blocks[id].is_split();
         let (pool, in_vm) = (self.blocks[id].pool, self.blocks[id].in_vm);
@@ -513,6 +514,7 @@ impl<D: Device> Allocator<D> {
 
     /// Caches a block whose free has completed: merges it with free neighbours and puts it
     /// in the free index.
+    #[inline(always)]
     pub(crate) fn free_block(&mut self, id: u32) {
         let b = &self.blocks[id];
         let (addr, size, requested, stream, pool, in_vm) =
@@ -565,6 +567,7 @@ impl<D: Device> Allocator<D> {
 
     /// Merges the neighbour `other` into block `id` if `other` is in `state` (free or
     /// unmapped), taking it out of its index; returns the bytes gained (0 when not merged).
+    #[inline(always)]
     pub(crate) fn try_merge(&mut self, id: u32, other: u32, state: BlockState) -> u64 {
         if other == NIL || self.blocks[other].state != state {
             return 0;

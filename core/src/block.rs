@@ -11,8 +11,9 @@
 //! and the bytes a caller asked for and the stamp of a cached block share one field, since a
 //! block only has the first while it is allocated or pending and only needs the second while
 //! it is free or unmapped. The slab grows by an eighth at a
-//! time and threads its vacant slots into a list through the slots themselves, so it holds
-//! at most about an eighth more than the most blocks ever alive at once.
+//! time and threads its vacant slots into a list through the slots themselves (one bit per
+//! slot marks those in use), so it holds at most about an eighth more than the most blocks
+//! ever alive at once.
 
 use alloc::vec::Vec;
 
@@ -109,7 +110,8 @@ impl Block {
     /// True when the block shares its segment with other blocks.
     #[inline]
     pub fn is_split(&self) -> bool {
-        self.prev != NIL || self.next != NIL
+        // Both links are NIL (all ones) iff their AND is: one test, no data-dependent branch.
+        self.prev & self.next != NIL
     }
 
     /// One past the last byte.
@@ -119,19 +121,16 @@ impl Block {
     }
 }
 
-/// One slot of the slab: a block, or a vacant slot naming the next vacant one ([`NIL`] ends
-/// the list). The vacant variant fits in the block's spare bit patterns: a slot is 40 bytes.
-#[derive(Clone, Debug)]
-enum Slot {
-    Used(Block),
-    Vacant(u32),
-}
-
 /// Storage for blocks with stable `u32` ids and reuse of vacated ids, the most recently
-/// vacated first.
+/// vacated first. A vacant slot keeps a stale block whose `next` names the next vacant slot
+/// ([`NIL`] ends the list); one bit per slot says which slots are in use. Indexing by id
+/// trusts the invariant that no chain names a vacant id (debug builds check it), so the hot
+/// path pays one bounds check per access and nothing more.
 #[derive(Clone, Debug)]
 pub struct Slab {
-    slots: Vec<Slot>,
+    slots: Vec<Block>,
+    /// Bit `i % 64` of word `i / 64` is set iff slot `i` holds a live block.
+    used: Vec<u64>,
     /// The most recently vacated slot, or [`NIL`].
     vacant: u32,
     len: usize,
@@ -139,73 +138,83 @@ pub struct Slab {
 
 impl Default for Slab {
     fn default() -> Self {
-        Slab { slots: Vec::new(), vacant: NIL, len: 0 }
+        Slab { slots: Vec::new(), used: Vec::new(), vacant: NIL, len: 0 }
     }
 }
 
 impl Slab {
+    #[inline]
+    fn is_used(&self, id: u32) -> bool {
+        self.used.get(id as usize / 64).is_some_and(|w| w & (1 << (id % 64)) != 0)
+    }
+
+    #[inline]
+    fn mark(&mut self, id: u32, used: bool) {
+        let word = &mut self.used[id as usize / 64];
+        if used {
+            *word |= 1 << (id % 64);
+        } else {
+            *word &= !(1 << (id % 64));
+        }
+    }
+
     /// Stores a block and returns its id.
     #[inline]
     pub fn insert(&mut self, block: Block) -> u32 {
         self.len += 1;
-        if self.vacant != NIL {
+        let id = if self.vacant != NIL {
             let id = self.vacant;
-            let slot = &mut self.slots[id as usize];
-            self.vacant = match slot {
-                Slot::Vacant(next) => *next,
-                Slot::Used(_) => unreachable!("vacant list names a used slot"),
-            };
-            *slot = Slot::Used(block);
+            self.vacant = self.slots[id as usize].next;
+            self.slots[id as usize] = block;
             id
         } else {
             if self.slots.len() == self.slots.capacity() {
                 // Grow by an eighth, not double, so at most an eighth of the slab sits unused.
                 self.slots.reserve_exact((self.slots.len() / 8).max(16));
             }
-            self.slots.push(Slot::Used(block));
-            (self.slots.len() - 1) as u32
-        }
+            self.slots.push(block);
+            let id = (self.slots.len() - 1) as u32;
+            if id as usize / 64 == self.used.len() {
+                self.used.push(0);
+            }
+            id
+        };
+        self.mark(id, true);
+        id
     }
 
     /// Removes a block, vacating its id.
     #[inline]
     pub fn remove(&mut self, id: u32) -> Block {
-        match core::mem::replace(&mut self.slots[id as usize], Slot::Vacant(self.vacant)) {
-            Slot::Used(block) => {
-                self.vacant = id;
-                self.len -= 1;
-                block
-            }
-            Slot::Vacant(_) => panic!("slab id in use"),
-        }
+        let block = self.slots[id as usize].clone();
+        self.vacate(id);
+        block
     }
 
     /// Removes a block without handing it back (when the caller has read what it needs).
     #[inline]
     pub fn vacate(&mut self, id: u32) {
-        self.remove(id);
+        assert!(self.is_used(id), "slab id in use");
+        self.mark(id, false);
+        self.slots[id as usize].next = self.vacant;
+        self.vacant = id;
+        self.len -= 1;
     }
 
     /// The block with this id, if any.
     #[inline]
     pub fn get(&self, id: u32) -> Option<&Block> {
-        match self.slots.get(id as usize) {
-            Some(Slot::Used(b)) => Some(b),
-            _ => None,
-        }
+        self.is_used(id).then(|| &self.slots[id as usize])
     }
 
     /// Every live block with its id.
     pub fn iter(&self) -> impl Iterator<Item = (u32, &Block)> {
-        self.slots.iter().enumerate().filter_map(|(i, s)| match s {
-            Slot::Used(b) => Some((i as u32, b)),
-            Slot::Vacant(_) => None,
-        })
+        self.slots.iter().enumerate().filter(|&(i, _)| self.is_used(i as u32)).map(|(i, b)| (i as u32, b))
     }
 
     /// Bytes of host memory the slab holds.
     pub fn heap_bytes(&self) -> usize {
-        self.slots.capacity() * core::mem::size_of::<Slot>()
+        self.slots.capacity() * core::mem::size_of::<Block>() + self.used.capacity() * 8
     }
 
     /// Most blocks ever stored at once (slots ever used).
@@ -223,20 +232,16 @@ impl core::ops::Index<u32> for Slab {
     type Output = Block;
     #[inline]
     fn index(&self, id: u32) -> &Block {
-        match &self.slots[id as usize] {
-            Slot::Used(b) => b,
-            Slot::Vacant(_) => panic!("slab id in use"),
-        }
+        debug_assert!(self.is_used(id), "slab id {id} in use");
+        &self.slots[id as usize]
     }
 }
 
 impl core::ops::IndexMut<u32> for Slab {
     #[inline]
     fn index_mut(&mut self, id: u32) -> &mut Block {
-        match &mut self.slots[id as usize] {
-            Slot::Used(b) => b,
-            Slot::Vacant(_) => panic!("slab id in use"),
-        }
+        debug_assert!(self.is_used(id), "slab id {id} in use");
+        &mut self.slots[id as usize]
     }
 }
 
@@ -247,7 +252,6 @@ mod tests {
     #[test]
     fn block_metadata_stays_small() {
         assert_eq!(core::mem::size_of::<Block>(), 40);
-        assert_eq!(core::mem::size_of::<Slot>(), 40);
     }
 
     #[test]
@@ -256,7 +260,7 @@ mod tests {
         let block = |addr| Block::new(addr, 512, 0, BlockState::Free, Pool::Small, false);
         let ids: Vec<u32> = (0..1000).map(|i| slab.insert(block(i << 9))).collect();
         assert_eq!(ids, (0..1000).collect::<Vec<u32>>());
-        assert!(slab.heap_bytes() <= 1000 * 40 * 9 / 8 + 16 * 40, "{}", slab.heap_bytes());
+        assert!(slab.heap_bytes() <= 1000 * 40 * 9 / 8 + 16 * 40 + 16 * 8, "{}", slab.heap_bytes());
         slab.vacate(7);
         assert_eq!(slab.remove(500).addr, 500 << 9);
         assert_eq!((slab.len(), slab.get(7).is_none(), slab.iter().count()), (998, true, 998));

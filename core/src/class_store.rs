@@ -44,7 +44,7 @@ impl Entry {
 /// In `storage_of`: the class is empty and has no storage.
 const NONE: u16 = u16::MAX;
 
-/// The fewest entries a vector keeps room for when it shrinks.
+/// The fewest entries a vector has room for.
 const MIN_CAPACITY: usize = 4;
 
 /// The entries of one class (or spare storage): a lone entry needs no vector.
@@ -54,25 +54,26 @@ enum Storage {
     Many(Vec<Entry>),
 }
 
-/// The classes of one stream.
+/// The `N` classes of one stream (a fixed count, so that indexing a class needs no check).
 #[derive(Clone, Debug)]
-pub struct ClassStore {
+pub struct ClassStore<const N: usize> {
     /// Per class, the position of its storage in `storage`, or [`NONE`].
-    storage_of: Box<[u16]>,
+    storage_of: Box<[u16; N]>,
     storage: Vec<Storage>,
     /// Positions in `storage` that no class uses.
     spare: Vec<u16>,
 }
 
-impl ClassStore {
-    /// Storage for `classes` classes (at most 65,535), all empty.
-    pub fn new(classes: usize) -> ClassStore {
-        debug_assert!(classes < NONE as usize);
-        ClassStore { storage_of: alloc::vec![NONE; classes].into_boxed_slice(), storage: Vec::new(), spare: Vec::new() }
+impl<const N: usize> ClassStore<N> {
+    /// Storage for `N` classes (at most 65,535), all empty.
+    pub fn new() -> ClassStore<N> {
+        const { assert!(N < NONE as usize) };
+        let storage_of = alloc::vec![NONE; N].into_boxed_slice().try_into().expect("N entries");
+        ClassStore { storage_of, storage: Vec::new(), spare: Vec::new() }
     }
 
     /// The entries of class `c`, largest first.
-    #[inline]
+    #[inline(always)]
     pub fn class(&self, c: usize) -> &[Entry] {
         match self.storage_of[c] {
             NONE => &[],
@@ -84,7 +85,7 @@ impl ClassStore {
     }
 
     /// Adds `e` to class `c` in order.
-    #[inline]
+    #[inline(always)]
     pub fn insert(&mut self, c: usize, e: Entry) {
         let at = self.storage_of[c];
         if at == NONE {
@@ -107,7 +108,7 @@ impl ClassStore {
         match s {
             Storage::One(x) => {
                 debug_assert!(x.addr != e.addr, "block cached twice");
-                let mut v = Vec::with_capacity(2);
+                let mut v = Vec::with_capacity(MIN_CAPACITY);
                 if x.key() > e.key() {
                     v.extend([*x, e]);
                 } else {
@@ -118,20 +119,28 @@ impl ClassStore {
             Storage::Many(v) => {
                 let i = v.partition_point(|x| x.key() > e.key());
                 debug_assert!(v.get(i).is_none_or(|x| x.addr != e.addr), "block cached twice");
-                v.insert(i, e);
+                if i == v.len() {
+                    v.push(e); // the new smallest: nothing to move
+                } else {
+                    v.insert(i, e);
+                }
             }
         }
     }
 
     /// Removes the entry at position `i` of class `c`; true when the class is now empty.
-    #[inline]
+    #[inline(always)]
     pub fn remove_at(&mut self, c: usize, i: usize) -> bool {
         let at = self.storage_of[c];
         let empty = match &mut self.storage[at as usize] {
             Storage::One(_) => true,
             Storage::Many(v) => {
-                v.remove(i);
-                if v.capacity() > MIN_CAPACITY && v.len() * 4 <= v.capacity() {
+                if i + 1 == v.len() {
+                    v.pop(); // the smallest, a best fit: nothing to move
+                } else {
+                    v.remove(i);
+                }
+                if (v.capacity() > MIN_CAPACITY) & (v.len() * 4 <= v.capacity()) {
                     // Halve rather than fit, so a class that refills grows again only after
                     // doubling.
                     v.shrink_to((v.len() * 2).max(MIN_CAPACITY));
@@ -173,7 +182,7 @@ mod tests {
 
     #[test]
     fn classes_stay_sorted_largest_first_through_one_and_many() {
-        let mut s = ClassStore::new(8);
+        let mut s = ClassStore::<8>::new();
         s.insert(3, entry(5, 100));
         assert_eq!(s.class(3), [entry(5, 100)]);
         s.insert(3, entry(5, 50));
@@ -193,7 +202,7 @@ mod tests {
 
     #[test]
     fn a_lone_entry_needs_no_vector() {
-        let mut s = ClassStore::new(4096);
+        let mut s = ClassStore::<4096>::new();
         for c in 0..1000 {
             s.insert(c, entry(c as u32 + 1, c as u64));
         }

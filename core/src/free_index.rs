@@ -38,12 +38,15 @@ const WORDS: usize = CLASSES / 64;
 #[inline]
 fn class_of(size: u64) -> usize {
     let units = size >> 9;
-    if units < EXACT_CLASSES as u64 {
-        return units as usize;
-    }
-    let octave = 63 - units.leading_zeros();
+    // Both candidates are computed and one is selected, without a branch: whether a size is
+    // exact or geometric follows the workload and is hard to predict.
+    let octave = (63 - (units | 1).leading_zeros()).max(10);
     let sub = (units >> (octave - SUB_BITS)) & ((1 << SUB_BITS) - 1);
-    (EXACT_CLASSES + ((octave - 10) << SUB_BITS)) as usize + sub as usize
+    let geometric = (EXACT_CLASSES + ((octave - 10) << SUB_BITS)) as usize + sub as usize;
+    let class = if units < EXACT_CLASSES as u64 { units as usize } else { geometric };
+    // Below CLASSES for every size up to 2^52 bytes (a test holds it); the `min` tells the
+    // compiler so, which spares the bounds checks of every lookup by class.
+    class.min(CLASSES - 1)
 }
 
 /// The cached blocks of one stream.
@@ -52,13 +55,13 @@ struct StreamIndex {
     stream: Stream,
     top: u64,
     words: [u64; WORDS],
-    classes: ClassStore,
+    classes: ClassStore<CLASSES>,
     len: usize,
 }
 
 impl StreamIndex {
     fn new(stream: Stream) -> StreamIndex {
-        StreamIndex { stream, top: 0, words: [0; WORDS], classes: ClassStore::new(CLASSES), len: 0 }
+        StreamIndex { stream, top: 0, words: [0; WORDS], classes: ClassStore::new(), len: 0 }
     }
 
     /// The entries of class `c`, largest first.
@@ -68,7 +71,7 @@ impl StreamIndex {
     }
 
     /// The first non-empty class at or after `from`.
-    #[inline]
+    #[inline(always)]
     fn next_class(&self, from: usize) -> Option<usize> {
         if from >= CLASSES {
             return None;
@@ -86,26 +89,28 @@ impl StreamIndex {
         Some(w * 64 + self.words[w].trailing_zeros() as usize)
     }
 
-    /// The best fit's class and position in it.
-    #[inline]
-    fn best_fit(&self, size: u64) -> Option<(usize, usize)> {
+    /// The best fit's class, position in it, and entry.
+    #[inline(always)]
+    fn best_fit(&self, size: u64) -> Option<(usize, usize, Entry)> {
         let c = class_of(size);
         let v = self.class(c);
-        if let Some(last) = v.last() {
+        if let Some(&last) = v.last() {
             if last.size() >= size {
-                return Some((c, v.len() - 1));
+                return Some((c, v.len() - 1, last));
             }
             let units = size.div_ceil(512) as u32;
             let i = v.partition_point(|e| e.units >= units);
             if i > 0 {
-                return Some((c, i - 1));
+                return Some((c, i - 1, v[i - 1]));
             }
         }
-        self.next_class(c + 1).map(|n| (n, self.class(n).len() - 1))
+        let n = self.next_class(c + 1)?;
+        let v = self.class(n);
+        v.last().map(|&e| (n, v.len() - 1, e))
     }
 
     /// Removes the entry at position `i` of class `c`.
-    #[inline]
+    #[inline(always)]
     fn remove_at(&mut self, c: usize, i: usize) {
         if self.classes.remove_at(c, i) {
             self.words[c / 64] &= !(1 << (c % 64));
@@ -116,7 +121,7 @@ impl StreamIndex {
         self.len -= 1;
     }
 
-    #[inline]
+    #[inline(always)]
     fn insert(&mut self, e: Entry) {
         let c = class_of(e.size());
         self.classes.insert(c, e);
@@ -125,7 +130,7 @@ impl StreamIndex {
         self.len += 1;
     }
 
-    #[inline]
+    #[inline(always)]
     fn remove(&mut self, size: u64, addr: u64) -> bool {
         let c = class_of(size);
         let v = self.class(c);
@@ -186,7 +191,7 @@ impl FreeIndex {
     }
 
     /// Adds a cached block.
-    #[inline]
+    #[inline(always)]
     pub fn insert(&mut self, stream: Stream, size: u64, addr: u64, id: u32) {
         let i = match self.streams.iter().position(|s| s.stream == stream) {
             Some(i) => i,
@@ -203,7 +208,7 @@ impl FreeIndex {
     }
 
     /// Removes a cached block; true if it was there.
-    #[inline]
+    #[inline(always)]
     pub fn remove(&mut self, stream: Stream, size: u64, addr: u64) -> bool {
         match self.streams.iter_mut().find(|s| s.stream == stream) {
             Some(s) => s.remove(size, addr),
@@ -212,23 +217,22 @@ impl FreeIndex {
     }
 
     /// The smallest block of `stream` of at least `size` bytes (lowest address on ties).
-    #[inline]
+    #[inline(always)]
     pub fn find(&self, stream: Stream, size: u64) -> Option<Found> {
         let si = self.streams.iter().position(|s| s.stream == stream)?;
         let s = &self.streams[si];
-        let (class, pos) = s.best_fit(size)?;
-        let e = s.class(class)[pos];
+        let (class, pos, e) = s.best_fit(size)?;
         Some(Found { stream: si, class, pos, key: (stream, e.size(), e.addr), id: e.id })
     }
 
     /// Takes out the block `found` names (nothing may have changed the index since).
-    #[inline]
+    #[inline(always)]
     pub fn take(&mut self, found: &Found) {
         self.streams[found.stream].remove_at(found.class, found.pos);
     }
 
     /// The smallest block of `stream` of at least `size` bytes (lowest address on ties).
-    #[inline]
+    #[inline(always)]
     pub fn best_fit(&self, stream: Stream, size: u64) -> Option<(Key, u32)> {
         self.find(stream, size).map(|f| (f.key, f.id))
     }
