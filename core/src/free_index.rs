@@ -347,7 +347,9 @@ mod tests {
         let mut f = FreeIndex::default();
         let mut model: BTreeMap<Key, u32> = BTreeMap::new();
         let mut x: u64 = 12345;
-        for i in 0..20000u32 {
+        // Miri interprets every step; a tenth still empties, refills and shrinks classes.
+        let steps = if cfg!(miri) { 2_000 } else { 20_000 };
+        for i in 0..steps {
             x ^= x << 13;
             x ^= x >> 7;
             x ^= x << 17;
