@@ -20,9 +20,11 @@ pub const ROUND_LARGE: u64 = 2 << 20;
 pub const MIB: u64 = 1 << 20;
 /// Number of power-of-two intervals `roundup_power2_divisions` configures (1 MiB … 32 GiB and up).
 pub const POWER2_INTERVALS: usize = 16;
-/// Largest request the allocator accepts: far beyond any device, small enough that
-/// rounding can never overflow.
-pub const MAX_REQUEST: u64 = 1 << 52;
+/// Largest request the allocator accepts (1 TiB): beyond any device's memory and the
+/// simulated device's address space, small enough that rounding can never overflow and that
+/// every segment, and so every cached block carved from one, fits the free index's 32-bit
+/// count of 512-byte units (under 2 TiB).
+pub const MAX_REQUEST: u64 = 1 << 40;
 
 /// Which free-block pool a request is served from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]

@@ -152,6 +152,7 @@ fn bad_input_gives_one_clear_message() {
     fails_with(&["replay", "--config", "colour:blue"], "unknown key");
     fails_with(&["replay", "--capacity", "1MiB"], "capacity");
     fails_with(&["replay", "--capacity", "lots"], "not a size");
+    fails_with(&["replay", "--capacity", "2TiB"], "too large");
     fails_with(&["replay", "--passes", "1"], "--passes");
     fails_with(&["replay", "--jsn"], "unknown option --jsn");
     fails_with(&["replay", "a", "b"], "unexpected argument 'b'");

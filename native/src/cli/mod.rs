@@ -87,6 +87,12 @@ fn run_options(args: &mut Args, summary: bool) -> Result<run::RunOptions, Failur
             "--capacity {capacity} bytes is too small: a device needs room for at least one 2 MiB segment"
         )));
     }
+    let most = cachalot::shared_allocator::MAX_SIMULATED_CAPACITY;
+    if capacity > most {
+        return Err(Failure::Usage(format!(
+            "--capacity {capacity} bytes is too large: the simulated device holds at most {most} bytes (1 TiB, its address space)"
+        )));
+    }
     let warm_passes = match args.value("passes").map_err(Failure::Usage)? {
         Some(p) => p
             .parse::<usize>()

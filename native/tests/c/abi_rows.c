@@ -29,8 +29,8 @@
 #define TOO_SMALL "the text needs"
 #define KIB64_KEY "abi_table_long_key_"
 
-/* The largest request the allocator takes (2^52 bytes). */
-#define MAX_REQUEST ((size_t)1 << 52)
+/* The largest request the allocator takes (2^40 bytes, 1 TiB). */
+#define MAX_REQUEST ((size_t)1 << 40)
 
 /* A configuration key of 64 KiB (see abi_rows_prepare). */
 char abi_long_config[65536 + 8];
@@ -48,7 +48,7 @@ const struct abi_row abi_rows[] = {
     ROW("malloc: SIZE_MAX - 511 (rounding up would wrap)", F_MALLOC, S(INVALID_SIZE), "larger than any device",
         .size = SIZE_MAX - 511),
     ROW("malloc: SIZE_MAX / 2 + 1", F_MALLOC, S(INVALID_SIZE), "larger than any device", .size = SIZE_MAX / 2 + 1),
-    ROW("malloc: 2^52 + 1", F_MALLOC, S(INVALID_SIZE), "larger than any device", .size = MAX_REQUEST + 1),
+    ROW("malloc: 2^40 + 1", F_MALLOC, S(INVALID_SIZE), "larger than any device", .size = MAX_REQUEST + 1),
     ROW("malloc: SIZE_MAX on stream UINTPTR_MAX", F_MALLOC, S(INVALID_SIZE), "larger than any device",
         .size = SIZE_MAX, .stream = UINTPTR_MAX),
     ROW_CHANGES("set_memory_fraction: 0 (allowed)", F_SET_MEMORY_FRACTION, S(OK), LEFT_ALONE, .fraction = 0.0),
@@ -63,7 +63,7 @@ const struct abi_row abi_rows[] = {
     {"malloc: 6 MiB on top of 6 MiB reserved, 8.6 MB allowed", F_MALLOC, {.size = 6 << 20, .fraction = 0.001},
      S(OK), S(OUT_OF_MEMORY), "allowed", MAY_CHANGE | IN_FRACTION, NULL},
     ROW_CHANGES("set_memory_fraction: 1 (allowed)", F_SET_MEMORY_FRACTION, S(OK), LEFT_ALONE, .fraction = 1.0),
-    ROW_OOM("malloc: 2^52 on an 8 GiB device", "out of memory", NULL, .size = MAX_REQUEST),
+    ROW_OOM("malloc: 2^40 on an 8 GiB device", "out of memory", NULL, .size = MAX_REQUEST),
     ROW_OOM("malloc: capacity + 1", "out of memory", NULL, .size = FIXTURE_CAPACITY + 1),
     ROW_CHANGES("malloc: 1 byte on stream UINTPTR_MAX (any value is a stream)", F_MALLOC, S(OK), LEFT_ALONE,
                 .size = 1, .stream = UINTPTR_MAX),
