@@ -37,7 +37,7 @@ use crate::vrange::{whole_pages, Chunk};
 /// pieces once it is freed; the cap bounds what one small allocation left in a freed large
 /// block can hold back, which otherwise makes a training loop's reserved memory creep up
 /// pass after pass (docs/design.md gives the figures behind the choice).
-pub(crate) fn chunk_pages(need: u64) -> u64 {
+fn chunk_pages(need: u64) -> u64 {
     (need / 8).clamp(1, 8)
 }
 
@@ -320,9 +320,14 @@ impl<D: Device> Allocator<D> {
     /// against that live neighbour, whose last page it may share, rather than the front,
     /// which would hold a chunk that is now wholly idle and free to move. Returns the block
     /// to hand out; the front left over goes back to the free index.
+    #[inline]
     pub(crate) fn place_against_live(&mut self, id: u32, rounded: u64) -> u32 {
+        // PyTorch's policies never get past this test: their malloc reads no more than before.
+        if self.vm.mode != crate::vrange::VmMode::Paged {
+            return id;
+        }
         let b = &self.blocks[id];
-        if self.vm.mode != crate::vrange::VmMode::Paged || !b.in_vm || b.size - rounded < crate::size::MIN_BLOCK {
+        if !b.in_vm || b.size - rounded < crate::size::MIN_BLOCK {
             return id;
         }
         let live = |n: u32| n != NIL && matches!(self.blocks[n].state, BlockState::Allocated | BlockState::PendingFree);
