@@ -154,7 +154,22 @@ impl<D: Device> Allocator<D> {
     }
 
     /// Allocates `size` bytes for use on `stream` and returns the address.
+    #[inline]
     pub fn malloc(&mut self, size: u64, stream: Stream) -> Result<u64, AllocError> {
+        match self.try_malloc(size, stream)? {
+            Some(addr) => Ok(addr),
+            None => {
+                let rounded = round_size(size, &self.config.roundup_power2_divisions);
+                Err(self.out_of_memory(size, rounded, stream))
+            }
+        }
+    }
+
+    /// [`Allocator::malloc`], except that running out of memory (after releasing this
+    /// allocator's cache, as `malloc` does) returns `Ok(None)` and is neither counted nor
+    /// recorded: for a caller that can still free memory elsewhere and try again.
+    #[inline(always)]
+    pub fn try_malloc(&mut self, size: u64, stream: Stream) -> Result<Option<u64>, AllocError> {
         if size == 0 {
             return Err(AllocError::ZeroSize);
         }
@@ -185,10 +200,10 @@ impl<D: Device> Allocator<D> {
             Some(id) => self.place_against_live(id, rounded),
             None => match self.grow(pool, stream, rounded)? {
                 Some(id) => id,
-                None => return Err(self.out_of_memory(size, rounded, stream)),
+                None => return Ok(None),
             },
         };
-        Ok(self.hand_out(id, rounded, size))
+        Ok(Some(self.hand_out(id, rounded, size)))
     }
 
     /// Frees an address returned by [`Allocator::malloc`]. If the block was used on other
@@ -259,6 +274,13 @@ impl<D: Device> Allocator<D> {
         }
         self.allowed = Some(self.fraction_to_bytes(fraction));
         Ok(())
+    }
+
+    /// The memory-fraction limit left to this allocator: what other allocators sharing the
+    /// device's limit hold does not count as its own.
+    #[inline]
+    pub(crate) fn allowed_here(&self) -> Option<u64> {
+        self.allowed.map(|a| a.saturating_sub(self.device.reserved_elsewhere()))
     }
 
     fn fraction_to_bytes(&self, fraction: f64) -> u64 {
@@ -363,7 +385,7 @@ impl<D: Device> Allocator<D> {
         if is_retry {
             self.stats.num_alloc_retries += 1;
         }
-        if let Some(allowed) = self.allowed {
+        if let Some(allowed) = self.allowed_here() {
             if self.reserved + size > allowed {
                 self.explainer
                     .note(|| Decision::SegmentRefused { size, reason: "it would exceed the memory fraction" });

@@ -51,6 +51,10 @@ pub struct Config {
     pub per_process_memory_fraction: Option<f64>,
     /// Entries kept in the action history for snapshots (`record_history`); 0 = off.
     pub history_entries: usize,
+    /// One allocator and one lock per stream (`lock_per_stream`), so threads allocating on
+    /// different streams never wait for each other. The native library reads it; a core
+    /// allocator is always one such shard and ignores it.
+    pub lock_per_stream: bool,
 }
 
 impl Default for Config {
@@ -64,6 +68,7 @@ impl Default for Config {
             expandable_segments: false,
             per_process_memory_fraction: None,
             history_entries: 0,
+            lock_per_stream: false,
         }
     }
 }
@@ -97,6 +102,7 @@ pub const KEYS: &[&str] = &[
     "expandable_segments",
     "per_process_memory_fraction",
     "record_history",
+    "lock_per_stream",
 ];
 
 fn err(key: &str, message: impl Into<String>) -> ConfigError {
@@ -138,6 +144,7 @@ impl Config {
                 self.garbage_collection_threshold = v;
             }
             "expandable_segments" => self.expandable_segments = parse_bool(key, value)?,
+            "lock_per_stream" => self.lock_per_stream = parse_bool(key, value)?,
             "per_process_memory_fraction" => {
                 let v = parse_f64(key, value)?;
                 if !(0.0..=1.0).contains(&v) {
@@ -187,6 +194,9 @@ impl Config {
         }
         if self.history_entries > 0 {
             let _ = write!(s, ",record_history:{}", self.history_entries);
+        }
+        if self.lock_per_stream {
+            s.push_str(",lock_per_stream:True");
         }
         s
     }
@@ -354,6 +364,8 @@ mod tests {
         assert_eq!(e.key, "garbage_collection_threshold");
         let e = Config::parse("expandable_segments:maybe").unwrap_err();
         assert!(e.message.contains("True, False"));
+        let e = Config::parse("lock_per_stream:yes").unwrap_err();
+        assert_eq!(e.key, "lock_per_stream");
         let e = Config::parse("policy").unwrap_err();
         assert_eq!(e.key, "policy");
         assert!(Config::parse("max_split_size_mb:").is_err());
@@ -366,6 +378,7 @@ mod tests {
             "policy:pytorch,max_split_size_mb:128",
             "roundup_power2_divisions:[256:1,512:2,>:4],garbage_collection_threshold:0.5",
             "per_process_memory_fraction:0.25,record_history:100",
+            "policy:pytorch,lock_per_stream:True",
         ] {
             let c = Config::parse(text).unwrap();
             assert_eq!(Config::parse(&c.to_config_string()).unwrap(), c, "{text}");

@@ -85,6 +85,12 @@ pub trait Device {
         0
     }
 
+    /// Bytes of device memory that other allocators sharing this device's memory-fraction
+    /// limit hold now (the native library's per-stream shards); 0 when the allocator is alone.
+    fn reserved_elsewhere(&self) -> u64 {
+        0
+    }
+
     /// The page size of virtual-memory mappings, or `None` when the device has no virtual
     /// memory (then every other `vm_` call fails).
     fn vm_granularity(&self) -> Option<u64> {
@@ -165,6 +171,9 @@ impl<D: Device + ?Sized> Device for alloc::boxed::Box<D> {
     }
     fn now_us(&self) -> u64 {
         (**self).now_us()
+    }
+    fn reserved_elsewhere(&self) -> u64 {
+        (**self).reserved_elsewhere()
     }
     fn vm_granularity(&self) -> Option<u64> {
         (**self).vm_granularity()

@@ -140,7 +140,7 @@ impl<D: Device> Allocator<D> {
     /// created for this request) or the device refuses.
     fn create_chunk(&mut self, pages: u64, creation: &mut Creation) -> Result<Option<Chunk>, AllocError> {
         let size = pages * self.vm.paged_page;
-        if self.allowed.is_some_and(|a| self.reserved + creation.uncounted + size > a) {
+        if self.allowed_here().is_some_and(|a| self.reserved + creation.uncounted + size > a) {
             return Ok(None);
         }
         match self.device.vm_create(size) {

@@ -185,7 +185,9 @@ impl<D: Device> Allocator<D> {
     /// lookups since they were cached) as the average.
     fn garbage_collect(&mut self) -> Result<(), AllocError> {
         let Some(allowed) = self.allowed else { return Ok(()) };
-        let threshold = (self.config.garbage_collection_threshold * allowed as f64) as u64;
+        // Memory other allocators sharing the limit hold counts against the threshold too.
+        let threshold = ((self.config.garbage_collection_threshold * allowed as f64) as u64)
+            .saturating_sub(self.device.reserved_elsewhere());
         if self.reserved <= threshold {
             return Ok(());
         }

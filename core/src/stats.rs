@@ -49,6 +49,15 @@ impl Stat {
         self.allocated = 0;
         self.freed = 0;
     }
+
+    /// Adds another allocator's figures. The peak becomes the sum of the two peaks: an upper
+    /// bound on the peak of the sum, reached when both peaked at once.
+    fn absorb(&mut self, other: &Stat) {
+        self.current += other.current;
+        self.peak += other.peak;
+        self.allocated += other.allocated;
+        self.freed += other.freed;
+    }
 }
 
 /// A statistic for all pools and for each pool.
@@ -206,6 +215,26 @@ impl DeviceStats {
         self.num_device_free = 0;
     }
 
+    /// Adds the figures of another allocator on the same device (the native library's
+    /// per-stream shards): currents, totals and counters add up exactly; each peak becomes
+    /// the sum of the peaks, an upper bound that is exact when one of them holds nothing
+    /// at the other's peak.
+    pub fn absorb(&mut self, other: &DeviceStats) {
+        let others = other.arrays();
+        for (mine, (_, theirs)) in self.arrays_mut().into_iter().zip(others) {
+            mine.all.absorb(&theirs.all);
+            mine.small_pool.absorb(&theirs.small_pool);
+            mine.large_pool.absorb(&theirs.large_pool);
+        }
+        self.oversize_allocations.absorb(&other.oversize_allocations);
+        self.oversize_segments.absorb(&other.oversize_segments);
+        self.num_alloc_retries += other.num_alloc_retries;
+        self.num_ooms += other.num_ooms;
+        self.num_sync_all_streams += other.num_sync_all_streams;
+        self.num_device_alloc += other.num_device_alloc;
+        self.num_device_free += other.num_device_free;
+    }
+
     /// The flat `name.pool.metric → value` list of `torch.cuda.memory_stats()`, sorted by
     /// key as PyTorch sorts it.
     pub fn flat(&self) -> Vec<(String, i64)> {
@@ -285,5 +314,24 @@ mod tests {
         assert_eq!(get("num_ooms"), Some(0));
         assert_eq!(get("oversize_segments.peak"), Some(0));
         assert_eq!(flat.len(), 9 * 3 * 4 + 2 * 4 + 6);
+    }
+
+    #[test]
+    fn absorbing_adds_every_figure() {
+        let mut a = DeviceStats { max_split_size: -1, ..DeviceStats::default() };
+        a.allocated_bytes.increase(Pool::Small, 512);
+        a.num_ooms = 1;
+        let mut b = DeviceStats::default();
+        b.reserved_bytes.increase(Pool::Large, 2 << 20);
+        b.allocated_bytes.increase(Pool::Small, 1024);
+        b.allocated_bytes.decrease(Pool::Small, 1024);
+        b.num_device_alloc = 3;
+        b.oversize_segments.increase(1);
+        let (fa, fb) = (a.flat(), b.flat());
+        a.absorb(&b);
+        for ((key, sum), ((_, x), (_, y))) in a.flat().iter().zip(fa.iter().zip(&fb)) {
+            assert_eq!(*sum, x + y, "{key}");
+        }
+        assert_eq!(a.max_split_size, -1, "configuration, not a figure");
     }
 }
