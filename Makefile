@@ -169,7 +169,8 @@ SAN_ENV := ASAN_OPTIONS=detect_leaks=1:halt_on_error=1:detect_stack_use_after_re
 VALGRIND := valgrind -q --error-exitcode=1 --leak-check=full --errors-for-leak-kinds=definite,possible
 # Operations per thread of the stress test, 16 threads each (stress.c); smaller under the tools.
 STRESS_OPS ?= 20000
-STRESS_CONFIGS := "" "policy:pytorch" "policy:pytorch,expandable_segments:True"
+STRESS_CONFIGS := "" "policy:pytorch" "policy:pytorch,expandable_segments:True" "lock_per_stream:True" \
+	"policy:pytorch,lock_per_stream:True"
 
 .PHONY: c-sanitize c-stress c-tsan c-repro valgrind-setup
 

@@ -9,7 +9,9 @@
  *  - out-parameters are written only on success, and a failing call changes nothing;
  *  - every pointer argument is checked for NULL (CACHALOT_STATUS_NULL_POINTER);
  *  - after a failure, cachalot_last_error_message() gives this thread's message;
- *  - one allocator may be used from many threads at once (not while it is being freed);
+ *  - one allocator may be used from many threads at once (not while it is being freed); with
+ *    `lock_per_stream:True` in its config each stream has its own lock, so threads that
+ *    allocate on different streams never wait for each other;
  *  - a stream is a CUstream / cudaStream_t passed as `void *`; NULL is the default stream.
  *
  * Link with -lcachalot (pkg-config: cachalot). Config strings use PYTORCH_CUDA_ALLOC_CONF

@@ -3,7 +3,8 @@
 //!
 //! Layers, each in its own module: [`cuda`] implements the core's `Device` with the CUDA
 //! driver API (loaded at run time, so machines without CUDA build and test everything else);
-//! [`SharedAllocator`] puts one core allocator behind a lock so many threads can call it;
+//! [`SharedAllocator`] puts one core allocator behind a lock so many threads can call it (or,
+//! with `lock_per_stream:True`, one per stream, [`stream_shards`], over a [`device_hub`]);
 //! [`ffi`] is the C ABI, where every call is a panic boundary that turns errors into fixed
 //! status codes; [`registry`] keeps the process-wide allocator per device that PyTorch's
 //! entry points use. Invariant: no panic and no Rust error crosses the C ABI.
@@ -11,10 +12,12 @@
 
 pub mod config_env;
 pub mod cuda;
+pub mod device_hub;
 pub mod error;
 pub mod ffi;
 pub mod registry;
 pub mod shared_allocator;
+pub mod stream_shards;
 
 pub use error::Error;
 pub use shared_allocator::SharedAllocator;

@@ -1,21 +1,32 @@
-//! `SharedAllocator`: one core allocator behind a lock, so many threads can call it.
+//! `SharedAllocator`: the core allocator of one device behind locks, so many threads can
+//! call it.
 //!
-//! The lock covers the core's bookkeeping and nothing else the native layer does: argument
-//! checks happen before it is taken, and text (summaries, snapshots, error messages) is built
-//! from what the core returns. A malloc or free served from the cache makes no driver call
-//! and no heap allocation of the native layer's; the core itself calls the device (under the
-//! lock) only when it must grow, release, or wait for events, as PyTorch's allocator does.
+//! By default one lock guards one core allocator, as in PyTorch. With `lock_per_stream:True`
+//! each stream gets its own core allocator and lock (`stream_shards.rs`): threads on
+//! different streams then never wait for each other, the memory fraction still counts every
+//! stream's memory, and a request that finds no room frees the other streams' caches before
+//! it fails, as PyTorch's release of every cached block does. Statistics then add up the
+//! shards' figures: exact for current values, totals and counters, and an upper bound for
+//! peaks (each shard's peak, summed).
 //!
-//! Invariants: the allocator is reached only through the lock; a call that fails leaves it
-//! as it was; once a call has panicked while holding the lock, every later call is refused
-//! with [`Error::Poisoned`] rather than trusting a half-updated state.
+//! The locks cover the core's bookkeeping and nothing else the native layer does: argument
+//! checks happen before they are taken, and text (summaries, snapshots, error messages) is
+//! built from what the core returns. A malloc or free served from the cache makes no driver
+//! call and no heap allocation of the native layer's; the core itself calls the device
+//! (under the lock) only when it must grow, release, or wait for events, as PyTorch's
+//! allocator does.
+//!
+//! Invariants: each core allocator is reached only through its lock; a call that fails
+//! leaves it as it was; once a call has panicked while holding a lock, every later call to
+//! that allocator is refused with [`Error::Poisoned`] rather than trusting a half-updated
+//! state.
 
-use std::sync::{Mutex, MutexGuard};
-
-use cachalot_core::{Allocator, Config, Device, DeviceStats, SimDevice, Stream};
+use cachalot_core::snapshot::Snapshot;
+use cachalot_core::{Config, Device, DeviceStats, SimDevice, Stream};
 
 use crate::cuda::CudaDevice;
 use crate::error::Error;
+use crate::stream_shards::{lock, StreamShards};
 
 /// The largest simulated device: its address space for segments (1 TiB). The simulated
 /// device does its address arithmetic in `u64` without checks, so a larger capacity would
@@ -37,7 +48,7 @@ pub enum DeviceKind {
 
 /// A thread-safe caching allocator for one device.
 pub struct SharedAllocator {
-    inner: Mutex<Allocator<BoxedDevice>>,
+    shards: StreamShards,
     kind: DeviceKind,
 }
 
@@ -64,7 +75,7 @@ impl SharedAllocator {
 
     /// An allocator over any device.
     pub fn over(device: BoxedDevice, config: Config, kind: DeviceKind) -> SharedAllocator {
-        SharedAllocator { inner: Mutex::new(Allocator::new(device, config)), kind }
+        SharedAllocator { shards: StreamShards::new(device, config), kind }
     }
 
     /// The kind of device.
@@ -80,52 +91,83 @@ impl SharedAllocator {
         }
     }
 
-    /// Runs `f` on the allocator under the lock.
-    #[inline]
-    pub fn with<T>(&self, f: impl FnOnce(&mut Allocator<BoxedDevice>) -> T) -> Result<T, Error> {
-        Ok(f(&mut *self.lock()?))
-    }
-
-    #[inline]
-    fn lock(&self) -> Result<MutexGuard<'_, Allocator<BoxedDevice>>, Error> {
-        self.inner.lock().map_err(|_| Error::Poisoned)
-    }
-
     /// Allocates `size` bytes for use on `stream`.
     #[inline]
     pub fn malloc(&self, size: u64, stream: Stream) -> Result<u64, Error> {
-        Ok(self.lock()?.malloc(size, stream)?)
+        let (index, shard) = self.shards.for_stream(stream)?;
+        if !self.shards.per_stream() {
+            return Ok(lock(shard)?.malloc(size, stream)?);
+        }
+        if let Some(addr) = lock(shard)?.try_malloc(size, stream)? {
+            return Ok(addr);
+        }
+        // What other streams cache is out of this shard's reach: return it to the device,
+        // then try once more (counting the failure, if it fails again).
+        self.shards.empty_others(index)?;
+        Ok(lock(shard)?.malloc(size, stream)?)
     }
 
     /// Frees an address `malloc` returned.
     #[inline]
     pub fn free(&self, addr: u64) -> Result<(), Error> {
-        Ok(self.lock()?.free(addr)?)
+        self.shards.on_owner(addr, |a| a.free(addr))
     }
 
     /// Marks an allocation as used on `stream` too.
     pub fn record_stream(&self, addr: u64, stream: Stream) -> Result<(), Error> {
-        Ok(self.lock()?.record_stream(addr, stream)?)
+        self.shards.on_owner(addr, |a| a.record_stream(addr, stream))
     }
 
     /// Returns every unused cached segment to the device.
     pub fn empty_cache(&self) -> Result<(), Error> {
-        Ok(self.lock()?.empty_cache()?)
+        self.shards.each(|a| a.empty_cache())
     }
 
     /// Limits the memory held to `fraction` of the device's.
     pub fn set_memory_fraction(&self, fraction: f64) -> Result<(), Error> {
-        Ok(self.lock()?.set_memory_fraction(fraction)?)
+        self.shards.set_memory_fraction(fraction)
     }
 
-    /// A copy of the statistics.
+    /// A copy of the statistics (the shards' figures added up).
     pub fn stats(&self) -> Result<DeviceStats, Error> {
-        self.with(|a| *a.stats())
+        let mut total: Option<DeviceStats> = None;
+        self.shards.each(|a| {
+            match &mut total {
+                Some(t) => t.absorb(a.stats()),
+                None => total = Some(*a.stats()),
+            }
+            Ok(())
+        })?;
+        Ok(total.unwrap_or_else(|| self.empty_stats()))
+    }
+
+    /// The statistics of an allocator that has done nothing yet (per-stream shards before
+    /// the first malloc).
+    fn empty_stats(&self) -> DeviceStats {
+        let limit = self.shards.config().max_split_size;
+        DeviceStats { max_split_size: if limit == u64::MAX { -1 } else { limit as i64 }, ..DeviceStats::default() }
     }
 
     /// Restarts every peak statistic at its current value.
     pub fn reset_peak_stats(&self) -> Result<(), Error> {
-        self.with(|a| a.reset_peak_stats())
+        self.shards.each(|a| {
+            a.reset_peak_stats();
+            Ok(())
+        })
+    }
+
+    /// Checks every shard's invariants (tests and fuzzers call it).
+    pub fn check_invariants(&self) -> Result<(), String> {
+        let mut result = Ok(());
+        self.shards
+            .each(|a| {
+                if result.is_ok() {
+                    result = a.check_invariants();
+                }
+                Ok(())
+            })
+            .map_err(|e| e.to_string())?;
+        result
     }
 
     /// `torch.cuda.memory_summary()`'s table.
@@ -134,9 +176,18 @@ impl SharedAllocator {
         Ok(cachalot_core::summary::memory_summary(&stats, self.ordinal(), abbreviated))
     }
 
-    /// The snapshot as JSON, in the schema of `torch.cuda.memory._snapshot()`.
+    /// The snapshot as JSON, in the schema of `torch.cuda.memory._snapshot()`: every shard's
+    /// segments by address, and their histories merged in time order.
     pub fn snapshot_json(&self) -> Result<String, Error> {
-        let snapshot = self.with(|a| a.snapshot(self.ordinal()))?;
+        let mut snapshot = Snapshot { segments: Vec::new(), device_traces: vec![Vec::new()] };
+        self.shards.each(|a| {
+            let part = a.snapshot(self.ordinal());
+            snapshot.segments.extend(part.segments);
+            snapshot.device_traces[0].extend(part.device_traces.into_iter().flatten());
+            Ok(())
+        })?;
+        snapshot.segments.sort_by_key(|s| s.address);
+        snapshot.device_traces[0].sort_by_key(|e| e.time_us);
         serde_json::to_string(&snapshot).map_err(|e| Error::Panic(format!("snapshot serialisation failed: {e}")))
     }
 }
@@ -204,6 +255,6 @@ mod tests {
         let stats = a.stats().unwrap();
         assert_eq!(stats.allocation.all.current, 0);
         assert_eq!(stats.allocation.all.allocated, 8 * 2000);
-        a.with(|alloc| alloc.check_invariants()).unwrap().unwrap();
+        a.check_invariants().unwrap();
     }
 }

@@ -1,0 +1,120 @@
+//! `thread_scaling TRACE [THREADS] [PASSES]`: how total throughput grows with threads, each on a
+//! stream of its own, sharing one allocator over a simulated device; once with one lock for
+//! the device (the default) and once with `lock_per_stream:True`.
+//!
+//! The CPU-only twin of `native/gpu/contention_bench.cpp` (which does the same through the C
+//! ABI over real CUDA memory): each thread replays the whole trace on its own stream, one
+//! warm-up pass, then PASSES timed passes with all threads released at once. Prints a table
+//! (threads 1 to THREADS, default 2; PASSES default 5) per config.
+
+use std::io::Read;
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::Instant;
+
+use cachalot::SharedAllocator;
+use cachalot_core::{parse_trace, Config, Trace, TraceOp};
+
+fn main() -> ExitCode {
+    match run() {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("thread_scaling: error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn load(path: &str) -> Result<Trace, String> {
+    let bytes = std::fs::read(path).map_err(|e| format!("cannot read {path}: {e}"))?;
+    let mut text = String::new();
+    if bytes.starts_with(&[0x1f, 0x8b]) {
+        flate2::read::MultiGzDecoder::new(&bytes[..])
+            .read_to_string(&mut text)
+            .map_err(|e| format!("{path}: cannot decompress: {e}"))?;
+    } else {
+        text = String::from_utf8(bytes).map_err(|_| format!("{path}: not UTF-8 text (nor gzip)"))?;
+    }
+    parse_trace(&text).map_err(|e| format!("{path}: {e}"))
+}
+
+/// One pass of the trace on `stream`, every allocation freed at the end.
+fn pass(a: &SharedAllocator, trace: &Trace, stream: u64, slots: &mut [u64]) -> Result<(), String> {
+    for op in &trace.ops {
+        match *op {
+            TraceOp::Alloc { slot, size, .. } => {
+                slots[slot as usize] = a.malloc(size, stream).map_err(|e| e.to_string())?;
+            }
+            TraceOp::Free { slot } => {
+                a.free(std::mem::take(&mut slots[slot as usize])).map_err(|e| e.to_string())?;
+            }
+        }
+    }
+    for addr in slots.iter_mut().filter(|a| **a != 0) {
+        a.free(std::mem::take(addr)).map_err(|e| e.to_string())?;
+    }
+    Ok(())
+}
+
+/// Wall time of `passes` passes on each of `threads` threads, after a warm-up pass each.
+fn measure(config: &Config, trace: &Trace, threads: usize, passes: usize) -> Result<f64, String> {
+    let a = SharedAllocator::simulated(cachalot::shared_allocator::MAX_SIMULATED_CAPACITY, config.clone())
+        .map_err(|e| e.to_string())?;
+    let (ready, go) = (AtomicUsize::new(0), AtomicBool::new(false));
+    let mut wall = 0.0;
+    std::thread::scope(|s| -> Result<(), String> {
+        let workers: Vec<_> = (0..threads)
+            .map(|t| {
+                let (a, ready, go) = (&a, &ready, &go);
+                s.spawn(move || -> Result<(), String> {
+                    let mut slots = vec![0u64; trace.slots as usize];
+                    let stream = 0x1000 + t as u64;
+                    pass(a, trace, stream, &mut slots)?;
+                    ready.fetch_add(1, Ordering::AcqRel);
+                    while !go.load(Ordering::Acquire) {
+                        std::hint::spin_loop();
+                    }
+                    (0..passes).try_for_each(|_| pass(a, trace, stream, &mut slots))
+                })
+            })
+            .collect();
+        while ready.load(Ordering::Acquire) < threads {
+            std::thread::yield_now();
+        }
+        let start = Instant::now();
+        go.store(true, Ordering::Release);
+        for w in workers {
+            w.join().map_err(|_| "a worker panicked".to_string())??;
+        }
+        wall = start.elapsed().as_secs_f64();
+        Ok(())
+    })?;
+    a.check_invariants()?;
+    Ok(wall)
+}
+
+fn run() -> Result<(), String> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let usage = "usage: thread_scaling TRACE [THREADS] [PASSES]";
+    let trace = load(args.first().ok_or(usage)?)?;
+    let number = |i: usize, default: usize| -> Result<usize, String> {
+        args.get(i).map_or(Ok(default), |v| v.parse().ok().filter(|&n| n > 0).ok_or(format!("{usage}: got '{v}'")))
+    };
+    let (max_threads, passes) = (number(1, 2)?, number(2, 5)?);
+    for text in ["policy:pytorch", "policy:pytorch,lock_per_stream:True"] {
+        let config = Config::parse(text).map_err(|e| e.to_string())?;
+        println!("== {text}: {} ops per pass, {passes} timed passes per thread", trace.ops.len());
+        println!("| threads | total Mops/s | vs 1 thread |");
+        println!("|---:|---:|---:|");
+        let mut single = 0.0;
+        for threads in 1..=max_threads {
+            let wall = measure(&config, &trace, threads, passes)?;
+            let mops = (trace.ops.len() * passes * threads) as f64 / wall / 1e6;
+            if threads == 1 {
+                single = mops;
+            }
+            println!("| {threads} | {mops:.2} | {:.2}x |", mops / single);
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,179 @@
+//! `lock_per_stream:True`: one core allocator and lock per stream, over one device.
+//!
+//! What must hold: the shards make the decisions one allocator makes (PyTorch never lends one
+//! stream's cache to another), the memory fraction counts every stream's memory, a request
+//! that finds no room frees the other streams' caches before it fails, frees and
+//! `record_stream` find their allocation from any thread, and the statistics add up.
+
+use cachalot::Error;
+use cachalot::SharedAllocator;
+use cachalot_core::{AllocError, Config};
+
+const GIB: u64 = 1 << 30;
+
+fn allocator(config: &str, capacity: u64) -> SharedAllocator {
+    SharedAllocator::simulated(capacity, Config::parse(config).unwrap()).unwrap()
+}
+
+/// A deterministic mix of mallocs and frees over four streams: (stream, size or free index).
+fn operations(count: usize) -> Vec<(u64, Option<u64>, usize)> {
+    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+    let mut next = || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    (0..count)
+        .map(|_| {
+            let r = next();
+            let stream = r % 4;
+            let size = match r >> 8 & 3 {
+                0 => 1 + (r >> 16) % 4096,
+                1 => 1 + (r >> 16) % (1 << 20),
+                _ => 1 + (r >> 16) % (24 << 20),
+            };
+            let malloc = (r >> 40) % 5 < 3;
+            (stream, malloc.then_some(size), (r >> 44) as usize)
+        })
+        .collect()
+}
+
+/// Runs the operations; returns every address malloc handed out, in order.
+fn run(a: &SharedAllocator, ops: &[(u64, Option<u64>, usize)]) -> Vec<u64> {
+    let mut live: Vec<u64> = Vec::new();
+    let mut handed = Vec::new();
+    for &(stream, size, pick) in ops {
+        match size {
+            Some(size) => {
+                let addr = a.malloc(size, stream).unwrap();
+                handed.push(addr);
+                live.push(addr);
+            }
+            None if !live.is_empty() => {
+                let addr = live.swap_remove(pick % live.len());
+                a.free(addr).unwrap();
+            }
+            None => {}
+        }
+        a.check_invariants().unwrap();
+    }
+    handed
+}
+
+#[test]
+fn shards_make_the_decisions_of_one_allocator() {
+    let ops = operations(3000);
+    for policy in ["policy:pytorch", "policy:pytorch,max_split_size_mb:64", "policy:pytorch,expandable_segments:True"] {
+        let one = allocator(policy, 64 * GIB);
+        let sharded = allocator(&format!("{policy},lock_per_stream:True"), 64 * GIB);
+        assert_eq!(run(&one, &ops), run(&sharded, &ops), "{policy}: the same address for every malloc");
+        let (a, b) = (one.stats().unwrap(), sharded.stats().unwrap());
+        for ((key, x), (_, y)) in a.flat().iter().zip(b.flat().iter()) {
+            if key.ends_with(".peak") {
+                assert!(y >= x, "{policy}: {key}: a sum of peaks is at least the peak ({y} < {x})");
+            } else {
+                assert_eq!(x, y, "{policy}: {key}");
+            }
+        }
+    }
+}
+
+#[test]
+fn the_default_policy_stays_sound_per_stream() {
+    let sharded = allocator("lock_per_stream:True", 64 * GIB);
+    let handed = run(&sharded, &operations(3000));
+    let stats = sharded.stats().unwrap();
+    assert_eq!(stats.allocation.all.allocated as usize, handed.len());
+    sharded.empty_cache().unwrap();
+    sharded.check_invariants().unwrap();
+}
+
+#[test]
+fn the_memory_fraction_counts_every_stream_and_other_caches_are_freed_first() {
+    let a = allocator("policy:pytorch,lock_per_stream:True", 4 * GIB);
+    a.set_memory_fraction(0.25).unwrap(); // 1 GiB
+    let first = a.malloc(600 << 20, 1).unwrap();
+    a.free(first).unwrap(); // cached by stream 1's shard
+    let second = a.malloc(600 << 20, 2).unwrap();
+    let stats = a.stats().unwrap();
+    assert_eq!(stats.num_ooms, 0, "stream 1's cache was returned, so stream 2's request fits");
+    assert_eq!(stats.reserved_bytes.all.current, 600 << 20);
+    // Live memory on stream 2 leaves too little for stream 3, whatever is cached.
+    let refused = a.malloc(600 << 20, 3);
+    assert!(matches!(refused, Err(Error::Alloc(AllocError::OutOfMemory(_)))), "{refused:?}");
+    assert_eq!(a.stats().unwrap().num_ooms, 1);
+    a.free(second).unwrap();
+    a.check_invariants().unwrap();
+}
+
+#[test]
+fn frees_find_their_shard_from_any_thread() {
+    let a = allocator("policy:pytorch,lock_per_stream:True", 64 * GIB);
+    let addrs: Vec<u64> = (0..8).map(|s| a.malloc(1 << 20, s).unwrap()).collect();
+    a.record_stream(addrs[3], 5).unwrap();
+    assert!(matches!(a.free(addrs[2] + 512), Err(Error::Alloc(AllocError::InteriorPointer { .. }))));
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            for &addr in addrs.iter().rev() {
+                a.free(addr).unwrap();
+            }
+        });
+    });
+    assert!(matches!(a.free(addrs[2]), Err(Error::Alloc(AllocError::DoubleFree { .. }))));
+    assert!(matches!(a.free(12345), Err(Error::Alloc(AllocError::UnknownPointer { addr: 12345 }))));
+    assert_eq!(a.stats().unwrap().allocation.all.current, 0);
+    a.check_invariants().unwrap();
+}
+
+#[test]
+fn before_any_malloc_everything_answers() {
+    let a = allocator("policy:pytorch,max_split_size_mb:128,lock_per_stream:True", GIB);
+    assert_eq!(a.stats().unwrap().max_split_size, 128 << 20);
+    assert!(a.memory_summary(false).unwrap().contains("Allocated memory"));
+    assert!(a.snapshot_json().unwrap().contains("\"segments\":[]"));
+    a.empty_cache().unwrap();
+    assert!(matches!(a.set_memory_fraction(1.5), Err(Error::Alloc(AllocError::InvalidFraction(_)))));
+    assert!(matches!(a.free(4096), Err(Error::Alloc(AllocError::UnknownPointer { .. }))));
+}
+
+#[test]
+fn more_streams_than_shards_share_the_last() {
+    let a = allocator("policy:pytorch,lock_per_stream:True", 64 * GIB);
+    let n = cachalot::stream_shards::MAX_SHARDS as u64 + 10;
+    let addrs: Vec<u64> = (0..n).map(|s| a.malloc(4096, s).unwrap()).collect();
+    for addr in addrs {
+        a.free(addr).unwrap();
+    }
+    let stats = a.stats().unwrap();
+    assert_eq!(stats.allocation.all.allocated as u64, n);
+    assert_eq!(stats.segment.all.current as u64, n, "a 2 MiB small segment per stream, as PyTorch makes");
+    a.check_invariants().unwrap();
+}
+
+#[test]
+fn threads_on_their_own_streams_share_nothing_but_the_device() {
+    let a = allocator("lock_per_stream:True", 64 * GIB);
+    std::thread::scope(|s| {
+        for t in 0..8u64 {
+            let a = &a;
+            s.spawn(move || {
+                let mut live = Vec::new();
+                for i in 0..2000u64 {
+                    let size = 512 + ((i * 7919 + t * 104729) % (3 << 20));
+                    live.push(a.malloc(size, t).unwrap());
+                    if live.len() > 16 {
+                        a.free(live.swap_remove((i as usize * 31) % live.len())).unwrap();
+                    }
+                }
+                for p in live {
+                    a.free(p).unwrap();
+                }
+            });
+        }
+    });
+    let stats = a.stats().unwrap();
+    assert_eq!(stats.allocation.all.current, 0);
+    assert_eq!(stats.allocation.all.allocated, 8 * 2000);
+    a.check_invariants().unwrap();
+}
