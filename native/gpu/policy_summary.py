@@ -101,14 +101,14 @@ for t in traces:
     else:
         requirement(f"{t}: paged policy vs PyTorch expandable timing", "SKIPPED", "a timing did not run")
 
-for c in ("pytorch", "cachalot"):
+for c, name in (("pytorch", "policy:pytorch"), ("cachalot", "policy:cachalot"), ("per_stream", "a lock per stream")):
     r = result(f"stream_check.{c}.log")
     shown = [l for l in lines(f"stream_check.{c}.log") if l.startswith("[")]
     if r is None:
-        requirement(f"streams and memory fraction (policy:{c})", False, "no result (see gpu_check.log)")
+        requirement(f"streams and memory fraction ({name})", False, "no result (see gpu_check.log)")
         continue
-    requirement(f"record_stream across streams (policy:{c})", r["record_stream"], shown[0] if shown else "")
-    requirement(f"out of memory at a fraction, then recovery (policy:{c})", r["fraction_oom"], shown[1] if len(shown) > 1 else "")
+    requirement(f"record_stream across streams ({name})", r["record_stream"], shown[0] if shown else "")
+    requirement(f"out of memory at a fraction, then recovery ({name})", r["fraction_oom"], shown[1] if len(shown) > 1 else "")
 
 states = {s for _, s, _ in checks}
 verdict = "FAIL" if "FAIL" in states else "PASS" if states == {"PASS"} else "INCOMPLETE"

@@ -13,12 +13,14 @@
 #      replay of the same operations and config, whose peak reserved bytes and device allocation
 #      count must be equal (and equal to the `cachalot replay` CLI's); then times warm passes;
 #   2. replay_torch.py (PyTorch's own allocator, same traces, same run) for the ns/op comparison;
-#   3. contention_bench: 1, 2, 4, 8, 16 threads sharing one allocator, a stream each;
+#   3. contention_bench: 1, 2, 4, 8, 16 threads sharing one allocator, a stream each, with one
+#      lock (the default) and with a lock per stream (lock_per_stream:True);
 #   4. compute-sanitizer --tool memcheck over one trace's check;
 #   5. torch_plugin_check.py: cachalot as PyTorch's allocator (CUDAPluggableAllocator), with
 #      PLUGIN_CHECK=1 (native/gpu/pytorch_check.sh covers PyTorch in depth);
 #   6. stream_check: record_stream across two streams, verified by memory contents, and out of
-#      memory at a memory fraction with recovery after frees (both policies).
+#      memory at a memory fraction with recovery after frees (both policies, and a lock per
+#      stream).
 # And for the policies (issues 6 and 7): the overlap check again under cachalot's paged policy
 # (real virtual memory: cuMemCreate/cuMemMap), replay_timing (cold and warm ns/op through the
 # C ABI, fresh allocator, as replay_torch.py times PyTorch) under both policies, and PyTorch's
@@ -41,6 +43,7 @@ CLI=$REL/cachalot
 OPS_TOOL=$REL/examples/trace_ops
 CONFIG=${CACHALOT_CHECK_CONFIG:-policy:pytorch}
 PAGED=policy:cachalot
+PER_STREAM=$CONFIG,lock_per_stream:True
 PASSES=${PASSES:-7}
 TORCH_PASSES=${TORCH_PASSES:-6}
 BUDGET_S=${BUDGET_S:-570}
@@ -167,6 +170,8 @@ if [ -x "$WORK/stream_check" ]; then
     for c in "$CONFIG" "$PAGED"; do
         run_step "streams and memory fraction, $c" 60 "stream_check.${c#policy:}.log" "$WORK/stream_check" --config "$c" || true
     done
+    run_step "streams and memory fraction, $PER_STREAM" 60 stream_check.per_stream.log \
+        "$WORK/stream_check" --config "$PER_STREAM" || true
 fi
 
 # ---- cold and warm time per operation through the C ABI, fresh allocators ----
@@ -197,6 +202,10 @@ done
 if [ -x "$WORK/contention_bench" ] && have_time "contention benchmark" 90; then
     run_step "contention: 1-16 threads, one allocator ($CONTENDED)" 90 contention.log \
         "$WORK/contention_bench" "$WORK/$CONTENDED.ops" --config "$CONFIG" --threads 1,2,4,8,16 --passes 5 || true
+fi
+if [ -x "$WORK/contention_bench" ] && have_time "contention benchmark, a lock per stream" 90; then
+    run_step "contention: 1-16 threads, a lock per stream ($CONTENDED)" 90 contention_per_stream.log \
+        "$WORK/contention_bench" "$WORK/$CONTENDED.ops" --config "$PER_STREAM" --threads 1,2,4,8,16 --passes 5 || true
 fi
 
 # ---- compute-sanitizer over one trace's check ----

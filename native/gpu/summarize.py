@@ -90,6 +90,16 @@ contention = result_lines("contention.log")
 data["contention"] = contention
 requirement("contention benchmark", True if contention else "SKIPPED" if not read("contention.log") else False,
             f"{len(contention)} thread counts measured")
+per_stream = result_lines("contention_per_stream.log")
+data["contention_per_stream"] = per_stream
+if per_stream:
+    single = per_stream[0]["mops_per_s"]
+    worst = min(per_stream, key=lambda c: c["mops_per_s"])
+    requirement("a lock per stream: total throughput never below one thread's", worst["mops_per_s"] >= single,
+                f"lowest {worst['mops_per_s']:.2f} Mops/s at {worst['threads']} threads, one thread {single:.2f}")
+else:
+    requirement("a lock per stream: contention benchmark", "SKIPPED" if not read("contention_per_stream.log") else False,
+                "no result")
 
 plugin = last_json("plugin.log")
 data["plugin"] = plugin
@@ -108,17 +118,22 @@ table = [
     "| trace | ops | cachalot ns/op (C ABI, real memory) | PyTorch ns/op | cachalot ns/op (simulated device) | PyTorch / cachalot | cachalot peak reserved | PyTorch peak reserved | cachalot device allocs |",
     "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
 ] + rows
+def contention_table(results):
+    base = results[0]["mops_per_s"]
+    rows = ["| threads | wall ms | total Mops/s | ns/op per thread | throughput vs 1 thread |", "|---:|---:|---:|---:|---:|"]
+    return rows + [f"| {c['threads']} | {c['wall_ms']:.1f} | {c['mops_per_s']:.2f} | {c['ns_per_op_per_thread']:.1f} | "
+                   f"{c['mops_per_s'] / base:.2f}x |" for c in results]
+
+
 cont = []
-if contention:
-    base = contention[0]["ns_per_op_per_thread"]
-    cont = ["| threads | wall ms | total Mops/s | ns/op per thread | slowdown vs 1 thread |", "|---:|---:|---:|---:|---:|"]
-    cont += [f"| {c['threads']} | {c['wall_ms']:.1f} | {c['mops_per_s']:.2f} | {c['ns_per_op_per_thread']:.1f} | "
-             f"{c['ns_per_op_per_thread'] / base:.2f}x |" for c in contention]
+for results, how in ((contention, "one lock"), (per_stream, "a lock per stream")):
+    if results:
+        cont += ["", f"## Contention: threads sharing one allocator, {how} ({meta.get('contention_trace', '?')}, a stream each)", ""]
+        cont += contention_table(results)
 states = {s for _, s, _ in checks}
 verdict = "FAIL" if "FAIL" in states else "PASS" if states == {"PASS"} else "INCOMPLETE"
 lines = ["## Time per operation, real memory, warm cache", ""] + table
-if cont:
-    lines += ["", f"## Contention: threads sharing one allocator ({meta.get('contention_trace', '?')}, a stream each)", ""] + cont
+lines += cont
 lines += ["", "## Checks", "", "| check | result | detail |", "|---|---|---|"]
 lines += [f"| {n} | {s} | {d} |" for n, s, d in checks]
 lines += ["", f"VERDICT: {verdict}"]
