@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Threads on the H200's host, every reference trace, one lock against a lock per stream:
+#
+#   bash native/gpu/threads_check.sh
+#
+# Build here first: `make gpu-build` and
+# `cargo build --release -p cachalot --example thread_scaling`, then carry
+#   target/release/libcachalot.so  target/release/examples/trace_ops
+#   target/release/examples/thread_scaling
+# For each trace: contention_bench (the C ABI over real CUDA memory, 1-16 threads, a stream
+# each, 5 timed passes) under policy:pytorch and policy:pytorch,lock_per_stream:True; then
+# thread_scaling (the same over a simulated device, 1-16 threads, both configs). With OUT set,
+# the whole output goes to $OUT/threads_check.log. Environment: THREADS (default
+# 1,2,4,8,16), PASSES (default 5), TRACES (default: all three).
+set -euo pipefail
+
+cd "$(dirname "${BASH_SOURCE[0]}")/../.."
+REL=$PWD/target/release
+THREADS=${THREADS:-1,2,4,8,16}
+PASSES=${PASSES:-5}
+read -r -a TRACES <<<"${TRACES:-mixed_fc_conv resnet50_train gpt2_train}"
+WORK=$(mktemp -d /tmp/cachalot-threads.XXXXXX)
+LOG=${OUT:-$WORK}/threads_check.log
+mkdir -p "$(dirname "$LOG")"
+exec > >(tee "$LOG") 2>&1
+
+NVCC=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
+"$NVCC" -O2 -std=c++17 native/gpu/contention_bench.cpp -o "$WORK/contention_bench" \
+    -I include -L "$REL" -lcachalot -lcuda -Xlinker -rpath="$REL" -lpthread
+echo "host: $(nproc) CPUs, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)"
+rc=0
+for t in "${TRACES[@]}"; do
+    "$REL/examples/trace_ops" "traces/$t.csv.gz" >"$WORK/$t.ops"
+    for config in policy:pytorch policy:pytorch,lock_per_stream:True; do
+        echo "=== $t, $config (C ABI, real memory)"
+        timeout 120 "$WORK/contention_bench" "$WORK/$t.ops" --config "$config" --threads "$THREADS" \
+            --passes "$PASSES" || rc=1
+    done
+    echo "=== $t (simulated device)"
+    timeout 120 "$REL/examples/thread_scaling" "traces/$t.csv.gz" "${THREADS##*,}" "$PASSES" || rc=1
+done
+exit "$rc"
