@@ -67,6 +67,9 @@ pub struct OomReport {
     pub allocated: u64,
     /// Bytes of segments held (allocated or cached).
     pub reserved: u64,
+    /// Bytes other allocators sharing the device's memory-fraction limit hold (the native
+    /// library's other streams, with a lock per stream); 0 when the allocator is alone.
+    pub held_elsewhere: u64,
     /// Largest cached block left, and where.
     pub largest_free: Option<FreeSpot>,
     /// Cached bytes in the small and the large pool.
@@ -106,6 +109,13 @@ impl fmt::Display for OomReport {
             sz(self.allocated),
             sz(self.reserved.saturating_sub(self.allocated)),
         )?;
+        if self.held_elsewhere > 0 {
+            write!(
+                f,
+                " Other streams' allocators hold {} more (their caches were released first).",
+                sz(self.held_elsewhere)
+            )?;
+        }
         let cached = self.cached_by_pool[0] + self.cached_by_pool[1];
         if cached == 0 {
             return write!(f, " Nothing is cached: the live allocations alone fill the memory allowed.");
@@ -212,6 +222,7 @@ impl<D: Device> Allocator<D> {
             allowed: self.allowed,
             allocated: self.stats.allocated_bytes.all.current as u64,
             reserved: self.reserved,
+            held_elsewhere: self.device.reserved_elsewhere(),
             largest_free,
             cached_by_pool,
             pinned_bytes,

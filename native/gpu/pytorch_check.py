@@ -18,7 +18,7 @@ first two phases, which the requirements cannot do without); everything skipped 
 No run goes past BUDGET_S + 30 s (it is stopped, and reported as such).
 
 Environment: BUDGET_S (default 470), REPS (default 3), HISTORY (record_history entries,
-default 2000000).
+default 2000000), EXTRA_CONFIG (keys added to every cachalot config, e.g. lock_per_stream:True).
 """
 import json
 import os
@@ -40,6 +40,7 @@ BUDGET = float(os.environ.get("BUDGET_S", 470))
 HARD = BUDGET + 30
 REPS = int(os.environ.get("REPS", 3))
 HISTORY = int(os.environ.get("HISTORY", 2_000_000))
+EXTRA_CONFIG = os.environ.get("EXTRA_CONFIG", "")
 
 OUT = sys.argv[1]
 os.makedirs(OUT, exist_ok=True)
@@ -72,6 +73,8 @@ def make(workload, kind, rnd):
     record = kind in ("trace", "pytorch")
     config = {"native": "", "cachalot": "", "trace": f"record_history:{HISTORY}",
               "pytorch": f"policy:pytorch,record_history:{HISTORY}"}[kind]
+    if kind != "native" and EXTRA_CONFIG:
+        config = ",".join(c for c in (config, EXTRA_CONFIG) if c)
     label = {"native": "native", "cachalot": "cachalot", "trace": "cachalot+history",
              "pytorch": "cachalot policy:pytorch"}[kind]
     return dict(workload=workload, kind=kind, label=label, round=rnd, record=record, config=config,

@@ -14,7 +14,8 @@
 # included), summary.md (the tables for docs/pytorch.md), results.json (every run and check).
 # Exit 0 when every requirement passed.
 #
-# Environment: WORKLOADS (names, default all three), BUDGET_S (default 470: no run starts unless it should end by then; none runs
+# Environment: WORKLOADS (names, default all three), EXTRA_CONFIG (added to every cachalot config),
+# BUDGET_S (default 470: no run starts unless it should end by then; none runs
 # past BUDGET_S + 30), REPS (rounds, default 3), HISTORY (record_history entries, default 2000000).
 set -euo pipefail
 

@@ -118,18 +118,18 @@ table = [
     "| trace | ops | cachalot ns/op (C ABI, real memory) | PyTorch ns/op | cachalot ns/op (simulated device) | PyTorch / cachalot | cachalot peak reserved | PyTorch peak reserved | cachalot device allocs |",
     "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
 ] + rows
-def contention_table(results):
-    base = results[0]["mops_per_s"]
+def contention_table(measured):
+    base = measured[0]["mops_per_s"]
     rows = ["| threads | wall ms | total Mops/s | ns/op per thread | throughput vs 1 thread |", "|---:|---:|---:|---:|---:|"]
     return rows + [f"| {c['threads']} | {c['wall_ms']:.1f} | {c['mops_per_s']:.2f} | {c['ns_per_op_per_thread']:.1f} | "
-                   f"{c['mops_per_s'] / base:.2f}x |" for c in results]
+                   f"{c['mops_per_s'] / base:.2f}x |" for c in measured]
 
 
 cont = []
-for results, how in ((contention, "one lock"), (per_stream, "a lock per stream")):
-    if results:
+for measured, how in ((contention, "one lock"), (per_stream, "a lock per stream")):
+    if measured:
         cont += ["", f"## Contention: threads sharing one allocator, {how} ({meta.get('contention_trace', '?')}, a stream each)", ""]
-        cont += contention_table(results)
+        cont += contention_table(measured)
 states = {s for _, s, _ in checks}
 verdict = "FAIL" if "FAIL" in states else "PASS" if states == {"PASS"} else "INCOMPLETE"
 lines = ["## Time per operation, real memory, warm cache", ""] + table

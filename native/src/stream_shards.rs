@@ -34,7 +34,9 @@ pub type Shard = Mutex<Allocator<BoxedDevice>>;
 struct Padded(Shard);
 
 thread_local! {
-    /// The shard this thread used last: where its next free most likely belongs.
+    /// Where this thread's last free found its allocation (or the shard it last created):
+    /// where its next free most likely belongs. Written only when it changes, since a
+    /// thread-local access costs a call in a shared library.
     static LAST_SHARD: Cell<usize> = const { Cell::new(0) };
 }
 
@@ -104,7 +106,6 @@ impl StreamShards {
         for i in 0..n {
             if self.streams[i].load(Ordering::Relaxed) == stream {
                 if let Some(s) = self.shards[i].get() {
-                    LAST_SHARD.set(i);
                     return Ok((i, &s.0));
                 }
             }
@@ -149,7 +150,7 @@ impl StreamShards {
             match f(&mut *lock(shard)?) {
                 Err(AllocError::UnknownPointer { .. }) => continue,
                 result => {
-                    if self.per_stream() {
+                    if i != first {
                         LAST_SHARD.set(i);
                     }
                     return Ok(result?);

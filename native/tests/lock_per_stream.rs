@@ -101,7 +101,13 @@ fn the_memory_fraction_counts_every_stream_and_other_caches_are_freed_first() {
     assert_eq!(stats.reserved_bytes.all.current, 600 << 20);
     // Live memory on stream 2 leaves too little for stream 3, whatever is cached.
     let refused = a.malloc(600 << 20, 3);
-    assert!(matches!(refused, Err(Error::Alloc(AllocError::OutOfMemory(_)))), "{refused:?}");
+    match refused {
+        Err(Error::Alloc(AllocError::OutOfMemory(report))) => {
+            assert_eq!(report.held_elsewhere, 600 << 20);
+            assert!(report.to_string().contains("Other streams' allocators hold 600.00 MiB more"), "{report}");
+        }
+        other => panic!("expected out of memory, got {other:?}"),
+    }
     assert_eq!(a.stats().unwrap().num_ooms, 1);
     a.free(second).unwrap();
     a.check_invariants().unwrap();
