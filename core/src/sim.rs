@@ -22,7 +22,7 @@
 //! overlap; `used` equals the sum of live segment sizes plus live physical handles and never
 //! exceeds `capacity`; a call refused by an injected fault leaves the device as it was.
 
-use alloc::collections::{BTreeMap, BTreeSet};
+use alloc::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use crate::device::{Device, DeviceError, Event, PhysHandle, Stream};
 
@@ -132,6 +132,10 @@ pub struct SimDevice {
     next_handle: PhysHandle,
     mappings: BTreeMap<u64, (u64, PhysHandle)>,
     mapped_handles: BTreeSet<PhysHandle>,
+    /// Where the next segments go, as a recorded run placed them: (address, size) in order.
+    placements: VecDeque<(u64, u64)>,
+    /// Segments placed as recorded so far.
+    placements_followed: usize,
 }
 
 impl SimDevice {
@@ -154,6 +158,8 @@ impl SimDevice {
             next_handle: 1,
             mappings: BTreeMap::new(),
             mapped_handles: BTreeSet::new(),
+            placements: VecDeque::new(),
+            placements_followed: 0,
         }
     }
 
@@ -259,6 +265,52 @@ impl SimDevice {
         self.segments.iter().map(|(&a, &s)| (a, s))
     }
 
+    /// Places the next segments where a recorded run's device placed them (a snapshot's
+    /// `segment_alloc` entries, in order), so a replay breaks best-fit ties between equal
+    /// cached blocks as the run did. Each allocation takes the next placement if it has the
+    /// same size and the range is free and inside the simulated address space; the first
+    /// one that does not fit ends the list (the replay has diverged from the run), and from
+    /// then on segments go where the device's own top-down rule puts them.
+    pub fn follow_placements(&mut self, placements: impl IntoIterator<Item = (u64, u64)>) {
+        self.placements = placements.into_iter().collect();
+    }
+
+    /// Placements not used yet (0 once the list is used up or abandoned).
+    pub fn placements_left(&self) -> usize {
+        self.placements.len()
+    }
+
+    /// Segments placed where the recorded run placed them.
+    pub fn placements_followed(&self) -> usize {
+        self.placements_followed
+    }
+
+    /// True when `[addr, addr + size)` is aligned, inside the address space and free.
+    fn free_at(&self, addr: u64, size: u64) -> bool {
+        addr % crate::size::MIN_BLOCK == 0
+            && addr >= BASE_ADDRESS
+            && addr.checked_add(size).is_some_and(|end| end <= TOP_ADDRESS)
+            && self.segments.range(..addr).next_back().is_none_or(|(&a, &len)| a + len <= addr)
+            && self.segments.range(addr..).next().is_none_or(|(&a, _)| a >= addr + size)
+    }
+
+    /// Where the next segment of `size` bytes goes: the recorded placement, or the device's
+    /// own choice.
+    fn place(&mut self, size: u64) -> u64 {
+        match self.placements.front() {
+            Some(&(addr, len)) if len == size && self.free_at(addr, size) => {
+                self.placements.pop_front();
+                self.placements_followed += 1;
+                addr
+            }
+            Some(_) => {
+                self.placements.clear();
+                self.find_gap(size)
+            }
+            None => self.find_gap(size),
+        }
+    }
+
     /// The calls received so far.
     pub fn calls(&self) -> DeviceCalls {
         self.calls
@@ -336,7 +388,7 @@ impl Device for SimDevice {
             self.calls.injected_failures += injected as u64;
             return Err(DeviceError::OutOfMemory);
         }
-        let addr = self.find_gap(size);
+        let addr = self.place(size);
         self.segments.insert(addr, size);
         self.used += size;
         self.calls.allocations += 1;
@@ -578,6 +630,29 @@ mod tests {
         d.free(a, 2 << 20).unwrap();
         assert_eq!(d.allocate(2 << 20).unwrap(), a);
         assert_eq!(d.used(), 22 << 20);
+    }
+
+    #[test]
+    fn recorded_placements_are_followed_until_one_does_not_fit() {
+        let mut d = SimDevice::new(1 << 30);
+        let low = BASE_ADDRESS + (64 << 20);
+        d.follow_placements([(low, 2 << 20), (low + (4 << 20), 4 << 20), (low, 2 << 20), (low + (32 << 20), 2 << 20)]);
+        assert_eq!(d.allocate(2 << 20).unwrap(), low);
+        assert_eq!(d.allocate(4 << 20).unwrap(), low + (4 << 20));
+        assert_eq!(d.placements_followed(), 2);
+        // The third overlaps the first, still live: the replay has diverged from the run.
+        let own = d.allocate(2 << 20).unwrap();
+        assert_eq!(own, (TOP_ADDRESS - (2 << 20)) & !(SEGMENT_ALIGN - 1), "the device's own top-down choice");
+        assert_eq!(d.placements_left(), 0, "the rest of the list is dropped");
+        let mut d = SimDevice::new(1 << 30);
+        d.follow_placements([(low, 2 << 20)]);
+        assert_ne!(d.allocate(4 << 20).unwrap(), low, "a size that differs ends the list too");
+        assert_eq!(d.placements_left(), 0);
+        for outside in [BASE_ADDRESS - (2 << 20), TOP_ADDRESS - (1 << 20), low + 100] {
+            let mut d = SimDevice::new(1 << 30);
+            d.follow_placements([(outside, 2 << 20)]);
+            assert_ne!(d.allocate(2 << 20).unwrap(), outside, "{outside:#x} is outside or unaligned");
+        }
     }
 
     #[test]

@@ -69,6 +69,10 @@ pub struct Trace {
     pub slots: u32,
     /// What was counted while reading.
     pub report: TraceReport,
+    /// Where the recorded run's device placed its segments, (address, size) in order: a
+    /// snapshot's `segment_alloc` entries; empty for other formats. A replay can follow them
+    /// ([`crate::SimDevice::follow_placements`]) to break ties as the run did.
+    pub segment_placements: Vec<(u64, u64)>,
 }
 
 /// Text that is not a readable trace.
@@ -253,7 +257,8 @@ pub fn parse_csv(text: &str) -> Result<Trace, TraceError> {
 
 /// Reads the `device_traces` of a PyTorch snapshot (`torch.cuda.memory._snapshot()`):
 /// `alloc` entries allocate, `free_requested` entries free, `oom` entries count as
-/// failures; other actions are ignored. Entries of every device are read in order.
+/// failures, and the first device's `segment_alloc` entries become the trace's
+/// `segment_placements`; other actions are ignored. Entries of every device are read in order.
 pub fn parse_snapshot_json(text: &str) -> Result<Trace, TraceError> {
     let v: serde_json::Value = serde_json::from_str(text).map_err(|e| error(e.line(), e.to_string()))?;
     let traces = v
@@ -261,6 +266,7 @@ pub fn parse_snapshot_json(text: &str) -> Result<Trace, TraceError> {
         .and_then(|t| t.as_array())
         .ok_or_else(|| error(0, "no 'device_traces' list: not a PyTorch memory snapshot"))?;
     let mut b = Builder::default();
+    let mut placements = Vec::new();
     for (d, device) in traces.iter().enumerate() {
         let entries = device.as_array().ok_or_else(|| error(0, alloc::format!("device_traces[{d}] is not a list")))?;
         for (i, e) in entries.iter().enumerate() {
@@ -275,11 +281,14 @@ pub fn parse_snapshot_json(text: &str) -> Result<Trace, TraceError> {
                 "alloc" => b.alloc(need("addr")?, need("size")?, field("stream").unwrap_or(0), time),
                 "free_requested" => b.free(need("addr")?, time),
                 "oom" => b.failure(),
+                "segment_alloc" if d == 0 => placements.push((need("addr")?, need("size")?)),
                 _ => {}
             }
         }
     }
-    Ok(b.finish())
+    let mut trace = b.finish();
+    trace.segment_placements = placements;
+    Ok(trace)
 }
 
 impl Trace {
@@ -383,6 +392,7 @@ mod tests {
         let t = parse_trace(json).unwrap();
         assert_eq!(t.ops, [TraceOp::Alloc { slot: 0, size: 100, stream: 0 }, TraceOp::Free { slot: 0 }]);
         assert_eq!(t.report.alloc_failures, 1);
+        assert_eq!(t.segment_placements, [(0, 2097152)]);
         assert!(parse_trace("{\"segments\": []}").unwrap_err().message.contains("device_traces"));
         assert!(parse_trace("{not json").is_err());
     }
