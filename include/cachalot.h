@@ -328,6 +328,31 @@ cachalot_status cachalot_allocator_new_simulated(uint64_t capacity,
                                                  cachalot_allocator **out);
 
 /**
+ * Creates a simulated allocator, as `cachalot_allocator_new_simulated` does, whose device
+ * places its segments where a recorded run's device placed them: `placements` holds `count`
+ * pairs of `uint64_t` (address, size), in the order of the run's segment allocations (a
+ * snapshot's `segment_alloc` entries). Replaying the run's history on it then reproduces the
+ * run's decisions: best fit breaks ties between equal cached blocks by address, so it
+ * depends on where segments lie. Each segment allocation takes the next pair if the size
+ * matches and the range is free and inside the simulated address space (the 1 TiB below
+ * `0x8000'0000'0000`); the first pair that does not fit ends the list, and later segments go
+ * where the simulated device puts them. Only classic segments follow them: virtual-memory
+ * ranges (`policy:cachalot`, expandable segments) lie where the simulated device reserves
+ * them, and decide the same wherever they lie. `placements` may be NULL only when `count` is 0;
+ * `count` above `SIZE_MAX / 16` is `CACHALOT_STATUS_INVALID_ARGUMENT`. Arguments are checked
+ * in this order: `out`, `config`, `placements` and `count`, `capacity`.
+ *
+ * # Safety
+ * As for `cachalot_allocator_new_cuda`; `placements`, when not NULL, must point to `2 *
+ * count` readable `uint64_t` values.
+ */
+cachalot_status cachalot_allocator_new_simulated_placed(uint64_t capacity,
+                                                        const char *config,
+                                                        const uint64_t *placements,
+                                                        size_t count,
+                                                        cachalot_allocator **out);
+
+/**
  * Destroys an allocator. For a CUDA allocator every segment goes back to the driver, so
  * every pointer it handed out becomes invalid, freed or not. NULL is ignored.
  *

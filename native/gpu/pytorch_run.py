@@ -72,7 +72,8 @@ if args.allocator == "cachalot" and args.record:
         json.dump(figures["snapshot"], fh)
     ops, report = cachalot_replay.trace_ops(figures["snapshot"])
     lib = cachalot_torch.load_library()
-    sim = cachalot_replay.replay_simulated(lib, ops, args.config, total)
+    sim = cachalot_replay.replay_simulated(lib, ops, args.config, total,
+                                           cachalot_replay.segment_placements(figures["snapshot"]))
     try:
         cli = cachalot_replay.replay_cli(args.cli, args.record, args.config, total)
     except (RuntimeError, OSError, ValueError) as e:

@@ -56,9 +56,17 @@ def trace_ops(snap, device=0):
     return ops, dict(report)
 
 
-def replay_simulated(lib, ops, config, capacity):
-    """The figures of a simulated allocator (`capacity` bytes, `config`) after `ops`."""
-    handle = lib.new_simulated(capacity, config)
+def segment_placements(snap, device=0):
+    """Where the run's device placed its segments: (address, size) of each `segment_alloc`
+    entry of device `device`'s history, in order."""
+    return [(e["addr"], e["size"]) for e in snap["device_traces"][device] if e["action"] == "segment_alloc"]
+
+
+def replay_simulated(lib, ops, config, capacity, placements=()):
+    """The figures of a simulated allocator (`capacity` bytes, `config`) after `ops`; with
+    `placements` (from `segment_placements`) its segments go where the run's device put them,
+    so best fit breaks ties between equal cached blocks as the run did."""
+    handle = lib.new_simulated(capacity, config, placements)
     try:
         addrs, ooms = {}, 0
         for op in ops:

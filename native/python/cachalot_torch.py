@@ -87,6 +87,8 @@ class Library:
         for name, args in [
             ("cachalot_torch_allocator", [ctypes.c_int, p(handle)]),
             ("cachalot_allocator_new_simulated", [ctypes.c_uint64, ctypes.c_char_p, p(handle)]),
+            ("cachalot_allocator_new_simulated_placed",
+             [ctypes.c_uint64, ctypes.c_char_p, p(ctypes.c_uint64), size, p(handle)]),
             ("cachalot_get_stats", [handle, p(_Stats)]),
             ("cachalot_memory_summary", [handle, ctypes.c_bool, ctypes.c_char_p, size, p(size)]),
             ("cachalot_snapshot_json", [handle, ctypes.c_char_p, size, p(size)]),
@@ -127,12 +129,20 @@ class Library:
         self.check("cachalot_torch_allocator", self.dll.cachalot_torch_allocator(device, ctypes.byref(out)))
         return out.value
 
-    def new_simulated(self, capacity, config=None):
-        """A simulated allocator (free it with `free_allocator`); config None reads the env."""
+    def new_simulated(self, capacity, config=None, placements=()):
+        """A simulated allocator (free it with `free_allocator`); config None reads the env.
+        `placements`, (address, size) pairs in order, put its segments where a recorded run's
+        device put them (`cachalot_allocator_new_simulated_placed`)."""
         out = ctypes.c_void_p()
         conf = None if config is None else config.encode()
-        self.check("cachalot_allocator_new_simulated",
-                   self.dll.cachalot_allocator_new_simulated(capacity, conf, ctypes.byref(out)))
+        if not placements:
+            self.check("cachalot_allocator_new_simulated",
+                       self.dll.cachalot_allocator_new_simulated(capacity, conf, ctypes.byref(out)))
+            return out.value
+        flat = (ctypes.c_uint64 * (2 * len(placements)))(*[v for pair in placements for v in pair])
+        self.check("cachalot_allocator_new_simulated_placed",
+                   self.dll.cachalot_allocator_new_simulated_placed(capacity, conf, flat, len(placements),
+                                                                    ctypes.byref(out)))
         return out.value
 
     def free_allocator(self, handle):

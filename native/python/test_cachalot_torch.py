@@ -161,6 +161,17 @@ class Readers(unittest.TestCase):
                 failed = [c for c in checks if not c["ok"]]
                 self.assertEqual(failed, [], json.dumps(failed, indent=1))
 
+    def test_a_simulated_allocator_places_segments_as_recorded(self):
+        at = 0x7F00_0000_0000 + (64 << 20)
+        handle = self.lib.new_simulated(GiB, "policy:pytorch", [(at, 20 << 20), (at + (20 << 20), 2 << 20)])
+        try:
+            self.assertEqual(self.lib.malloc(handle, 5 << 20), at, "the first large segment, where recorded")
+            self.assertEqual(self.lib.malloc(handle, 1000), at + (20 << 20), "the first small one too")
+            top = 0x8000_0000_0000
+            self.assertEqual(self.lib.malloc(handle, 16 << 20), top - (16 << 20), "then its own rule: top down")
+        finally:
+            self.lib.free_allocator(handle)
+
     def test_compare_reports_a_mismatch_with_its_size(self):
         ops, _ = cachalot_replay.trace_ops(workload(seed=2, steps=400))
         config = "policy:pytorch,record_history:10000"
@@ -320,7 +331,9 @@ class FakeCudaChild(unittest.TestCase):
             with open(path, "w") as fh:
                 json.dump(figures["snapshot"], fh)
             recorded, _ = cachalot_replay.trace_ops(figures["snapshot"])
-            sim = cachalot_replay.replay_simulated(lib, recorded, config, FAKE_CAPACITY)
+            placements = cachalot_replay.segment_placements(figures["snapshot"])
+            self.assertEqual(len(placements), figures["stats"]["num_device_alloc"])
+            sim = cachalot_replay.replay_simulated(lib, recorded, config, FAKE_CAPACITY, placements)
             cli = cachalot_replay.replay_cli(CLI, path, config, FAKE_CAPACITY)
         failed = [c for c in cachalot_replay.compare(figures, config, sim=sim, cli=cli) if not c["ok"]]
         self.assertEqual(failed, [], json.dumps(failed, indent=1))

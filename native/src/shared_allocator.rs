@@ -62,6 +62,17 @@ impl SharedAllocator {
     /// An allocator over a simulated device of `capacity` bytes, 1 byte to
     /// [`MAX_SIMULATED_CAPACITY`].
     pub fn simulated(capacity: u64, config: Config) -> Result<SharedAllocator, Error> {
+        SharedAllocator::simulated_placed(capacity, config, Vec::new())
+    }
+
+    /// An allocator over a simulated device of `capacity` bytes that places its segments at
+    /// `placements` ((address, size) in order, as a recorded run's device placed them; see
+    /// [`SimDevice::follow_placements`]), so a replay of the run's history decides as it did.
+    pub fn simulated_placed(
+        capacity: u64,
+        config: Config,
+        placements: Vec<(u64, u64)>,
+    ) -> Result<SharedAllocator, Error> {
         if capacity == 0 {
             return Err(Error::InvalidArgument("a simulated device needs a capacity above 0 bytes".into()));
         }
@@ -70,7 +81,9 @@ impl SharedAllocator {
                 "a simulated device's capacity is at most {MAX_SIMULATED_CAPACITY} bytes (1 TiB, its address space); got {capacity}"
             )));
         }
-        Ok(SharedAllocator::over(Box::new(SimDevice::new(capacity)), config, DeviceKind::Simulated))
+        let mut device = SimDevice::new(capacity);
+        device.follow_placements(placements);
+        Ok(SharedAllocator::over(Box::new(device), config, DeviceKind::Simulated))
     }
 
     /// An allocator over any device.

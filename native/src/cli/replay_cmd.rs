@@ -47,6 +47,12 @@ pub fn run(args: &mut Args) -> Result<(), Failure> {
             r.peak_reserved_bytes_all_passes as f64 / r.peak_requested_bytes.max(1) as f64
         );
         println!("device calls    {} allocs, {} frees", r.device_allocs, r.device_frees);
+        if r.segment_placements_recorded > 0 {
+            println!(
+                "placements      {} of the {} segments the snapshot recorded placed where the run placed them",
+                r.segment_placements_followed, r.segment_placements_recorded
+            );
+        }
         if r.virtual_memory {
             let (c, w) = (&r.device_calls_cold, &r.device_calls_warm);
             println!(

@@ -58,6 +58,10 @@ pub struct RunReport {
     pub virtual_memory: bool,
     pub device_calls_cold: DeviceCalls,
     pub device_calls_warm: DeviceCalls,
+    /// Segment placements the snapshot recorded (0 for other trace formats), and how many of
+    /// them the replay's first pass followed (all of them while it decides as the run did).
+    pub segment_placements_recorded: usize,
+    pub segment_placements_followed: usize,
     pub trace_report: cachalot_core::trace::TraceReport,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub first_oom: Option<String>,
@@ -85,12 +89,13 @@ pub fn run(t: &NamedTrace, config: &Config, opts: &RunOptions) -> Result<RunRepo
     let config_name = config.to_config_string();
     let fail = |e: cachalot_core::replay::ReplayError| format!("{}: {e}", t.name);
     progress(&format!("{} under {config_name}: cold pass", t.name));
-    let mut alloc = Allocator::new(SimDevice::new(opts.capacity), config.clone());
+    let mut alloc = Allocator::new(device_for(t, opts.capacity), config.clone());
     let mut replayer = Replayer::new(t.trace.slots);
     let start = Instant::now();
     let cold = replayer.run_ops(&mut alloc, ops).map_err(fail)?;
     let cold_ns = start.elapsed().as_nanos() as f64 / ops.len().max(1) as f64;
     let device_calls_cold = alloc.device().calls();
+    let segment_placements_followed = alloc.device().placements_followed();
     let summary_at_end = opts.summary.then(|| alloc.memory_summary(0, false));
     replayer.free_live(&mut alloc).map_err(|e| format!("{}: {e}", t.name))?;
     let mut passes = Vec::with_capacity(opts.warm_passes);
@@ -132,11 +137,21 @@ pub fn run(t: &NamedTrace, config: &Config, opts: &RunOptions) -> Result<RunRepo
         virtual_memory: alloc.uses_virtual_memory(),
         device_calls_cold,
         device_calls_warm,
+        segment_placements_recorded: t.trace.segment_placements.len(),
+        segment_placements_followed,
         trace_report: t.trace.report.clone(),
         first_oom: cold.first_oom.map(|(i, r)| format!("operation {i}: {r}")),
         summary_at_peak,
         summary_at_end,
     })
+}
+
+/// The simulated device a replay of `t` runs on: one that places segments where the
+/// recorded run's device did, when the trace is a snapshot that recorded them.
+fn device_for(t: &NamedTrace, capacity: u64) -> SimDevice {
+    let mut device = SimDevice::new(capacity);
+    device.follow_placements(t.trace.segment_placements.iter().copied());
+    device
 }
 
 fn round1(x: f64) -> f64 {
@@ -146,7 +161,7 @@ fn round1(x: f64) -> f64 {
 /// The memory summary at the moment reserved memory peaked (an untimed replay that keeps
 /// the statistics of the newest peak).
 fn summary_at_peak(t: &NamedTrace, config: &Config, capacity: u64) -> Result<String, String> {
-    let mut alloc = Allocator::new(SimDevice::new(capacity), config.clone());
+    let mut alloc = Allocator::new(device_for(t, capacity), config.clone());
     let mut replayer = Replayer::new(t.trace.slots);
     let mut best = (0u64, *alloc.stats(), 0usize);
     for (i, op) in t.trace.ops.iter().enumerate() {

@@ -99,6 +99,55 @@ pub unsafe extern "C" fn cachalot_allocator_new_simulated(
     })
 }
 
+/// Creates a simulated allocator, as `cachalot_allocator_new_simulated` does, whose device
+/// places its segments where a recorded run's device placed them: `placements` holds `count`
+/// pairs of `uint64_t` (address, size), in the order of the run's segment allocations (a
+/// snapshot's `segment_alloc` entries). Replaying the run's history on it then reproduces the
+/// run's decisions: best fit breaks ties between equal cached blocks by address, so it
+/// depends on where segments lie. Each segment allocation takes the next pair if the size
+/// matches and the range is free and inside the simulated address space (the 1 TiB below
+/// `0x8000'0000'0000`); the first pair that does not fit ends the list, and later segments go
+/// where the simulated device puts them. Only classic segments follow them: virtual-memory
+/// ranges (`policy:cachalot`, expandable segments) lie where the simulated device reserves
+/// them, and decide the same wherever they lie. `placements` may be NULL only when `count` is 0;
+/// `count` above `SIZE_MAX / 16` is `CACHALOT_STATUS_INVALID_ARGUMENT`. Arguments are checked
+/// in this order: `out`, `config`, `placements` and `count`, `capacity`.
+///
+/// # Safety
+/// As for `cachalot_allocator_new_cuda`; `placements`, when not NULL, must point to `2 *
+/// count` readable `uint64_t` values.
+#[no_mangle]
+pub unsafe extern "C" fn cachalot_allocator_new_simulated_placed(
+    capacity: u64,
+    config: *const c_char,
+    placements: *const u64,
+    count: usize,
+    out: *mut *mut SharedAllocator,
+) -> Status {
+    boundary::status(|| {
+        let pairs = || {
+            if count == 0 {
+                return Ok(Vec::new());
+            }
+            if placements.is_null() {
+                return Err(Error::NullPointer("placements"));
+            }
+            if count > usize::MAX / 16 {
+                return Err(Error::InvalidArgument(format!(
+                    "count {count} is more pairs of 64-bit values than memory can hold (at most SIZE_MAX / 16)"
+                )));
+            }
+            // SAFETY: non-NULL, and the caller promises 2 * count readable values (the count
+            // was bounded so that their bytes fit in isize).
+            let values = unsafe { std::slice::from_raw_parts(placements, 2 * count) };
+            Ok(values.chunks_exact(2).map(|pair| (pair[0], pair[1])).collect())
+        };
+        // SAFETY: as in cachalot_allocator_new_cuda. Checked in this order: out, config,
+        // placements, capacity.
+        unsafe { create(out, || SharedAllocator::simulated_placed(capacity, read_config(config)?, pairs()?)) }
+    })
+}
+
 /// Destroys an allocator. For a CUDA allocator every segment goes back to the driver, so
 /// every pointer it handed out becomes invalid, freed or not. NULL is ignored.
 ///

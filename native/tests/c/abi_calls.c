@@ -95,6 +95,35 @@ static int call_new(const struct abi_args *in, bool cuda) {
     return s;
 }
 
+/* Two recorded placements: a 20 MiB large segment and a 2 MiB small one, low in the simulated
+ * address space (its own rule places segments from the top down). */
+static const uint64_t PLACED[4] = {0x7f0004000000ull, 20ull << 20, 0x7f0005400000ull, 2ull << 20};
+
+static int call_new_placed(const struct abi_args *in) {
+    cachalot_allocator *made = (cachalot_allocator *)SENTINEL;
+    cachalot_allocator **out = in->out == O_NULL ? NULL : &made;
+    uint64_t capacity = in->zero_capacity ? 0 : in->capacity != 0 ? in->capacity : 1ull << 30;
+    cachalot_status s = cachalot_allocator_new_simulated_placed(capacity, config_of(in),
+                                                                in->null_placements ? NULL : PLACED, in->count, out);
+    if (s != CACHALOT_STATUS_OK) {
+        return made == (cachalot_allocator *)SENTINEL ? s : wrong(WRONG_OUTPUT, "a failing _new wrote *out");
+    }
+    if (made == NULL || made == (cachalot_allocator *)SENTINEL) {
+        return wrong(WRONG_OUTPUT, "a successful _new stored no handle");
+    }
+    /* A 5 MiB request takes a 20 MiB segment: where the first pair says, if one was passed (rows
+     * that pass pairs use classic segments: policy:pytorch). */
+    void *p = NULL;
+    int result = s;
+    if (cachalot_malloc(made, 5u << 20, NULL, &p) != CACHALOT_STATUS_OK) {
+        result = wrong(WRONG_OUTPUT, "the placed allocator could not allocate");
+    } else if ((in->count > 0) != ((uint64_t)(uintptr_t)p == PLACED[0])) {
+        result = wrong(WRONG_OUTPUT, "the first segment is not where the placements say");
+    }
+    cachalot_allocator_free(made);
+    return result;
+}
+
 /* The bytes cachalot_last_error_message keeps of `text` in `len` bytes: snprintf's, cut back
  * to a UTF-8 character boundary. */
 static size_t kept_bytes(const char *text, size_t len) {
@@ -247,6 +276,7 @@ int abi_call(struct fixture *fx, const struct abi_row *row) {
     case F_SET_MEMORY_FRACTION: return cachalot_set_memory_fraction(a, in->fraction);
     case F_NEW_CUDA: return call_new(in, true);
     case F_NEW_SIMULATED: return call_new(in, false);
+    case F_NEW_SIMULATED_PLACED: return call_new_placed(in);
     case F_ALLOCATOR_FREE:
         if (in->handle != H_NULL) {
             return wrong(WRONG_RETURN, "only NULL may be destroyed here");

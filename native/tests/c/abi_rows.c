@@ -220,6 +220,33 @@ const struct abi_row abi_rows[] = {
     ROW("new_simulated: record_history negative", F_NEW_SIMULATED, S(INVALID_CONFIG), "record_history",
         .config = "record_history:-1"),
 
+    /* cachalot_allocator_new_simulated_placed(capacity, config, placements, count, out) */
+    ROW("new_simulated_placed: NULL out", F_NEW_SIMULATED_PLACED, S(NULL_POINTER), "out is NULL", .out = O_NULL,
+        .count = 2),
+    ROW("new_simulated_placed: NULL out, NULL placements", F_NEW_SIMULATED_PLACED, S(NULL_POINTER), "out is NULL",
+        .out = O_NULL, .count = 2, .null_placements = true),
+    ROW("new_simulated_placed: NULL placements, count 1", F_NEW_SIMULATED_PLACED, S(NULL_POINTER),
+        "placements is NULL", .count = 1, .null_placements = true),
+    ROW("new_simulated_placed: NULL placements, count 0", F_NEW_SIMULATED_PLACED, S(OK), LEFT_ALONE,
+        .null_placements = true, .config = "policy:pytorch"),
+    ROW("new_simulated_placed: two pairs, followed", F_NEW_SIMULATED_PLACED, S(OK), LEFT_ALONE, .count = 2,
+        .config = "policy:pytorch"),
+    ROW("new_simulated_placed: one pair, followed", F_NEW_SIMULATED_PLACED, S(OK), LEFT_ALONE, .count = 1,
+        .config = "policy:pytorch"),
+    ROW("new_simulated_placed: count past SIZE_MAX / 16", F_NEW_SIMULATED_PLACED, S(INVALID_ARGUMENT),
+        "SIZE_MAX / 16", .count = SIZE_MAX / 16 + 1),
+    ROW("new_simulated_placed: count SIZE_MAX", F_NEW_SIMULATED_PLACED, S(INVALID_ARGUMENT), "SIZE_MAX / 16",
+        .count = SIZE_MAX),
+    ROW("new_simulated_placed: bad config, NULL placements (the config is checked first)", F_NEW_SIMULATED_PLACED,
+        S(INVALID_CONFIG), "allowed keys", .config = "bogus_key:1", .count = 1, .null_placements = true),
+    ROW("new_simulated_placed: capacity 0", F_NEW_SIMULATED_PLACED, S(INVALID_ARGUMENT), "capacity",
+        .zero_capacity = true, .count = 2),
+    ROW("new_simulated_placed: capacity 1 TiB + 1", F_NEW_SIMULATED_PLACED, S(INVALID_ARGUMENT), "capacity",
+        .capacity = (1ull << 40) + 1, .count = 2),
+    ROW("new_simulated_placed: capacity UINT64_MAX, NULL placements (placements before capacity)",
+        F_NEW_SIMULATED_PLACED, S(NULL_POINTER), "placements is NULL", .capacity = UINT64_MAX, .count = 1,
+        .null_placements = true),
+
     /* cachalot_allocator_free(allocator) */
     ROW("allocator_free: NULL is ignored", F_ALLOCATOR_FREE, RETURNED, LEFT_ALONE, .handle = H_NULL),
 

@@ -23,7 +23,7 @@
 /* Every exported function. */
 enum abi_fn {
     F_MALLOC, F_FREE, F_RECORD_STREAM, F_EMPTY_CACHE, F_SET_MEMORY_FRACTION,
-    F_NEW_CUDA, F_NEW_SIMULATED, F_ALLOCATOR_FREE, F_LAST_ERROR_MESSAGE,
+    F_NEW_CUDA, F_NEW_SIMULATED, F_NEW_SIMULATED_PLACED, F_ALLOCATOR_FREE, F_LAST_ERROR_MESSAGE,
     F_MEMORY_SUMMARY, F_SNAPSHOT_JSON, F_GET_STATS, F_RESET_PEAK_STATS, F_STATUS_NAME,
     F_TORCH_MALLOC, F_TORCH_FREE, F_TORCH_EMPTY_CACHE, F_TORCH_SET_MEMORY_FRACTION,
     F_TORCH_RECORD_STREAM, F_TORCH_ALLOCATOR, F_VERSION,
@@ -79,6 +79,8 @@ struct abi_args {
     double fraction;       /* cachalot_set_memory_fraction; the limit an IN_FRACTION row checks */
     uint64_t capacity;     /* 0 means 1 GiB in F_NEW_SIMULATED rows unless zero_capacity */
     bool zero_capacity;
+    size_t count;          /* F_NEW_SIMULATED_PLACED: pairs passed (the table holds two) */
+    bool null_placements;  /* F_NEW_SIMULATED_PLACED: pass NULL for the pairs */
     const char *config;    /* NULL means "" unless null_config */
     bool null_config;      /* pass NULL: CACHALOT_ALLOC_CONF is read */
     const char *env;       /* CACHALOT_ALLOC_CONF for a null_config row (NULL: unset) */
