@@ -268,9 +268,10 @@ impl SimDevice {
     /// Places the next segments where a recorded run's device placed them (a snapshot's
     /// `segment_alloc` entries, in order), so a replay breaks best-fit ties between equal
     /// cached blocks as the run did. Each allocation takes the next placement if it has the
-    /// same size and the range is free and inside the simulated address space; the first
-    /// one that does not fit ends the list (the replay has diverged from the run), and from
-    /// then on segments go where the device's own top-down rule puts them.
+    /// same size and the range is free (see `free_at`); the first one that does not fit ends
+    /// the list (the replay has diverged from the run), and from then on segments go where
+    /// the device's own top-down rule puts them. Only classic segments follow placements:
+    /// virtual-memory ranges are reserved as usual.
     pub fn follow_placements(&mut self, placements: impl IntoIterator<Item = (u64, u64)>) {
         self.placements = placements.into_iter().collect();
     }
@@ -285,13 +286,17 @@ impl SimDevice {
         self.placements_followed
     }
 
-    /// True when `[addr, addr + size)` is aligned, inside the address space and free.
+    /// True when `[addr, addr + size)` is aligned, not at 0 and free of segments and
+    /// reserved ranges. A recorded address may lie outside the window the device's own rule
+    /// uses ([`BASE_ADDRESS`], [`TOP_ADDRESS`]): a real driver's addresses differ from process
+    /// to process.
     fn free_at(&self, addr: u64, size: u64) -> bool {
-        addr % crate::size::MIN_BLOCK == 0
-            && addr >= BASE_ADDRESS
-            && addr.checked_add(size).is_some_and(|end| end <= TOP_ADDRESS)
-            && self.segments.range(..addr).next_back().is_none_or(|(&a, &len)| a + len <= addr)
-            && self.segments.range(addr..).next().is_none_or(|(&a, _)| a >= addr + size)
+        let Some(end) = addr.checked_add(size) else { return false };
+        let clear = |m: &BTreeMap<u64, u64>| {
+            m.range(..addr).next_back().is_none_or(|(&a, &len)| a.saturating_add(len) <= addr)
+                && m.range(addr..).next().is_none_or(|(&a, _)| a >= end)
+        };
+        addr != 0 && addr % crate::size::MIN_BLOCK == 0 && clear(&self.segments) && clear(&self.reservations)
     }
 
     /// Where the next segment of `size` bytes goes: the recorded placement, or the device's
@@ -648,11 +653,19 @@ mod tests {
         d.follow_placements([(low, 2 << 20)]);
         assert_ne!(d.allocate(4 << 20).unwrap(), low, "a size that differs ends the list too");
         assert_eq!(d.placements_left(), 0);
-        for outside in [BASE_ADDRESS - (2 << 20), TOP_ADDRESS - (1 << 20), low + 100] {
+        for refused in [0, u64::MAX - (1 << 20), low + 100] {
             let mut d = SimDevice::new(1 << 30);
-            d.follow_placements([(outside, 2 << 20)]);
-            assert_ne!(d.allocate(2 << 20).unwrap(), outside, "{outside:#x} is outside or unaligned");
+            d.follow_placements([(refused, 2 << 20)]);
+            assert_ne!(d.allocate(2 << 20).unwrap(), refused, "{refused:#x} is null, past the end or unaligned");
         }
+        // A real driver's addresses may lie below the window the device's own rule uses,
+        // though never over a reserved range.
+        let mut d = SimDevice::new(1 << 30);
+        let reserved = d.vm_reserve(4 << 20).unwrap();
+        let below = BASE_ADDRESS - (1 << 40);
+        d.follow_placements([(below, 2 << 20), (reserved, 2 << 20)]);
+        assert_eq!(d.allocate(2 << 20).unwrap(), below);
+        assert_ne!(d.allocate(2 << 20).unwrap(), reserved);
     }
 
     #[test]
