@@ -7,13 +7,12 @@
 //! warm-up pass, then PASSES timed passes with all threads released at once. Prints a table
 //! (threads 1 to THREADS, default 2; PASSES default 5) per config.
 
-use std::io::Read;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Instant;
 
 use cachalot::SharedAllocator;
-use cachalot_core::{parse_trace, Config, Trace, TraceOp};
+use cachalot_core::{Config, Trace, TraceOp};
 
 fn main() -> ExitCode {
     match run() {
@@ -23,19 +22,6 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
-}
-
-fn load(path: &str) -> Result<Trace, String> {
-    let bytes = std::fs::read(path).map_err(|e| format!("cannot read {path}: {e}"))?;
-    let mut text = String::new();
-    if bytes.starts_with(&[0x1f, 0x8b]) {
-        flate2::read::MultiGzDecoder::new(&bytes[..])
-            .read_to_string(&mut text)
-            .map_err(|e| format!("{path}: cannot decompress: {e}"))?;
-    } else {
-        text = String::from_utf8(bytes).map_err(|_| format!("{path}: not UTF-8 text (nor gzip)"))?;
-    }
-    parse_trace(&text).map_err(|e| format!("{path}: {e}"))
 }
 
 /// One pass of the trace on `stream`, every allocation freed at the end.
@@ -96,7 +82,7 @@ fn measure(config: &Config, trace: &Trace, threads: usize, passes: usize) -> Res
 fn run() -> Result<(), String> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let usage = "usage: thread_scaling TRACE [THREADS] [PASSES]";
-    let trace = load(args.first().ok_or(usage)?)?;
+    let trace = cachalot::trace_file::read(args.first().ok_or(usage)?)?;
     let number = |i: usize, default: usize| -> Result<usize, String> {
         args.get(i).map_or(Ok(default), |v| v.parse().ok().filter(|&n| n > 0).ok_or(format!("{usage}: got '{v}'")))
     };

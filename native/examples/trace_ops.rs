@@ -7,10 +7,10 @@
 //! stream `stream`, a hex `CUstream` value, into `slot`) or `f <slot>` (free the allocation in
 //! `slot`). Invariant: every `f` names a slot whose allocation is live.
 
-use std::io::{BufWriter, Read, Write};
+use std::io::{BufWriter, Write};
 use std::process::ExitCode;
 
-use cachalot_core::{parse_trace, TraceOp};
+use cachalot_core::TraceOp;
 
 fn main() -> ExitCode {
     match run() {
@@ -24,16 +24,7 @@ fn main() -> ExitCode {
 
 fn run() -> Result<(), String> {
     let path = std::env::args().nth(1).ok_or("usage: trace_ops TRACE (.csv, .csv.gz or snapshot .json)")?;
-    let bytes = std::fs::read(&path).map_err(|e| format!("cannot read {path}: {e}"))?;
-    let mut text = String::new();
-    if bytes.starts_with(&[0x1f, 0x8b]) {
-        flate2::read::MultiGzDecoder::new(&bytes[..])
-            .read_to_string(&mut text)
-            .map_err(|e| format!("{path}: cannot decompress: {e}"))?;
-    } else {
-        text = String::from_utf8(bytes).map_err(|_| format!("{path}: not UTF-8 text (nor gzip)"))?;
-    }
-    let trace = parse_trace(&text).map_err(|e| format!("{path}: {e}"))?;
+    let trace = cachalot::trace_file::read(&path)?;
     let mut out = BufWriter::new(std::io::stdout().lock());
     let io = |e: std::io::Error| e.to_string();
     writeln!(out, "cachalot-ops 1 {} {}", trace.ops.len(), trace.slots).map_err(io)?;

@@ -18,6 +18,7 @@ pub mod ffi;
 pub mod registry;
 pub mod shared_allocator;
 pub mod stream_shards;
+pub mod trace_file;
 
 pub use error::Error;
 pub use shared_allocator::SharedAllocator;

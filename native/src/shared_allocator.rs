@@ -246,7 +246,12 @@ mod tests {
 
     #[test]
     fn many_threads_share_one_allocator() {
-        let a = sim();
+        for config in [Config::pytorch(), Config::parse("lock_per_stream:True").unwrap()] {
+            threads_on_their_own_streams(SharedAllocator::simulated(1 << 30, config).unwrap());
+        }
+    }
+
+    fn threads_on_their_own_streams(a: SharedAllocator) {
         std::thread::scope(|s| {
             for t in 0..8u64 {
                 let a = &a;

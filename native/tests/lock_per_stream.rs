@@ -156,30 +156,3 @@ fn more_streams_than_shards_share_the_last() {
     assert_eq!(stats.segment.all.current as u64, n, "a 2 MiB small segment per stream, as PyTorch makes");
     a.check_invariants().unwrap();
 }
-
-#[test]
-fn threads_on_their_own_streams_share_nothing_but_the_device() {
-    let a = allocator("lock_per_stream:True", 64 * GIB);
-    std::thread::scope(|s| {
-        for t in 0..8u64 {
-            let a = &a;
-            s.spawn(move || {
-                let mut live = Vec::new();
-                for i in 0..2000u64 {
-                    let size = 512 + ((i * 7919 + t * 104729) % (3 << 20));
-                    live.push(a.malloc(size, t).unwrap());
-                    if live.len() > 16 {
-                        a.free(live.swap_remove((i as usize * 31) % live.len())).unwrap();
-                    }
-                }
-                for p in live {
-                    a.free(p).unwrap();
-                }
-            });
-        }
-    });
-    let stats = a.stats().unwrap();
-    assert_eq!(stats.allocation.all.current, 0);
-    assert_eq!(stats.allocation.all.allocated, 8 * 2000);
-    a.check_invariants().unwrap();
-}

@@ -5,9 +5,9 @@
 //! Invariant: a loaded trace carries the name it is reported under (a file's base name, or
 //! the embedded trace's file name, so reference figures can be looked up by it).
 
-use std::io::Read;
 use std::path::Path;
 
+use cachalot::trace_file::decode;
 use cachalot_core::{parse_trace, Trace};
 
 /// The reference traces, embedded: (file name, gzip bytes).
@@ -31,18 +31,6 @@ pub struct NamedTrace {
     pub trace: Trace,
 }
 
-fn gunzip_if_needed(bytes: &[u8], what: &str) -> Result<String, String> {
-    if bytes.starts_with(&[0x1f, 0x8b]) {
-        let mut text = String::new();
-        flate2::read::MultiGzDecoder::new(bytes)
-            .read_to_string(&mut text)
-            .map_err(|e| format!("{what}: cannot decompress: {e}"))?;
-        Ok(text)
-    } else {
-        String::from_utf8(bytes.to_vec()).map_err(|_| format!("{what}: not UTF-8 text (nor gzip)"))
-    }
-}
-
 /// Loads a trace from a path, or an embedded trace by name (`gpt2_train`, with or without
 /// `.csv.gz`); `None` gives the default embedded trace.
 pub fn load(spec: Option<&str>) -> Result<NamedTrace, String> {
@@ -52,7 +40,7 @@ pub fn load(spec: Option<&str>) -> Result<NamedTrace, String> {
         .find(|(n, _)| *n == spec || n.strip_suffix(".csv.gz") == Some(spec))
         .filter(|_| !Path::new(spec).exists())
     {
-        (n.to_string(), gunzip_if_needed(bytes, n)?)
+        (n.to_string(), decode(bytes, n)?)
     } else {
         let path = Path::new(spec);
         let bytes = std::fs::read(path).map_err(|e| {
@@ -60,7 +48,7 @@ pub fn load(spec: Option<&str>) -> Result<NamedTrace, String> {
             format!("cannot read trace '{spec}': {e} (built-in traces: {})", names.join(", "))
         })?;
         let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| spec.into());
-        (name, gunzip_if_needed(&bytes, spec)?)
+        (name, decode(&bytes, spec)?)
     };
     let trace = parse_trace(&text).map_err(|e| format!("{name}: {e}"))?;
     Ok(NamedTrace { name, trace })
