@@ -199,8 +199,10 @@ impl SharedAllocator {
             snapshot.device_traces[0].extend(part.device_traces.into_iter().flatten());
             Ok(())
         })?;
-        snapshot.segments.sort_by_key(|s| s.address);
-        snapshot.device_traces[0].sort_by_key(|e| e.time_us);
+        if self.shards.per_stream() {
+            snapshot.segments.sort_by_key(|s| s.address);
+            snapshot.device_traces[0].sort_by_key(|e| e.time_us);
+        }
         serde_json::to_string(&snapshot).map_err(|e| Error::Panic(format!("snapshot serialisation failed: {e}")))
     }
 }

@@ -2,7 +2,8 @@
 //!
 //! By default there is one shard, serving every stream, as PyTorch's allocator does. With
 //! `lock_per_stream:True` each stream gets a shard of its own on its first malloc (up to
-//! [`MAX_SHARDS`]; later streams share the last), all over one [`DeviceHub`]. PyTorch never
+//! [`MAX_SHARDS`]; later streams share the last, and find it through the assignment lock on
+//! every malloc), all over one [`DeviceHub`]. PyTorch never
 //! gives one stream's cached blocks to another, so a shard makes the decisions the single
 //! allocator would, and threads on different streams never wait for each other.
 //!
@@ -98,9 +99,10 @@ impl StreamShards {
     #[inline]
     pub fn for_stream(&self, stream: Stream) -> Result<(usize, &Shard), Error> {
         if !self.per_stream() {
-            if let Some(only) = self.shards[0].get() {
-                return Ok((0, &only.0));
-            }
+            return self.shards[0]
+                .get()
+                .map(|only| (0, &only.0))
+                .ok_or(Error::Panic("the only shard is missing".into()));
         }
         let n = self.count.load(Ordering::Acquire);
         for i in 0..n {
