@@ -265,6 +265,15 @@ impl SimDevice {
         self.segments.iter().map(|(&a, &s)| (a, s))
     }
 
+    /// A device of `capacity` bytes for replaying `trace`: it places segments where the run
+    /// the trace recorded placed them, when the trace says (a snapshot's `segment_alloc`
+    /// entries), so every replay of a snapshot decides as the run did.
+    pub fn for_replay(capacity: u64, trace: &crate::trace::Trace) -> SimDevice {
+        let mut device = SimDevice::new(capacity);
+        device.follow_placements(trace.segment_placements.iter().copied());
+        device
+    }
+
     /// Places the next segments where a recorded run's device placed them (a snapshot's
     /// `segment_alloc` entries, in order), so a replay breaks best-fit ties between equal
     /// cached blocks as the run did. Each allocation takes the next placement if it has the

@@ -116,6 +116,23 @@ fn snapshot_json_traces_replay() {
 }
 
 #[test]
+fn a_recorded_snapshot_replays_on_its_own_placements() {
+    let snapshot = traces().join("recorded/mixed_fc_conv.policy_pytorch.snapshot.json.gz");
+    let stats: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(traces().join("recorded/mixed_fc_conv.policy_pytorch.stats.json")).unwrap(),
+    )
+    .unwrap();
+    let capacity = stats["capacity"].to_string();
+    let args = ["replay", snapshot.to_str().unwrap(), "--config", "policy:pytorch", "--capacity", &capacity];
+    let v = json(&cachalot(&[&args[..], &["--json", "--passes", "3"]].concat()));
+    assert_eq!(v["segment_placements_recorded"], 38);
+    assert_eq!(v["segment_placements_followed"], 38);
+    assert_eq!(v["peak_reserved_bytes"], stats["stats"]["reserved_bytes.all.peak"]);
+    let text = String::from_utf8_lossy(&cachalot(&[&args[..], &["--passes", "3"]].concat()).stdout).into_owned();
+    assert!(text.contains("38 of the 38 segments the snapshot recorded placed where the run placed them"), "{text}");
+}
+
+#[test]
 fn compare_shows_pytorch_beside_ours() {
     let out = cachalot(&["compare", "mixed_fc_conv", "--passes", "3"]);
     let text = String::from_utf8_lossy(&out.stdout);

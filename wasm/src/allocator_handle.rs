@@ -160,7 +160,11 @@ impl Allocator {
     /// Starts afresh: a new device and allocator with the same config, capacity and memory
     /// fraction; a loaded trace goes back to its start.
     pub fn reset(&mut self) -> Result<(), JsError> {
-        let mut inner = Core::new(SimDevice::new(self.capacity), self.config.clone());
+        let device = match &self.cursor {
+            Some(c) => SimDevice::for_replay(self.capacity, &c.trace),
+            None => SimDevice::new(self.capacity),
+        };
+        let mut inner = Core::new(device, self.config.clone());
         if let Some(f) = self.fraction {
             inner.set_memory_fraction(f).map_err(js_error)?;
         }
@@ -172,10 +176,8 @@ impl Allocator {
 
     /// Starts afresh (see `reset`) with `trace` loaded at its start.
     pub fn load_trace(&mut self, trace: &TraceFile) -> Result<(), JsError> {
-        self.cursor = None;
-        self.reset()?;
         self.cursor = Some(TraceCursor::new(trace.trace.clone()));
-        Ok(())
+        self.reset()
     }
 
     /// Operations of the loaded trace executed so far (0 without one).

@@ -50,7 +50,7 @@ pub struct Pass {
 
 /// Replays all of `trace` once on a fresh allocator.
 pub fn cold_pass(trace: &Trace, config: &Config, capacity: u64) -> Result<Pass, ReplayError> {
-    let mut alloc = Allocator::new(SimDevice::new(capacity), config.clone());
+    let mut alloc = Allocator::new(SimDevice::for_replay(capacity, trace), config.clone());
     let mut replayer = Replayer::new(trace.slots);
     let n = trace.ops.len();
     let mut p = Pass {

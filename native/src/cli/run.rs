@@ -89,7 +89,7 @@ pub fn run(t: &NamedTrace, config: &Config, opts: &RunOptions) -> Result<RunRepo
     let config_name = config.to_config_string();
     let fail = |e: cachalot_core::replay::ReplayError| format!("{}: {e}", t.name);
     progress(&format!("{} under {config_name}: cold pass", t.name));
-    let mut alloc = Allocator::new(device_for(t, opts.capacity), config.clone());
+    let mut alloc = Allocator::new(SimDevice::for_replay(opts.capacity, &t.trace), config.clone());
     let mut replayer = Replayer::new(t.trace.slots);
     let start = Instant::now();
     let cold = replayer.run_ops(&mut alloc, ops).map_err(fail)?;
@@ -146,14 +146,6 @@ pub fn run(t: &NamedTrace, config: &Config, opts: &RunOptions) -> Result<RunRepo
     })
 }
 
-/// The simulated device a replay of `t` runs on: one that places segments where the
-/// recorded run's device did, when the trace is a snapshot that recorded them.
-fn device_for(t: &NamedTrace, capacity: u64) -> SimDevice {
-    let mut device = SimDevice::new(capacity);
-    device.follow_placements(t.trace.segment_placements.iter().copied());
-    device
-}
-
 fn round1(x: f64) -> f64 {
     (x * 10.0).round() / 10.0
 }
@@ -161,7 +153,7 @@ fn round1(x: f64) -> f64 {
 /// The memory summary at the moment reserved memory peaked (an untimed replay that keeps
 /// the statistics of the newest peak).
 fn summary_at_peak(t: &NamedTrace, config: &Config, capacity: u64) -> Result<String, String> {
-    let mut alloc = Allocator::new(device_for(t, capacity), config.clone());
+    let mut alloc = Allocator::new(SimDevice::for_replay(capacity, &t.trace), config.clone());
     let mut replayer = Replayer::new(t.trace.slots);
     let mut best = (0u64, *alloc.stats(), 0usize);
     for (i, op) in t.trace.ops.iter().enumerate() {
