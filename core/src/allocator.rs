@@ -156,20 +156,30 @@ impl<D: Device> Allocator<D> {
     /// Allocates `size` bytes for use on `stream` and returns the address.
     #[inline]
     pub fn malloc(&mut self, size: u64, stream: Stream) -> Result<u64, AllocError> {
-        match self.try_malloc(size, stream)? {
+        match self.malloc_short_of_release(size, stream)? {
             Some(addr) => Ok(addr),
-            None => {
-                let rounded = round_size(size, &self.config.roundup_power2_divisions);
-                Err(self.out_of_memory(size, rounded, stream))
-            }
+            None => self.malloc_after_release(size, stream),
         }
     }
 
-    /// [`Allocator::malloc`], except that running out of memory (after releasing this
-    /// allocator's cache, as `malloc` does) returns `Ok(None)` and is neither counted nor
-    /// recorded: for a caller that can still free memory elsewhere and try again.
+    /// The rest of a [`Allocator::malloc`] that [`Allocator::malloc_short_of_release`] left
+    /// undone: release every cached segment (or idle page) and retry, counting and reporting
+    /// out of memory if even that fails. A caller whose other allocators hold cached memory
+    /// returns theirs to the device first, so that together they do what PyTorch's one
+    /// allocator does (the native library's per-stream shards).
+    pub fn malloc_after_release(&mut self, size: u64, stream: Stream) -> Result<u64, AllocError> {
+        let rounded = round_size(size, &self.config.roundup_power2_divisions);
+        match self.grow_after_release(Pool::for_size(rounded), stream, rounded)? {
+            Some(id) => Ok(self.hand_out(id, rounded, size)),
+            None => Err(self.out_of_memory(size, rounded, stream)),
+        }
+    }
+
+    /// [`Allocator::malloc`] up to, not including, its last resort: `Ok(None)` when nothing
+    /// but releasing every cached segment and retrying
+    /// ([`Allocator::malloc_after_release`]) could serve the request.
     #[inline(always)]
-    pub fn try_malloc(&mut self, size: u64, stream: Stream) -> Result<Option<u64>, AllocError> {
+    pub fn malloc_short_of_release(&mut self, size: u64, stream: Stream) -> Result<Option<u64>, AllocError> {
         if size == 0 {
             return Err(AllocError::ZeroSize);
         }
@@ -198,7 +208,7 @@ impl<D: Device> Allocator<D> {
         }
         let id = match self.take_free_block(pool, stream, rounded) {
             Some(id) => self.place_against_live(id, rounded),
-            None => match self.grow(pool, stream, rounded)? {
+            None => match self.grow_short_of_release(pool, stream, rounded)? {
                 Some(id) => id,
                 None => return Ok(None),
             },

@@ -7,8 +7,11 @@
 //! frees, release every unsplit cached segment and retry (counted in `num_alloc_retries`)
 //! → out of memory. Under cachalot's paged policy: map pages (`paging.rs`) → wait for pending
 //! frees and retry → return every idle page and retry → out of memory, with what the last try
-//! moved returned too. Invariant: only whole cached segments (free blocks with no neighbours)
-//! and pages wholly under free blocks are ever returned to the device.
+//! moved returned too. The last resort (release everything and retry) is a step of its own,
+//! so that several allocators sharing a device (the native library's per-stream shards) can
+//! all release before one retries, as PyTorch's one allocator does. Invariant: only whole
+//! cached segments (free blocks with no neighbours) and pages wholly under free blocks are
+//! ever returned to the device.
 
 use alloc::boxed::Box;
 use alloc::vec::Vec;
@@ -22,9 +25,16 @@ use crate::size::{round_size, segment_size, Pool};
 use crate::vrange::VmMode;
 
 impl<D: Device> Allocator<D> {
-    /// Gets a new segment for a rounded request, releasing cached memory as needed.
-    /// `Ok(None)` means out of memory.
-    pub(crate) fn grow(&mut self, pool: Pool, stream: Stream, rounded: u64) -> Result<Option<u32>, AllocError> {
+    /// Gets a new segment for a rounded request in every way there is short of releasing the
+    /// whole cache: garbage collection, a new segment (or pages), the same stream's oversize
+    /// cached segments, pending frees. `None` when the last step, releasing every cached
+    /// segment and retrying ([`Allocator::grow_after_release`]), is all that is left.
+    pub(crate) fn grow_short_of_release(
+        &mut self,
+        pool: Pool,
+        stream: Stream,
+        rounded: u64,
+    ) -> Result<Option<u32>, AllocError> {
         let size = segment_size(rounded);
         if self.gc_enabled() {
             let before = self.reserved;
@@ -41,9 +51,29 @@ impl<D: Device> Allocator<D> {
             // Waiting for pending frees may leave pages idle that can be moved.
             self.stats.num_alloc_retries += 1;
             self.synchronize_and_free_events()?;
-            if let Some(id) = self.grow_paged(pool, stream, rounded)? {
-                return Ok(Some(id));
-            }
+            return self.grow_paged(pool, stream, rounded);
+        }
+        if let Some(id) = self.allocate_segment(pool, stream, rounded, size, false)? {
+            return Ok(Some(id));
+        }
+        let released = self.noting_releases("release oversize cached segments", |a| {
+            a.release_available_cached_blocks(pool, stream, rounded)
+        })?;
+        if released {
+            return self.allocate_segment(pool, stream, rounded, size, false);
+        }
+        Ok(None)
+    }
+
+    /// The last way to find memory: release every cached segment (or idle page) and retry.
+    /// `None` is out of memory.
+    pub(crate) fn grow_after_release(
+        &mut self,
+        pool: Pool,
+        stream: Stream,
+        rounded: u64,
+    ) -> Result<Option<u32>, AllocError> {
+        if self.vm.mode == VmMode::Paged {
             // As PyTorch returns every cached segment and retries: idle pages that could not
             // be moved under the request (over the memory fraction, or in chunks too large
             // for the span) are returned, and new ones created in their place.
@@ -56,22 +86,10 @@ impl<D: Device> Allocator<D> {
             self.release_idle_pages(0)?;
             return Ok(None);
         }
-        if let Some(id) = self.allocate_segment(pool, stream, rounded, size, false)? {
-            return Ok(Some(id));
-        }
-        let released = self.noting_releases("release oversize cached segments", |a| {
-            a.release_available_cached_blocks(pool, stream, rounded)
-        })?;
-        if released {
-            if let Some(id) = self.allocate_segment(pool, stream, rounded, size, false)? {
-                return Ok(Some(id));
-            }
-        }
         self.noting_releases("release every unsplit cached segment and retry", |a| a.release_cached_blocks())?;
-        self.allocate_segment(pool, stream, rounded, size, true)
+        self.allocate_segment(pool, stream, rounded, segment_size(rounded), true)
     }
 
-    /// Runs a release step and notes what it returned to the device.
     fn noting_releases<T>(
         &mut self,
         step: &'static str,

@@ -111,13 +111,13 @@ impl SharedAllocator {
         if !self.shards.per_stream() {
             return Ok(lock(shard)?.malloc(size, stream)?);
         }
-        if let Some(addr) = lock(shard)?.try_malloc(size, stream)? {
+        if let Some(addr) = lock(shard)?.malloc_short_of_release(size, stream)? {
             return Ok(addr);
         }
-        // What other streams cache is out of this shard's reach: return it to the device,
-        // then try once more (counting the failure, if it fails again).
+        // PyTorch's last resort releases every stream's cached segments, then retries: the
+        // other shards' first (each under its own lock), then this one's.
         self.shards.empty_others(index)?;
-        Ok(lock(shard)?.malloc(size, stream)?)
+        Ok(lock(shard)?.malloc_after_release(size, stream)?)
     }
 
     /// Frees an address `malloc` returned.

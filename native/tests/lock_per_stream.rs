@@ -1,9 +1,10 @@
 //! `lock_per_stream:True`: one core allocator and lock per stream, over one device.
 //!
 //! What must hold: the shards make the decisions one allocator makes (PyTorch never lends one
-//! stream's cache to another), the memory fraction counts every stream's memory, a request
-//! that finds no room frees the other streams' caches before it fails, frees and
-//! `record_stream` find their allocation from any thread, and the statistics add up.
+//! stream's cache to another) and answer every call as it does, out of memory included; the
+//! memory fraction counts every stream's memory; a request that finds no room has every
+//! stream's cache released before its last retry; frees and `record_stream` find their
+//! allocation from any thread; and the statistics add up.
 
 use cachalot::Error;
 use cachalot::SharedAllocator;
@@ -75,6 +76,104 @@ fn shards_make_the_decisions_of_one_allocator() {
             } else {
                 assert_eq!(x, y, "{policy}: {key}");
             }
+        }
+    }
+}
+
+/// One step of a random mix that also records allocations on other streams, empties the
+/// cache and frees bad pointers.
+#[derive(Clone, Copy, Debug)]
+enum Step {
+    Malloc { stream: u64, size: u64 },
+    Free { pick: usize },
+    RecordStream { pick: usize, stream: u64 },
+    EmptyCache,
+    FreeTwice { pick: usize },
+}
+
+fn mix(seed: u64, count: usize) -> Vec<Step> {
+    let mut x = seed | 1;
+    let mut next = || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    (0..count)
+        .map(|_| {
+            let r = next();
+            let (stream, pick) = (r % 4, (r >> 44) as usize);
+            match (r >> 40) % 20 {
+                0..=10 => Step::Malloc {
+                    stream,
+                    size: match r >> 8 & 3 {
+                        0 => 1 + (r >> 16) % 4096,
+                        1 => 1 + (r >> 16) % (1 << 20),
+                        _ => 1 + (r >> 16) % (96 << 20),
+                    },
+                },
+                11..=16 => Step::Free { pick },
+                17 => Step::RecordStream { pick, stream },
+                18 => Step::EmptyCache,
+                _ => Step::FreeTwice { pick },
+            }
+        })
+        .collect()
+}
+
+/// What each step returned: an address, "ok", or the error's kind.
+fn outcomes(a: &SharedAllocator, steps: &[Step]) -> Vec<String> {
+    let kind = |e: Error| match e {
+        Error::Alloc(AllocError::OutOfMemory(_)) => "out of memory".to_string(),
+        other => format!("{other}"),
+    };
+    let mut live: Vec<u64> = Vec::new();
+    let mut freed: Vec<u64> = Vec::new();
+    let mut out = Vec::new();
+    for &step in steps {
+        let result = match step {
+            Step::Malloc { stream, size } => a.malloc(size, stream).map(|addr| {
+                live.push(addr);
+                format!("{addr:#x}")
+            }),
+            Step::Free { pick } if !live.is_empty() => {
+                let addr = live.swap_remove(pick % live.len());
+                freed.push(addr);
+                a.free(addr).map(|_| "ok".into())
+            }
+            Step::RecordStream { pick, stream } if !live.is_empty() => {
+                a.record_stream(live[pick % live.len()], stream).map(|_| "ok".into())
+            }
+            Step::EmptyCache => a.empty_cache().map(|_| "ok".into()),
+            Step::FreeTwice { pick } if !freed.is_empty() => a.free(freed[pick % freed.len()]).map(|_| "ok".into()),
+            _ => continue,
+        };
+        out.push(result.unwrap_or_else(kind));
+        a.check_invariants().unwrap();
+    }
+    out
+}
+
+#[test]
+fn shards_answer_every_call_as_one_allocator_does() {
+    for seed in 1..=6u64 {
+        let steps = mix(seed * 0x2545_f491_4f6c_dd1d, 2000);
+        for policy in ["policy:pytorch", "policy:pytorch,expandable_segments:True"] {
+            // A memory fraction small enough that some requests end out of memory.
+            let one = allocator(policy, 4 * GIB);
+            let sharded = allocator(&format!("{policy},lock_per_stream:True"), 4 * GIB);
+            for a in [&one, &sharded] {
+                a.set_memory_fraction(0.5).unwrap();
+            }
+            let (x, y) = (outcomes(&one, &steps), outcomes(&sharded, &steps));
+            let first = x.iter().zip(&y).position(|(p, q)| p != q);
+            assert!(
+                first.is_none(),
+                "seed {seed}, {policy}: step {first:?}: {:?} vs {:?}",
+                first.map(|i| &x[i]),
+                first.map(|i| &y[i])
+            );
+            assert!(x.iter().any(|o| o == "out of memory"), "seed {seed}, {policy}: the fraction was reached");
         }
     }
 }
