@@ -11,7 +11,8 @@
 # each, 5 timed passes) under policy:pytorch and policy:pytorch,lock_per_stream:True; then
 # thread_scaling (the same over a simulated device, 1-16 threads, both configs). With OUT set,
 # the whole output goes to $OUT/threads_check.log. Environment: THREADS (default
-# 1,2,4,8,16), PASSES (default 5), TRACES (default: all three). gpt2_train runs at most 4
+# 1,2,4,8,16), PASSES (default 5), TRACES (default: all three), CONFIGS (the configs
+# contention_bench compares, space-separated; default the two above). gpt2_train runs at most 4
 # threads over real memory: each stream's copy of it reserves about 22 GiB under
 # policy:pytorch, so 8 of them would not fit in the H200's 140 GiB, and the benchmark would
 # time out-of-memory recovery instead of locks.
@@ -21,6 +22,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 REL=$PWD/target/release
 THREADS=${THREADS:-1,2,4,8,16}
 PASSES=${PASSES:-5}
+CONFIGS=${CONFIGS:-policy:pytorch policy:pytorch,lock_per_stream:True}
 read -r -a TRACES <<<"${TRACES:-mixed_fc_conv resnet50_train gpt2_train}"
 WORK=$(mktemp -d /tmp/cachalot-threads.XXXXXX)
 LOG=${OUT:-$WORK}/threads_check.log
@@ -34,7 +36,7 @@ echo "host: $(nproc) CPUs, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 |
 rc=0
 for t in "${TRACES[@]}"; do
     "$REL/examples/trace_ops" "traces/$t.csv.gz" >"$WORK/$t.ops"
-    for config in policy:pytorch policy:pytorch,lock_per_stream:True; do
+    for config in $CONFIGS; do
         echo "=== $t, $config (C ABI, real memory)"
         threads=$THREADS
         [ "$t" = gpt2_train ] && threads=$(tr ',' '\n' <<<"$THREADS" | awk '$1 <= 4' | paste -sd,)
