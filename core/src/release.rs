@@ -90,6 +90,7 @@ impl<D: Device> Allocator<D> {
         self.allocate_segment(pool, stream, rounded, segment_size(rounded), true)
     }
 
+    /// Runs a release step and notes what it returned to the device.
     fn noting_releases<T>(
         &mut self,
         step: &'static str,
