@@ -339,7 +339,7 @@ cachalot_status cachalot_allocator_new_simulated(uint64_t capacity,
  * where the simulated device puts them. Only classic segments follow them: virtual-memory
  * ranges (`policy:cachalot`, expandable segments) lie where the simulated device reserves
  * them, and decide the same wherever they lie. `placements` may be NULL only when `count` is 0;
- * `count` above `SIZE_MAX / 16` is `CACHALOT_STATUS_INVALID_ARGUMENT`. Arguments are checked
+ * `count` above `PTRDIFF_MAX / 16` is `CACHALOT_STATUS_INVALID_ARGUMENT`. Arguments are checked
  * in this order: `out`, `config`, `placements` and `count`, `capacity`.
  *
  * # Safety

@@ -110,7 +110,7 @@ pub unsafe extern "C" fn cachalot_allocator_new_simulated(
 /// where the simulated device puts them. Only classic segments follow them: virtual-memory
 /// ranges (`policy:cachalot`, expandable segments) lie where the simulated device reserves
 /// them, and decide the same wherever they lie. `placements` may be NULL only when `count` is 0;
-/// `count` above `SIZE_MAX / 16` is `CACHALOT_STATUS_INVALID_ARGUMENT`. Arguments are checked
+/// `count` above `PTRDIFF_MAX / 16` is `CACHALOT_STATUS_INVALID_ARGUMENT`. Arguments are checked
 /// in this order: `out`, `config`, `placements` and `count`, `capacity`.
 ///
 /// # Safety
@@ -132,13 +132,13 @@ pub unsafe extern "C" fn cachalot_allocator_new_simulated_placed(
             if placements.is_null() {
                 return Err(Error::NullPointer("placements"));
             }
-            if count > usize::MAX / 16 {
+            if count > isize::MAX as usize / 16 {
                 return Err(Error::InvalidArgument(format!(
-                    "count {count} is more pairs of 64-bit values than memory can hold (at most SIZE_MAX / 16)"
+                    "count {count} is more pairs of 64-bit values than memory can hold (at most PTRDIFF_MAX / 16)"
                 )));
             }
-            // SAFETY: non-NULL, and the caller promises 2 * count readable values (the count
-            // was bounded so that their bytes fit in isize).
+            // SAFETY: non-NULL, and the caller promises 2 * count readable, aligned values;
+            // the count was bounded so that their bytes fit in isize, as slices require.
             let values = unsafe { std::slice::from_raw_parts(placements, 2 * count) };
             Ok(values.chunks_exact(2).map(|pair| (pair[0], pair[1])).collect())
         };
