@@ -171,10 +171,14 @@ impl StreamShards {
     }
 
     /// Returns the cached memory of every shard but `except` to the device.
+    /// A shard a panic left unusable is skipped: its memory cannot be trusted to release, and
+    /// the request being served is another shard's.
     pub fn empty_others(&self, except: usize) -> Result<(), Error> {
         for (i, shard) in self.created() {
             if i != except {
-                lock(shard)?.empty_cache()?;
+                if let Ok(mut other) = lock(shard) {
+                    other.empty_cache()?;
+                }
             }
         }
         Ok(())

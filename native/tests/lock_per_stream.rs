@@ -255,3 +255,59 @@ fn more_streams_than_shards_share_the_last() {
     assert_eq!(stats.segment.all.current as u64, n, "a 2 MiB small segment per stream, as PyTorch makes");
     a.check_invariants().unwrap();
 }
+
+/// A simulated device that panics when asked for a segment of [`PANIC_SIZE`] bytes: a stand-in
+/// for a bug that leaves one shard unusable.
+struct PanickyDevice(cachalot_core::SimDevice);
+
+const PANIC_SIZE: u64 = 12 << 20;
+
+impl cachalot_core::Device for PanickyDevice {
+    fn total_memory(&self) -> u64 {
+        self.0.total_memory()
+    }
+    fn free_memory(&self) -> u64 {
+        self.0.free_memory()
+    }
+    fn allocate(&mut self, size: u64) -> Result<u64, cachalot_core::DeviceError> {
+        assert_ne!(size, PANIC_SIZE, "the injected panic");
+        self.0.allocate(size)
+    }
+    fn free(&mut self, address: u64, size: u64) -> Result<(), cachalot_core::DeviceError> {
+        self.0.free(address, size)
+    }
+    fn record_event(&mut self, stream: u64) -> Result<cachalot_core::Event, cachalot_core::DeviceError> {
+        self.0.record_event(stream)
+    }
+    fn query_event(&mut self, event: cachalot_core::Event) -> Result<bool, cachalot_core::DeviceError> {
+        self.0.query_event(event)
+    }
+    fn synchronize_event(&mut self, event: cachalot_core::Event) -> Result<(), cachalot_core::DeviceError> {
+        self.0.synchronize_event(event)
+    }
+    fn release_event(&mut self, event: cachalot_core::Event) {
+        self.0.release_event(event)
+    }
+}
+
+#[test]
+fn a_shard_a_panic_left_unusable_does_not_stop_the_others() {
+    use cachalot::shared_allocator::DeviceKind;
+    let device = Box::new(PanickyDevice(cachalot_core::SimDevice::without_virtual_memory(GIB)));
+    let a = SharedAllocator::over(
+        device,
+        Config::parse("policy:pytorch,lock_per_stream:True").unwrap(),
+        DeviceKind::Simulated,
+    );
+    a.set_memory_fraction(0.5).unwrap();
+    let kept = a.malloc(1 << 20, 1).unwrap();
+    let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| a.malloc(PANIC_SIZE, 1)));
+    assert!(panicked.is_err(), "stream 1's shard panicked while holding its lock");
+    assert_eq!(a.free(kept), Err(Error::Poisoned), "and refuses every later call");
+    // Stream 2's request cannot fit: the other shards' caches are released first, skipping the
+    // unusable one, and the answer is the true one.
+    let refused = a.malloc(600 << 20, 2);
+    assert!(matches!(refused, Err(Error::Alloc(AllocError::OutOfMemory(_)))), "{refused:?}");
+    let fits = a.malloc(100 << 20, 2).unwrap();
+    assert!(fits != 0);
+}
