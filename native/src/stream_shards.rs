@@ -138,7 +138,9 @@ impl StreamShards {
     }
 
     /// Runs `f` on the shard that owns `addr`: the one this thread used last first, then the
-    /// others, until one does not answer `UnknownPointer`.
+    /// others, until one does not answer `UnknownPointer`. A shard a panic left unusable is
+    /// passed over; if no other shard knows the address, the answer is [`Error::Poisoned`],
+    /// since the address may be that shard's.
     pub fn on_owner<T>(
         &self,
         addr: u64,
@@ -147,9 +149,14 @@ impl StreamShards {
         let n = self.count.load(Ordering::Acquire);
         let first = if self.per_stream() { LAST_SHARD.get() } else { 0 };
         let order = (first < n).then_some(first).into_iter().chain((0..n).filter(|&i| i != first));
+        let mut poisoned = false;
         for i in order {
             let Some(Padded(shard)) = self.shards[i].get() else { continue };
-            match f(&mut *lock(shard)?) {
+            let Ok(mut a) = lock(shard) else {
+                poisoned = true;
+                continue;
+            };
+            match f(&mut a) {
                 Err(AllocError::UnknownPointer { .. }) => continue,
                 result => {
                     if i != first {
@@ -159,7 +166,7 @@ impl StreamShards {
                 }
             }
         }
-        Err(AllocError::UnknownPointer { addr }.into())
+        Err(if poisoned { Error::Poisoned } else { AllocError::UnknownPointer { addr }.into() })
     }
 
     /// Runs `f` on every shard, one lock at a time.
