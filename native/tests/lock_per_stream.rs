@@ -16,15 +16,20 @@ fn allocator(config: &str, capacity: u64) -> SharedAllocator {
     SharedAllocator::simulated(capacity, Config::parse(config).unwrap()).unwrap()
 }
 
-/// A deterministic mix of mallocs and frees over four streams: (stream, size or free index).
-fn operations(count: usize) -> Vec<(u64, Option<u64>, usize)> {
-    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
-    let mut next = || {
+/// A deterministic stream of pseudo-random numbers (xorshift), from `seed`.
+fn random(seed: u64) -> impl FnMut() -> u64 {
+    let mut x = seed | 1;
+    move || {
         x ^= x << 13;
         x ^= x >> 7;
         x ^= x << 17;
         x
-    };
+    }
+}
+
+/// A deterministic mix of mallocs and frees over four streams: (stream, size or free index).
+fn operations(count: usize) -> Vec<(u64, Option<u64>, usize)> {
+    let mut next = random(0x9e37_79b9_7f4a_7c15);
     (0..count)
         .map(|_| {
             let r = next();
@@ -92,13 +97,7 @@ enum Step {
 }
 
 fn mix(seed: u64, count: usize) -> Vec<Step> {
-    let mut x = seed | 1;
-    let mut next = || {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        x
-    };
+    let mut next = random(seed);
     (0..count)
         .map(|_| {
             let r = next();
