@@ -55,6 +55,10 @@ pub struct Config {
     /// different streams never wait for each other. The native library reads it; a core
     /// allocator is always one such shard and ignores it.
     pub lock_per_stream: bool,
+    /// cachalot's policy: the fraction of the most pages ever in use that it may hold beyond
+    /// them, earned as it moves pages (`page_slack`), so a workload whose memory keeps moving
+    /// buys pages instead; 0 = never beyond the peak in use.
+    pub page_slack: f64,
 }
 
 impl Default for Config {
@@ -69,6 +73,7 @@ impl Default for Config {
             per_process_memory_fraction: None,
             history_entries: 0,
             lock_per_stream: false,
+            page_slack: 0.0,
         }
     }
 }
@@ -103,6 +108,7 @@ pub const KEYS: &[&str] = &[
     "per_process_memory_fraction",
     "record_history",
     "lock_per_stream",
+    "page_slack",
 ];
 
 fn err(key: &str, message: impl Into<String>) -> ConfigError {
@@ -115,6 +121,9 @@ impl Config {
         let mut config = Config::default();
         for (key, value) in split_pairs(text)? {
             config.apply(key, value)?;
+        }
+        if config.page_slack > 0.0 && config.policy != Policy::Cachalot {
+            return Err(err("page_slack", "applies to policy:cachalot only (PyTorch's policies never move pages)"));
         }
         Ok(config)
     }
@@ -151,6 +160,13 @@ impl Config {
                     return Err(err(key, alloc::format!("got {value}; must be in [0.0, 1.0]")));
                 }
                 self.per_process_memory_fraction = Some(v);
+            }
+            "page_slack" => {
+                let v = parse_f64(key, value)?;
+                if !(0.0..=1.0).contains(&v) {
+                    return Err(err(key, alloc::format!("got {value}; must be in [0.0, 1.0]")));
+                }
+                self.page_slack = v;
             }
             "record_history" => {
                 self.history_entries = value
@@ -197,6 +213,9 @@ impl Config {
         }
         if self.lock_per_stream {
             s.push_str(",lock_per_stream:True");
+        }
+        if self.page_slack > 0.0 {
+            let _ = write!(s, ",page_slack:{}", self.page_slack);
         }
         s
     }
@@ -366,6 +385,12 @@ mod tests {
         assert!(e.message.contains("True, False"));
         let e = Config::parse("lock_per_stream:yes").unwrap_err();
         assert_eq!(e.key, "lock_per_stream");
+        let e = Config::parse("page_slack:2").unwrap_err();
+        assert_eq!(e.key, "page_slack");
+        assert!(e.message.contains("[0.0, 1.0]"), "{e}");
+        let e = Config::parse("page_slack:0.1,policy:pytorch").unwrap_err();
+        assert_eq!(e.key, "page_slack");
+        assert!(e.message.contains("policy:cachalot"), "{e}");
         let e = Config::parse("policy").unwrap_err();
         assert_eq!(e.key, "policy");
         assert!(Config::parse("max_split_size_mb:").is_err());
@@ -379,6 +404,7 @@ mod tests {
             "roundup_power2_divisions:[256:1,512:2,>:4],garbage_collection_threshold:0.5",
             "per_process_memory_fraction:0.25,record_history:100",
             "policy:pytorch,lock_per_stream:True",
+            "page_slack:0.05",
         ] {
             let c = Config::parse(text).unwrap();
             assert_eq!(Config::parse(&c.to_config_string()).unwrap(), c, "{text}");

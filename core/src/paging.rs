@@ -6,7 +6,7 @@
 //! each unmapped span under it is filled with chunks of physical memory (about an eighth of
 //! the span each, see `chunk_pages`), taken in order from chunks kept unmapped, from new
 //! chunks while the pages held stay within the most pages ever in use (counting this
-//! request), from idle chunks — chunks mapped wholly inside free blocks elsewhere, unmapped
+//! request) plus the page slack moving has earned (`page_slack`, 0 by default), from idle chunks — chunks mapped wholly inside free blocks elsewhere, unmapped
 //! and moved here, largest first — and last from new chunks beyond that peak. So peak
 //! reserved memory stays near the peak of pages in use, and each span costs a handful of
 //! driver calls, not one per page. A request served from a cached block that touches live
@@ -40,6 +40,14 @@ use crate::vrange::{whole_pages, Chunk};
 fn chunk_pages(need: u64) -> u64 {
     (need / 8).clamp(1, 8)
 }
+
+/// Pages that must move before one page of slack is earned (`page_slack`). A move costs a
+/// GPU tens of microseconds (an unmap, a map and an access grant), a page held costs memory
+/// for good: like renting before buying, slack is bought only once moving has cost many
+/// times what it saves, so a workload that moves little (a training loop that has settled)
+/// earns almost none and one that moves every step earns up to the cap. docs/design.md
+/// gives the rates measured.
+pub const MOVED_PAGES_PER_SLACK_PAGE: u64 = 64;
 
 /// Where a request will be placed: the run's first block and address, its extent.
 struct Placement {
@@ -90,6 +98,16 @@ impl<D: Device> Allocator<D> {
             }
         }
         best.map(|(_, p)| p)
+    }
+
+    /// Pages that may be created beyond the most pages ever in use (counting `in_use_after`):
+    /// what moving pages has earned, up to `page_slack` of that peak.
+    fn page_slack(&self, in_use_after: u64) -> u64 {
+        if self.config.page_slack <= 0.0 {
+            return 0;
+        }
+        let cap = (self.vm.peak_in_use.max(in_use_after) as f64 * self.config.page_slack) as u64;
+        (self.vm.moved_pages / MOVED_PAGES_PER_SLACK_PAGE).min(cap)
     }
 
     /// The unmapped spans under `[addr, addr + size)` and the idle pages it will put to use.
@@ -240,6 +258,7 @@ impl<D: Device> Allocator<D> {
                     moved += pages;
                 }
             }
+            self.vm.moved_pages += moved;
             if moved > 0 {
                 let bytes = moved * self.vm.paged_page;
                 self.explainer.note(|| Decision::Released { segments: moved, bytes, step: "move idle pages" });
@@ -276,7 +295,7 @@ impl<D: Device> Allocator<D> {
         let need: u64 = spans.iter().map(|s| s.need).sum();
         let in_use_after = self.vm.pages_in_use() + need + idle_used;
         let held = self.vm.mapped_pages + self.vm.page_pool.iter().map(|c| c.pages).sum::<u64>();
-        let within_peak = self.vm.peak_in_use.max(in_use_after).saturating_sub(held);
+        let within_peak = (self.vm.peak_in_use.max(in_use_after) + self.page_slack(in_use_after)).saturating_sub(held);
         let mut creation = Creation { within_peak, uncounted: 0 };
         let mut plans: Vec<(u64, Vec<Chunk>)> = Vec::with_capacity(spans.len());
         for span in &spans {

@@ -122,6 +122,8 @@ pub struct VirtualMemory {
     pub idle_pages: u64,
     /// Highest number of pages in use (mapped and not idle) so far (paged policy).
     pub peak_in_use: u64,
+    /// Pages moved from one place to another so far (paged policy): what earns page slack.
+    pub moved_pages: u64,
     /// Page size of the paged policy (the device's granularity).
     pub paged_page: u64,
     /// Streams' free epochs (paged policy): when a free block's pages may move at once.
@@ -139,6 +141,7 @@ impl VirtualMemory {
             mapped_pages: 0,
             idle_pages: 0,
             peak_in_use: 0,
+            moved_pages: 0,
             paged_page,
             epochs: crate::epochs::Epochs::default(),
         }

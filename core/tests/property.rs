@@ -58,6 +58,7 @@ fn config() -> impl Strategy<Value = String> {
         "policy:pytorch,expandable_segments:True",
         "",
         "policy:cachalot,garbage_collection_threshold:0.5,per_process_memory_fraction:0.9",
+        "page_slack:0.5,per_process_memory_fraction:0.9",
     ])
     .prop_map(String::from)
 }
