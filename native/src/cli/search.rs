@@ -1,6 +1,8 @@
 //! A search over allocator configs for one trace: the candidates `advise` tries, replayed
-//! once each (cold, the figure that matters for memory) in parallel, ranked by
-//! out-of-memory events, then peak reserved bytes, then device calls.
+//! in parallel, ranked by out-of-memory events, then peak reserved bytes, then device calls,
+//! all of the first pass on a fresh allocator (the figures that matter for memory). Each is
+//! then replayed a few more times on the same allocator for its device calls per warm pass,
+//! the driver's share of a training loop's steady state.
 //!
 //! Invariant: every candidate is a valid config string; results come back in rank order
 //! and the ranking is deterministic (ties broken by the config string).
@@ -22,7 +24,14 @@ pub struct Candidate {
     pub reserved_over_requested: f64,
     pub device_calls: u64,
     pub ooms: u64,
+    /// Device calls per pass over the warm passes that follow the first.
+    pub warm_device_calls: f64,
+    /// Peak reserved bytes over the first pass and the warm passes.
+    pub peak_reserved_bytes_all_passes: u64,
 }
+
+/// Passes replayed after the first, on the same allocator, for the warm figures.
+pub const WARM_PASSES: u32 = 4;
 
 /// The configs tried: PyTorch's knobs one at a time and in a few pairs, and cachalot's.
 pub fn candidates() -> Vec<String> {
@@ -45,10 +54,14 @@ pub fn candidates() -> Vec<String> {
     c.push("policy:pytorch,expandable_segments:True,roundup_power2_divisions:4".into());
     c.push("policy:cachalot".into());
     c.push("policy:cachalot,garbage_collection_threshold:0.8,per_process_memory_fraction:1.0".into());
+    for slack in [0.03, 0.1] {
+        c.push(format!("policy:cachalot,page_slack:{slack}"));
+    }
     c
 }
 
-/// Replays `t` once under `config` on a fresh simulated device.
+/// Replays `t` under `config` on a fresh simulated device: once for the ranked figures, then
+/// [`WARM_PASSES`] more times for the warm ones.
 pub fn evaluate(t: &NamedTrace, config: &str, capacity: u64) -> Result<Candidate, String> {
     let conf = Config::parse(config).map_err(|e| e.to_string())?;
     let policy = match conf.policy {
@@ -56,16 +69,29 @@ pub fn evaluate(t: &NamedTrace, config: &str, capacity: u64) -> Result<Candidate
         Policy::Cachalot => "cachalot",
     };
     let mut alloc = Allocator::new(SimDevice::new(capacity), conf);
-    let out = Replayer::new(t.trace.slots).run_ops(&mut alloc, &t.trace.ops).map_err(|e| format!("{}: {e}", t.name))?;
+    let failed = |e: &dyn std::fmt::Display| format!("{}: {e}", t.name);
+    let mut replayer = Replayer::new(t.trace.slots);
+    let out = replayer.run_ops(&mut alloc, &t.trace.ops).map_err(|e| failed(&e))?;
     let c = alloc.device().calls();
+    let calls = |c: &cachalot_core::sim::DeviceCalls| {
+        c.allocations + c.frees + c.vm_creates + c.vm_maps + c.vm_unmaps + c.vm_destroys
+    };
+    replayer.free_live(&mut alloc).map_err(|e| failed(&e))?;
+    let before = alloc.device().calls();
+    for _ in 0..WARM_PASSES {
+        replayer.run_pass(&mut alloc, &t.trace.ops).map_err(|e| failed(&e))?;
+    }
+    let warm = calls(&alloc.device().calls().since(&before));
     Ok(Candidate {
         config: config.to_string(),
         policy: policy.into(),
         peak_reserved_bytes: out.peak_reserved_bytes,
         peak_requested_bytes: out.peak_requested_bytes,
         reserved_over_requested: out.peak_reserved_bytes as f64 / out.peak_requested_bytes.max(1) as f64,
-        device_calls: c.allocations + c.frees + c.vm_creates + c.vm_maps + c.vm_unmaps + c.vm_destroys,
+        device_calls: calls(&c),
         ooms: out.ooms,
+        warm_device_calls: warm as f64 / WARM_PASSES as f64,
+        peak_reserved_bytes_all_passes: alloc.stats().reserved_bytes.all.peak as u64,
     })
 }
 
@@ -111,6 +137,19 @@ pub fn search(t: &NamedTrace, configs: &[String], capacity: u64) -> Result<Vec<C
         ))
     });
     Ok(ranked)
+}
+
+/// The candidate making the fewest device calls per warm pass among those with the best's
+/// out-of-memory count and within `margin` (a fraction) of its peak reserved bytes, when that
+/// is not the best itself: the trade of a little memory for a quieter steady state.
+pub fn quieter_than_best(ranked: &[Candidate], margin: f64) -> Option<&Candidate> {
+    let best = ranked.first()?;
+    let limit = best.peak_reserved_bytes as f64 * (1.0 + margin);
+    let quietest = ranked
+        .iter()
+        .filter(|c| c.ooms == best.ooms && c.peak_reserved_bytes as f64 <= limit)
+        .min_by(|a, b| a.warm_device_calls.total_cmp(&b.warm_device_calls))?;
+    (quietest.warm_device_calls < best.warm_device_calls).then_some(quietest)
 }
 
 /// The config as PyTorch's `PYTORCH_CUDA_ALLOC_CONF` value (for `policy:pytorch` configs).
