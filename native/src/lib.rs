@@ -16,6 +16,7 @@ pub mod device_hub;
 pub mod error;
 pub mod ffi;
 pub mod registry;
+pub mod shard_lock;
 pub mod shared_allocator;
 pub mod stream_shards;
 pub mod trace_file;

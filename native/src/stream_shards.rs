@@ -14,12 +14,13 @@
 
 use std::cell::Cell;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use cachalot_core::{AllocError, Allocator, Config, Stream};
 
 use crate::device_hub::DeviceHub;
 use crate::error::Error;
+use crate::shard_lock::{ShardGuard, ShardLock};
 use crate::shared_allocator::BoxedDevice;
 
 /// The most shards one device's allocator keeps; streams beyond the first `MAX_SHARDS - 1`
@@ -27,7 +28,7 @@ use crate::shared_allocator::BoxedDevice;
 pub const MAX_SHARDS: usize = 64;
 
 /// One shard: a core allocator and its lock.
-pub type Shard = Mutex<Allocator<BoxedDevice>>;
+pub type Shard = ShardLock<Allocator<BoxedDevice>>;
 
 /// A shard on cache lines of its own: a neighbour's lock word must not share a line with
 /// this shard's hot fields, or two threads on two streams would still contend.
@@ -58,7 +59,7 @@ pub struct StreamShards {
 
 /// Locks a shard, refusing one a panic left half-updated.
 #[inline]
-pub fn lock(shard: &Shard) -> Result<MutexGuard<'_, Allocator<BoxedDevice>>, Error> {
+pub fn lock(shard: &Shard) -> Result<ShardGuard<'_, Allocator<BoxedDevice>>, Error> {
     shard.lock().map_err(|_| Error::Poisoned)
 }
 
@@ -67,7 +68,7 @@ impl StreamShards {
     /// stream, created on first use.
     pub fn new(device: BoxedDevice, config: Config) -> StreamShards {
         if !config.lock_per_stream {
-            let only = OnceLock::from(Padded(Mutex::new(Allocator::new(device, config.clone()))));
+            let only = OnceLock::from(Padded(ShardLock::new(Allocator::new(device, config.clone()))));
             return StreamShards {
                 shards: Box::new([only]),
                 streams: Box::new([]),
@@ -128,7 +129,7 @@ impl StreamShards {
             if let Some(f) = recipe.fraction {
                 a.set_memory_fraction(f)?;
             }
-            let _ = self.shards[i].set(Padded(Mutex::new(a)));
+            let _ = self.shards[i].set(Padded(ShardLock::new(a)));
             self.streams[i].store(stream, Ordering::Relaxed);
             self.count.store(n + 1, Ordering::Release);
         }
