@@ -1,21 +1,32 @@
 //! `ShardLock`: the lock around a core allocator. A waiter spins, then yields, then naps;
-//! unlocking is one store, never a system call.
+//! unlocking is one plain store, never a system call.
 //!
 //! The critical section is usually a malloc or free served from the cache, tens of
 //! nanoseconds. `std::sync::Mutex` puts a waiter to sleep in the kernel after a short spin,
 //! and from then on every unlock must wake it with a system call that costs more than the
-//! work the lock guards: two threads sharing one allocator then ran at 0.18x one thread's
-//! throughput on this project's 2-core machine, and 16 at 0.07-0.13x on the H200's host
-//! (docs/benchmarks.md). Here nobody sleeps in the kernel on the lock word, so a releasing
-//! thread never pays for a waiter. And every hand-off moves the allocator's working set to
-//! another core, so the lock favours the thread that has just released it: a waiter that
-//! finds the lock free waits a short grace (`GRACE` pauses, about a microsecond) and takes it
-//! only if it is still free, which lets a thread running many operations in a row keep the
-//! lock and its cache lines. A waiter backs off in three stages, so a lock held through a slow
-//! driver call (a segment allocation, a page move: tens of microseconds to milliseconds)
-//! costs the waiters little CPU: it spins with growing pauses for about a microsecond, then
-//! yields its core to other threads for a while (taking the lock as soon as it is free, grace
-//! over, so no waiter starves), then sleeps 50 µs at a time until the lock is free.
+//! work the lock guards: 16 threads sharing one allocator on the H200's host made 0.75-0.96
+//! million operations a second in all, against 2.6-3.2 million with this lock
+//! (docs/benchmarks.md). Three choices make the difference, each measured there:
+//! - Nobody sleeps in the kernel on the lock word, so a releasing thread never pays for a
+//!   waiter. Parking waiters on a condition variable, woken by an unlock that sees one parked,
+//!   brought back the system calls: at 16 threads some waiter is always parked, and the total
+//!   fell to about 1 million.
+//! - Unlocking is a store, not an atomic read-modify-write: the releasing thread goes on to its
+//!   next operation without waiting for the lock's cache line to come back from the waiters
+//!   reading it. With an atomic swap, two threads on this project's 2-core machine ran at
+//!   0.35-0.50x one thread's throughput instead of 0.36-0.65x, in the same runs.
+//! - Every hand-off moves the allocator's working set to another core, so the lock favours the
+//!   thread that has just released it: a spinning waiter that finds the lock free lets a short
+//!   grace pass (`GRACE` pauses, about a microsecond) and takes it only if it is still free, so
+//!   a thread running many operations in a row keeps the lock and its cache lines.
+//!
+//! A waiter backs off in three stages: it spins with growing pauses for about a microsecond,
+//! then yields its core for a while (taking the lock as soon as it is free, grace over, so no
+//! waiter starves), then sleeps 50 µs at a time until the lock is free. So a lock held through a
+//! slow driver call (a segment allocation, a page move: tens of microseconds to milliseconds)
+//! costs the waiters little CPU, and a napping waiter may take up to a nap (with the kernel's
+//! timer slack, about 100 µs) to notice the lock is free. Yielding twenty times longer before
+//! napping cut the 16-thread total to 2.1-2.2 million.
 //!
 //! Invariants: at most one guard exists at a time (the `locked` flag, taken with acquire and
 //! released with release ordering, hands the value from one holder to the next); a guard
