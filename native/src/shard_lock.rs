@@ -14,7 +14,7 @@
 //! - Unlocking is a store, not an atomic read-modify-write: the releasing thread goes on to its
 //!   next operation without waiting for the lock's cache line to come back from the waiters
 //!   reading it. With an atomic swap, two threads on this project's 2-core machine ran at
-//!   0.35-0.50x one thread's throughput instead of 0.36-0.65x, in the same runs.
+//!   0.34-0.50x one thread's throughput instead of 0.36-0.65x, in the same runs.
 //! - Every hand-off moves the allocator's working set to another core, so the lock favours the
 //!   thread that has just released it: a spinning waiter that finds the lock free lets a short
 //!   grace pass (`GRACE` pauses, about a microsecond) and takes it only if it is still free, so
