@@ -9,14 +9,19 @@
 # For each trace: overlap_check under the largest slack (real virtual memory, no overlap, peak
 # reserved equal to the simulated replay's), then replay_timing (the C ABI, a fresh allocator:
 # the first pass cold, then PASSES warm passes) under each config, then replay_torch.py with
-# expandable_segments:True for as many passes. With OUT set, the whole output goes to
-# $OUT/slack_check.log. Environment: SLACKS (default "0 0.03 0.1"), PASSES (default 12),
+# expandable_segments:True for as many passes. Then real training: TRAIN_WORKLOAD (default
+# mixed_fc_conv, the workload that moves pages every step) under PyTorch's own allocator and
+# under cachalot with each slack, TRAIN_ROUNDS rounds (default 3, 0 skips it), the order turning
+# each round (pytorch_run.py; also carry target/release/cachalot). With OUT set, the whole output
+# goes to $OUT/slack_check.log. Environment: SLACKS (default "0 0.03 0.1"), PASSES (default 12),
 # TRACES (default: all three).
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 REL=$PWD/target/release
 PASSES=${PASSES:-12}
+TRAIN_ROUNDS=${TRAIN_ROUNDS:-3}
+TRAIN_WORKLOAD=${TRAIN_WORKLOAD:-mixed_fc_conv}
 read -r -a SLACKS <<<"${SLACKS:-0 0.03 0.1}"
 read -r -a TRACES <<<"${TRACES:-mixed_fc_conv resnet50_train gpt2_train}"
 WORK=$(mktemp -d /tmp/cachalot-slack.XXXXXX)
@@ -44,5 +49,18 @@ for t in "${TRACES[@]}"; do
     echo "=== $t: PyTorch, expandable_segments:True"
     timeout 240 env PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True \
         python3 native/gpu/replay_torch.py "traces/$t.csv.gz" "$((PASSES + 1))" || rc=1
+done
+runs=(native)
+for s in "${SLACKS[@]}"; do runs+=("policy:cachalot,page_slack:$s"); done
+for ((round = 1; round <= TRAIN_ROUNDS; round++)); do
+    for ((i = 0; i < ${#runs[@]}; i++)); do
+        run=${runs[$(((i + round) % ${#runs[@]}))]}
+        echo "=== training $TRAIN_WORKLOAD, round $round: $run"
+        if [ "$run" = native ]; then
+            timeout 180 python3 native/gpu/pytorch_run.py "$TRAIN_WORKLOAD" native || rc=1
+        else
+            timeout 180 python3 native/gpu/pytorch_run.py "$TRAIN_WORKLOAD" cachalot --config "$run" || rc=1
+        fi
+    done
 done
 exit $rc
