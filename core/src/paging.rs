@@ -6,8 +6,9 @@
 //! each unmapped span under it is filled with chunks of physical memory (about an eighth of
 //! the span each, see `chunk_pages`), taken in order from chunks kept unmapped, from new
 //! chunks while the pages held stay within the most pages ever in use (counting this
-//! request) plus the page slack moving has earned (`page_slack`, 0 by default), from idle chunks — chunks mapped wholly inside free blocks elsewhere, unmapped
-//! and moved here, largest first — and last from new chunks beyond that peak. So peak
+//! request) plus the page slack moving has earned (`page_slack`, 0 by default), from idle
+//! chunks — chunks mapped wholly inside free blocks elsewhere, unmapped and moved here,
+//! largest first — and last from new chunks beyond that peak. So peak
 //! reserved memory stays near the peak of pages in use, and each span costs a handful of
 //! driver calls, not one per page. A request served from a cached block that touches live
 //! memory only at its back takes that back, so the block's idle chunks stay free to move.
@@ -100,13 +101,13 @@ impl<D: Device> Allocator<D> {
         best.map(|(_, p)| p)
     }
 
-    /// Pages that may be created beyond the most pages ever in use (counting `in_use_after`):
-    /// what moving pages has earned, up to `page_slack` of that peak.
-    fn page_slack(&self, in_use_after: u64) -> u64 {
+    /// Pages that may be created beyond `peak`, the most pages ever in use: what moving pages
+    /// has earned, up to `page_slack` of that peak.
+    fn page_slack(&self, peak: u64) -> u64 {
         if self.config.page_slack <= 0.0 {
             return 0;
         }
-        let cap = (self.vm.peak_in_use.max(in_use_after) as f64 * self.config.page_slack) as u64;
+        let cap = (peak as f64 * self.config.page_slack) as u64;
         (self.vm.moved_pages / MOVED_PAGES_PER_SLACK_PAGE).min(cap)
     }
 
@@ -295,7 +296,8 @@ impl<D: Device> Allocator<D> {
         let need: u64 = spans.iter().map(|s| s.need).sum();
         let in_use_after = self.vm.pages_in_use() + need + idle_used;
         let held = self.vm.mapped_pages + self.vm.page_pool.iter().map(|c| c.pages).sum::<u64>();
-        let within_peak = (self.vm.peak_in_use.max(in_use_after) + self.page_slack(in_use_after)).saturating_sub(held);
+        let peak = self.vm.peak_in_use.max(in_use_after);
+        let within_peak = (peak + self.page_slack(peak)).saturating_sub(held);
         let mut creation = Creation { within_peak, uncounted: 0 };
         let mut plans: Vec<(u64, Vec<Chunk>)> = Vec::with_capacity(spans.len());
         for span in &spans {

@@ -24,8 +24,8 @@
 //! then yields its core for a while (taking the lock as soon as it is free, grace over, so no
 //! waiter starves), then sleeps 50 µs at a time until the lock is free. So a lock held through a
 //! slow driver call (a segment allocation, a page move: tens of microseconds to milliseconds)
-//! costs the waiters little CPU, and a napping waiter may take up to a nap (with the kernel's
-//! timer slack, about 100 µs) to notice the lock is free. Yielding twenty times longer before
+//! costs the waiters little CPU, and a napping waiter may take up to a nap, plus the kernel's
+//! timer slack (50 µs by default), to notice the lock is free. Yielding twenty times longer before
 //! napping cut the 16-thread total to 2.1-2.2 million.
 //!
 //! Invariants: at most one guard exists at a time (the `locked` flag, taken with acquire and
