@@ -118,7 +118,7 @@ fn page_slack_buys_pages_where_memory_keeps_moving() {
     assert!(first.peak_reserved_bytes as f64 <= first.peak_requested_bytes as f64 * 1.03);
     let best = pytorch(name).iter().map(|v| v["peak_reserved"].as_u64().unwrap()).min().unwrap();
     assert!(peak <= best, "{peak} bytes over ten passes, PyTorch's best {best}");
-    // resnet50_train settles after a few moves: it earns no page, and reserves what it did.
+    // resnet50_train settles after a few moves: it earns next to nothing, and reserves what it did.
     let name = "resnet50_train.csv.gz";
     let (plain, plain_peak, _) = ten_passes(name, "");
     let (slack, slack_peak, _) = ten_passes(name, "page_slack:0.1");
