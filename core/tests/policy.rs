@@ -126,6 +126,28 @@ fn page_slack_buys_pages_where_memory_keeps_moving() {
 }
 
 #[test]
+fn page_slack_stays_under_the_memory_fraction() {
+    // Full slack (1.0) under a fraction that leaves 5% over the peak requested: slack is
+    // earned (the peak rises above the one without slack) but stops at the limit, and no
+    // request fails for it.
+    let trace = load_trace("mixed_fc_conv.csv.gz");
+    let allowed = 1_457_801_732f64 * 1.05;
+    let peak_over_ten_passes = |conf: &str| {
+        let mut a = Allocator::new(SimDevice::new(H200), Config::parse(conf).unwrap());
+        a.set_memory_fraction(allowed / H200 as f64).unwrap();
+        let mut r = Replayer::new(trace.slots);
+        for _ in 0..10 {
+            assert_eq!(r.run_pass(&mut a, &trace.ops).unwrap().ooms, 0, "{conf}");
+        }
+        a.check_invariants().unwrap();
+        a.stats().reserved_bytes.all.peak as f64
+    };
+    let (plain, slack) = (peak_over_ten_passes(""), peak_over_ten_passes("page_slack:1.0"));
+    assert!(slack > plain, "no slack earned: {slack} bytes, {plain} without");
+    assert!(slack <= allowed, "peak reserved {slack} over the {allowed} the fraction allows");
+}
+
+#[test]
 fn without_virtual_memory_the_cachalot_policy_decides_as_pytorch() {
     let trace = load_trace("mixed_fc_conv.csv.gz");
     let mut a = Allocator::new(SimDevice::without_virtual_memory(H200), Config::parse("").unwrap());
