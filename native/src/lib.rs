@@ -8,7 +8,7 @@
 //! [`ffi`] is the C ABI, where every call is a panic boundary that turns errors into fixed
 //! status codes; [`registry`] keeps the process-wide allocator per device that PyTorch's
 //! entry points use. Invariant: no panic and no Rust error crosses the C ABI.
-#![warn(missing_docs, unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks)]
+#![warn(missing_docs, unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks, clippy::or_fun_call)]
 
 pub mod config_env;
 pub mod cuda;

@@ -96,14 +96,18 @@ impl StreamShards {
         self.shards[..n].iter().enumerate().filter_map(|(i, s)| s.get().map(|s| (i, &s.0)))
     }
 
+    /// The shard of an allocator without per-stream locks. The error is built only when
+    /// needed: its message is a heap allocation, which every malloc and free would pay for.
+    #[inline]
+    fn only(&self) -> Result<&Shard, Error> {
+        self.shards[0].get().map(|only| &only.0).ok_or_else(|| Error::Panic("the only shard is missing".into()))
+    }
+
     /// The shard serving `stream` and its position, created if need be.
     #[inline]
     pub fn for_stream(&self, stream: Stream) -> Result<(usize, &Shard), Error> {
         if !self.per_stream() {
-            return self.shards[0]
-                .get()
-                .map(|only| (0, &only.0))
-                .ok_or(Error::Panic("the only shard is missing".into()));
+            return self.only().map(|only| (0, only));
         }
         let n = self.count.load(Ordering::Acquire);
         for i in 0..n {
@@ -124,7 +128,7 @@ impl StreamShards {
         let i = (0..n).find(|&i| self.streams[i].load(Ordering::Relaxed) == stream).unwrap_or(n);
         let i = i.min(MAX_SHARDS - 1);
         if i == n {
-            let hub = recipe.hub.as_ref().ok_or(Error::Panic("a single shard cannot be missing".into()))?;
+            let hub = recipe.hub.as_ref().ok_or_else(|| Error::Panic("a single shard cannot be missing".into()))?;
             let mut a = Allocator::new(Box::new(hub.shard()) as BoxedDevice, recipe.config.clone());
             if let Some(f) = recipe.fraction {
                 a.set_memory_fraction(f)?;
@@ -133,7 +137,7 @@ impl StreamShards {
             self.streams[i].store(stream, Ordering::Relaxed);
             self.count.store(n + 1, Ordering::Release);
         }
-        let shard = &self.shards[i].get().ok_or(Error::Panic("an assigned shard is missing".into()))?.0;
+        let shard = &self.shards[i].get().ok_or_else(|| Error::Panic("an assigned shard is missing".into()))?.0;
         LAST_SHARD.set(i);
         Ok((i, shard))
     }
@@ -147,8 +151,12 @@ impl StreamShards {
         addr: u64,
         mut f: impl FnMut(&mut Allocator<BoxedDevice>) -> Result<T, AllocError>,
     ) -> Result<T, Error> {
+        if !self.per_stream() {
+            // One shard knows every address: no search, and no thread-local to read.
+            return Ok(f(&mut *lock(self.only()?)?)?);
+        }
         let n = self.count.load(Ordering::Acquire);
-        let first = if self.per_stream() { LAST_SHARD.get() } else { 0 };
+        let first = LAST_SHARD.get();
         let order = (first < n).then_some(first).into_iter().chain((0..n).filter(|&i| i != first));
         let mut poisoned = false;
         for i in order {
