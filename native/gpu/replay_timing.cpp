@@ -2,8 +2,11 @@
 // memory, measured as replay_torch.py measures PyTorch's allocator: a cold pass on a fresh
 // allocator (device calls included), then warm passes with the cache the previous pass left.
 //
-//   replay_timing OPS_FILE [--config CONF] [--passes N] [--label NAME]
+//   replay_timing OPS_FILE [--config CONF] [--passes N] [--label NAME] [--simulated]
 //
+// --simulated replays over a simulated device of 1 TiB instead of the GPU: the same C ABI and
+// process, no CUDA context, so the two runs side by side separate the host's CPU cost from the
+// device's.
 // Each pass times the replay loop alone; what the trace leaves live is freed after the clock
 // stops. Prints a readable line and `RESULT {json}` with the cold ns/op, the warm median,
 // every warm pass, and the cold pass's peak reserved bytes and device calls from the stats.
@@ -52,15 +55,17 @@ static double timed_pass(cachalot_allocator *a, const Ops &t, std::vector<void *
 int main(int argc, char **argv) {
     std::string config = "policy:pytorch", label;
     int passes = 6;
+    bool simulated = false;
     const char *path = nullptr;
     for (int i = 1; i < argc; i++) {
         std::string s = argv[i];
         if (s == "--config" && i + 1 < argc) config = argv[++i];
         else if (s == "--passes" && i + 1 < argc) passes = std::max(1, std::atoi(argv[++i]));
         else if (s == "--label" && i + 1 < argc) label = argv[++i];
+        else if (s == "--simulated") simulated = true;
         else if (path == nullptr) path = argv[i];
         else {
-            std::fprintf(stderr, "usage: replay_timing OPS_FILE [--config CONF] [--passes N] [--label NAME]\n");
+            std::fprintf(stderr, "usage: replay_timing OPS_FILE [--config CONF] [--passes N] [--label NAME] [--simulated]\n");
             return 2;
         }
     }
@@ -68,9 +73,10 @@ int main(int argc, char **argv) {
     if (path == nullptr || !load_ops(path, t)) return 2;
     if (label.empty()) label = path;
     cachalot_allocator *a = nullptr;
-    cachalot_status s = cachalot_allocator_new_cuda(0, config.c_str(), &a);
+    cachalot_status s = simulated ? cachalot_allocator_new_simulated(1ull << 40, config.c_str(), &a)
+                                  : cachalot_allocator_new_cuda(0, config.c_str(), &a);
     if (s != CACHALOT_STATUS_OK) {
-        std::fprintf(stderr, "replay_timing: cachalot_allocator_new_cuda: %s: %s\n", cachalot_status_name(s), last_error().c_str());
+        std::fprintf(stderr, "replay_timing: creating the allocator: %s: %s\n", cachalot_status_name(s), last_error().c_str());
         return 1;
     }
     std::vector<void *> ptrs(t.slots, nullptr);
