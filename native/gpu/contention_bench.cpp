@@ -1,12 +1,14 @@
 // contention_bench: many threads share one CUDA allocator through the C ABI; how much does
 // its lock cost?
 //
-//   contention_bench OPS_FILE [--config CONF] [--threads 1,2,4,8,16] [--passes N]
+//   contention_bench OPS_FILE [--config CONF] [--threads 1,2,4,8,16] [--passes N] [--repeats R]
 //
 // One allocator over device 0. For each thread count T, T threads each replay the trace on a
 // stream of their own (created up front; the worker threads never touch a context themselves,
 // so cachalot makes the primary context current on them, as for a plain C caller): one warm-up
-// pass, then N timed passes, all threads released at once. Reported: wall time, aggregate
+// pass, then N timed passes, all threads released at once; that is done R times (default 3)
+// with fresh threads, and the median wall time counts, since one window of a few
+// milliseconds on a shared host can be slowed by a scheduler hiccup. Reported: wall time, aggregate
 // operations per second, the time per operation each thread sees (wall time over its
 // operations), and the slowdown against one thread.
 // Prints a table and one `RESULT {json}` line per thread count. Exit 0 unless something failed.
@@ -63,17 +65,18 @@ static bool pass(cachalot_allocator *a, const Ops &t, void *stream, std::vector<
 int main(int argc, char **argv) {
     const char *path = nullptr;
     std::string config = "policy:pytorch", threads_arg = "1,2,4,8,16";
-    int passes = 5;
+    int passes = 5, repeats = 3;
     for (int i = 1; i < argc; i++) {
         std::string s = argv[i];
         if (s == "--config" && i + 1 < argc) config = argv[++i];
         else if (s == "--threads" && i + 1 < argc) threads_arg = argv[++i];
         else if (s == "--passes" && i + 1 < argc) passes = std::max(1, std::atoi(argv[++i]));
+        else if (s == "--repeats" && i + 1 < argc) repeats = std::max(1, std::atoi(argv[++i]));
         else if (path == nullptr && s[0] != '-') path = argv[i];
         else path = nullptr, i = argc;
     }
     if (path == nullptr) {
-        std::fprintf(stderr, "usage: contention_bench OPS_FILE [--config CONF] [--threads 1,2,4,8,16] [--passes N]\n");
+        std::fprintf(stderr, "usage: contention_bench OPS_FILE [--config CONF] [--threads 1,2,4,8,16] [--passes N] [--repeats R]\n");
         return 2;
     }
     Ops t;
@@ -105,30 +108,35 @@ int main(int argc, char **argv) {
         }
     }
 
-    std::printf("== contention: %zu ops per pass, %d timed passes per thread, config '%s'\n", t.ops.size(), passes,
-                config.c_str());
+    std::printf("== contention: %zu ops per pass, %d timed passes per thread, median of %d runs, config '%s'\n",
+                t.ops.size(), passes, repeats, config.c_str());
     std::printf("| threads | wall ms | total Mops/s | ns/op per thread | slowdown vs 1 thread |\n");
     std::printf("|---:|---:|---:|---:|---:|\n");
     double single_ns = 0;
     std::vector<std::string> results;
     for (int n : counts) {
-        std::atomic<int> ready{0};
-        std::atomic<bool> go{false};
-        std::vector<std::thread> workers;
-        for (int k = 0; k < n; k++) {
-            workers.emplace_back([&, k] {
-                std::vector<void *> ptrs(t.slots, nullptr);
-                bool ok = pass(a, t, streams[k], ptrs);  // warm-up: this stream's segments
-                ready++;
-                while (!go.load(std::memory_order_acquire)) std::this_thread::yield();
-                for (int p = 0; ok && p < passes; p++) ok = pass(a, t, streams[k], ptrs);
-            });
+        std::vector<double> walls;
+        for (int r = 0; r < repeats; r++) {
+            std::atomic<int> ready{0};
+            std::atomic<bool> go{false};
+            std::vector<std::thread> workers;
+            for (int k = 0; k < n; k++) {
+                workers.emplace_back([&, k] {
+                    std::vector<void *> ptrs(t.slots, nullptr);
+                    bool ok = pass(a, t, streams[k], ptrs);  // warm-up: this stream's segments
+                    ready++;
+                    while (!go.load(std::memory_order_acquire)) std::this_thread::yield();
+                    for (int p = 0; ok && p < passes; p++) ok = pass(a, t, streams[k], ptrs);
+                });
+            }
+            while (ready.load() < n) std::this_thread::yield();
+            auto t0 = std::chrono::steady_clock::now();
+            go.store(true, std::memory_order_release);
+            for (auto &w : workers) w.join();
+            walls.push_back(std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count());
         }
-        while (ready.load() < n) std::this_thread::yield();
-        auto t0 = std::chrono::steady_clock::now();
-        go.store(true, std::memory_order_release);
-        for (auto &w : workers) w.join();
-        double wall_ns = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count();
+        std::sort(walls.begin(), walls.end());
+        double wall_ns = walls[walls.size() / 2];
         double ops_per_thread = (double)t.ops.size() * passes;
         double per_op = wall_ns / ops_per_thread;
         if (n == counts.front()) single_ns = per_op;

@@ -201,11 +201,11 @@ done
 # ---- threads sharing one allocator ----
 if [ -x "$WORK/contention_bench" ] && have_time "contention benchmark" 90; then
     run_step "contention: 1-16 threads, one allocator ($CONTENDED)" 90 contention.log \
-        "$WORK/contention_bench" "$WORK/$CONTENDED.ops" --config "$CONFIG" --threads 1,2,4,8,16 --passes 5 || true
+        "$WORK/contention_bench" "$WORK/$CONTENDED.ops" --config "$CONFIG" --threads 1,2,4,8,16 --passes 20 || true
 fi
 if [ -x "$WORK/contention_bench" ] && have_time "contention benchmark, a lock per stream" 90; then
     run_step "contention: 1-16 threads, a lock per stream ($CONTENDED)" 90 contention_per_stream.log \
-        "$WORK/contention_bench" "$WORK/$CONTENDED.ops" --config "$PER_STREAM" --threads 1,2,4,8,16 --passes 5 || true
+        "$WORK/contention_bench" "$WORK/$CONTENDED.ops" --config "$PER_STREAM" --threads 1,2,4,8,16 --passes 20 || true
 fi
 
 # ---- compute-sanitizer over one trace's check ----

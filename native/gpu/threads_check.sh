@@ -8,10 +8,11 @@
 #   target/release/libcachalot.so  target/release/examples/trace_ops
 #   target/release/examples/thread_scaling
 # For each trace: contention_bench (the C ABI over real CUDA memory, 1-16 threads, a stream
-# each, 5 timed passes) under policy:pytorch and policy:pytorch,lock_per_stream:True; then
+# each, 20 timed passes, the median of 3 runs) under policy:pytorch and
+# policy:pytorch,lock_per_stream:True; then
 # thread_scaling (the same over a simulated device, 1-16 threads, both configs). With OUT set,
 # the whole output goes to $OUT/threads_check.log. Environment: THREADS (default
-# 1,2,4,8,16), PASSES (default 5), TRACES (default: all three), CONFIGS (the configs
+# 1,2,4,8,16), PASSES (default 20), TRACES (default: all three), CONFIGS (the configs
 # contention_bench compares, space-separated; default the two above). gpt2_train runs at most 4
 # threads over real memory: each stream's copy of it reserves about 22 GiB under
 # policy:pytorch, so 8 of them would not fit in the H200's 140 GiB, and the benchmark would
@@ -21,7 +22,7 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 REL=$PWD/target/release
 THREADS=${THREADS:-1,2,4,8,16}
-PASSES=${PASSES:-5}
+PASSES=${PASSES:-20}
 CONFIGS=${CONFIGS:-policy:pytorch policy:pytorch,lock_per_stream:True}
 read -r -a TRACES <<<"${TRACES:-mixed_fc_conv resnet50_train gpt2_train}"
 WORK=$(mktemp -d /tmp/cachalot-threads.XXXXXX)
