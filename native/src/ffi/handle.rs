@@ -35,7 +35,11 @@ unsafe fn read_config(config: *const c_char) -> Result<Config, Error> {
 #[inline]
 pub(crate) unsafe fn borrow<'a>(allocator: *const SharedAllocator) -> Result<&'a SharedAllocator, Error> {
     // SAFETY: a non-NULL handle is a live Box<SharedAllocator> (the caller's promise).
-    unsafe { allocator.as_ref() }.ok_or(Error::NullPointer("the allocator handle"))
+    match unsafe { allocator.as_ref() } {
+        Some(a) => Ok(a),
+        // Built only here: `ok_or` would build the error and drop it on every call.
+        None => Err(Error::NullPointer("the allocator handle")),
+    }
 }
 
 /// Checks `out`, then makes an allocator and stores it in `*out` (on success only).
