@@ -1,8 +1,9 @@
 //! Replays each reference trace for many passes on one allocator and prints, per trace, the
 //! first pass's reserved / requested, the peak over all passes, the mean unmaps of the passes
-//! after the first and every pass's unmaps (simulated device), the figures behind page slack
-//! in docs/design.md: `cargo run --release -p cachalot-core --example moves_per_pass -- 20
-//! policy:cachalot,page_slack:0.1`.
+//! after the first and every pass's unmaps, then the same for all the calls that moving pages
+//! makes (maps, access grants and unmaps; simulated device), the figures behind page slack
+//! and ghosts in docs/design.md: `cargo run --release -p cachalot-core --example
+//! moves_per_pass -- 20 policy:cachalot,page_slack:0.1`.
 use std::io::Read;
 
 use cachalot_core::{parse_trace, Allocator, Config, Replayer, SimDevice};
@@ -19,6 +20,7 @@ fn main() {
         let mut a = Allocator::new(SimDevice::new(140 << 30), Config::parse(&conf).unwrap());
         let mut r = Replayer::new(trace.slots);
         let mut unmaps = Vec::new();
+        let mut calls = Vec::new();
         let mut first = 0.0;
         let mut requested = 0;
         for p in 0..passes {
@@ -28,11 +30,16 @@ fn main() {
                 requested = out.peak_requested_bytes;
                 first = out.peak_reserved_bytes as f64 / requested as f64;
             }
-            unmaps.push(a.device().calls().since(&before).vm_unmaps);
+            let c = a.device().calls().since(&before);
+            unmaps.push(c.vm_unmaps);
+            calls.push(c.vm_unmaps + c.vm_maps + c.vm_set_access);
         }
         let all = a.stats().reserved_bytes.all.peak as f64 / requested as f64;
         let later = &unmaps[1..];
         let mean = later.iter().sum::<u64>() as f64 / later.len().max(1) as f64;
+        let later_calls = &calls[1..];
+        let mean_calls = later_calls.iter().sum::<u64>() as f64 / later_calls.len().max(1) as f64;
         println!("{name:24} first {first:.4} all {all:.4} unmaps/pass(2..) {mean:.0} passes {:?}", unmaps);
+        println!("{:24} map+access+unmap calls/pass(2..) {mean_calls:.0} passes {:?}", "", calls);
     }
 }

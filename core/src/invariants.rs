@@ -5,7 +5,8 @@
 //! neighbours are left unmerged; the free index holds exactly the free blocks, under their
 //! current keys; the live map holds exactly the allocated blocks; pending blocks have as
 //! many queued events as their count says; every statistic's current value equals a
-//! recount, and reserved bytes equal the sum of segment sizes.
+//! recount, and reserved bytes equal the sum of segment sizes; ghosts (mappings left behind
+//! by moved chunks) overlap nothing, lie in unmapped blocks and belong to live chunks.
 
 use alloc::format;
 use alloc::string::String;
@@ -201,6 +202,7 @@ impl<D: Device> Allocator<D> {
             rc.reserved_bytes.increase(pool, c.pages * self.vm.paged_page);
             reserved += c.pages * self.vm.paged_page;
         }
+        self.check_ghosts()?;
         let mapped: u64 = self.vm.ranges.iter().flat_map(|r| r.mappings.values().map(|(len, _)| len / r.page)).sum();
         if mapped != self.vm.mapped_pages {
             return Err(format!("{} pages counted mapped but {mapped} are", self.vm.mapped_pages));
@@ -237,6 +239,31 @@ impl<D: Device> Allocator<D> {
         same_current("active_bytes", &s.active_bytes, &rc.active_bytes)?;
         same_current("inactive_split_bytes", &s.inactive_split_bytes, &rc.inactive_split_bytes)?;
         same_current("requested_bytes", &s.requested_bytes, &rc.requested_bytes)?;
+        Ok(())
+    }
+
+    /// Checks that ghosts overlap one another nowhere, each lies inside one unmapped block,
+    /// and each belongs to a chunk that is kept or mapped (so destroying it finds the ghost).
+    fn check_ghosts(&self) -> Result<(), String> {
+        let mut end = 0;
+        for (&a, &(len, handle)) in &self.vm.ghosts {
+            if a < end {
+                return Err(format!("ghost at {a:#x} overlaps the one before it"));
+            }
+            end = a + len;
+            let in_unmapped = self.vm.range_of(a).is_some_and(|_| {
+                let b = &self.blocks[self.block_containing(a)];
+                b.state == BlockState::Unmapped && a + len <= b.end()
+            });
+            if !in_unmapped {
+                return Err(format!("ghost at {a:#x} (+{len}) does not lie inside one unmapped block"));
+            }
+            let kept = self.vm.page_pool.iter().any(|c| c.handle == handle);
+            let mapped = self.vm.ranges.iter().any(|r| r.mappings.values().any(|&(_, h)| h == handle));
+            if !kept && !mapped {
+                return Err(format!("ghost at {a:#x} belongs to handle {handle}, which is neither kept nor mapped"));
+            }
+        }
         Ok(())
     }
 

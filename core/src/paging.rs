@@ -7,8 +7,9 @@
 //! the span each, see `chunk_pages`), taken in order from chunks kept unmapped, from new
 //! chunks while the pages held stay within the most pages ever in use (counting this
 //! request) plus the page slack moving has earned (`page_slack`, 0 by default), from idle
-//! chunks — chunks mapped wholly inside free blocks elsewhere, unmapped and moved here,
-//! largest first — and last from new chunks beyond that peak. So peak
+//! chunks — chunks mapped wholly inside free blocks elsewhere, moved here, largest first,
+//! their old mapping left in place as a ghost (`vrange.rs`), so that moving one back costs
+//! no driver call — and last from new chunks beyond that peak. So peak
 //! reserved memory stays near the peak of pages in use, and each span costs a handful of
 //! driver calls, not one per page. A request served from a cached block that touches live
 //! memory only at its back takes that back, so the block's idle chunks stay free to move.
@@ -245,7 +246,7 @@ impl<D: Device> Allocator<D> {
             for (pages, offset, addr) in idle {
                 let missing = span.need - have(got);
                 if missing > 0 && pages <= missing {
-                    got.push(self.unmap_chunk(addr)?);
+                    got.push(self.move_chunk_out(addr)?);
                     moved += pages;
                 } else {
                     left.push((pages, offset, addr));
@@ -255,7 +256,7 @@ impl<D: Device> Allocator<D> {
             if missing > 0 {
                 let room = span.room - have(got);
                 if let Some(&(pages, _, addr)) = left.iter().rev().find(|&&(p, _, _)| p > missing && p <= room) {
-                    got.push(self.unmap_chunk(addr)?);
+                    got.push(self.move_chunk_out(addr)?);
                     moved += pages;
                 }
             }

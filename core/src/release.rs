@@ -185,8 +185,12 @@ impl<D: Device> Allocator<D> {
             let page = self.vm.paged_page;
             let (kept, rest): (Vec<_>, Vec<_>) = self.vm.page_pool.drain(..).partition(|c| c.counted_in == Some(pool));
             self.vm.page_pool = rest;
-            for c in kept {
-                self.destroy_chunk(c, page)?;
+            let mut kept = kept.into_iter();
+            while let Some(c) = kept.next() {
+                if let Err(e) = self.destroy_chunk(c, page) {
+                    self.vm.page_pool.extend(kept);
+                    return Err(e);
+                }
             }
             // Ranges whose pages all moved elsewhere hold no free block to unmap, yet still
             // count as segments until released.

@@ -131,7 +131,9 @@ pub struct SimDevice {
     handles: BTreeMap<PhysHandle, u64>,
     next_handle: PhysHandle,
     mappings: BTreeMap<u64, (u64, PhysHandle)>,
-    mapped_handles: BTreeSet<PhysHandle>,
+    /// How many mappings each mapped handle has: the driver lets one handle be mapped at
+    /// several addresses, and refuses to destroy it while any is left (so does this device).
+    mapped_handles: BTreeMap<PhysHandle, u32>,
     /// Where the next segments go, as a recorded run placed them: (address, size) in order.
     placements: VecDeque<(u64, u64)>,
     /// Segments placed as recorded so far.
@@ -157,7 +159,7 @@ impl SimDevice {
             handles: BTreeMap::new(),
             next_handle: 1,
             mappings: BTreeMap::new(),
-            mapped_handles: BTreeSet::new(),
+            mapped_handles: BTreeMap::new(),
             placements: VecDeque::new(),
             placements_followed: 0,
         }
@@ -514,7 +516,7 @@ impl Device for SimDevice {
 
     fn vm_destroy(&mut self, handle: PhysHandle, size: u64) -> Result<(), DeviceError> {
         self.vm_ok()?;
-        if self.handles.get(&handle) != Some(&size) || self.mapped_handles.contains(&handle) {
+        if self.handles.get(&handle) != Some(&size) || self.mapped_handles.contains_key(&handle) {
             return Err(DeviceError::Driver { call: "vm_destroy", code: 1 });
         }
         self.handles.remove(&handle);
@@ -535,9 +537,7 @@ impl Device for SimDevice {
         if !in_reservation || overlaps || self.handles.get(&handle) != Some(&size) || addr % VM_GRANULARITY != 0 {
             return Err(DeviceError::Driver { call: "vm_map", code: 1 });
         }
-        if !self.mapped_handles.insert(handle) {
-            return Err(DeviceError::Driver { call: "vm_map", code: 2 });
-        }
+        *self.mapped_handles.entry(handle).or_insert(0) += 1;
         self.mappings.insert(addr, (size, handle));
         self.calls.vm_maps += 1;
         Ok(())
@@ -573,7 +573,12 @@ impl Device for SimDevice {
         }
         for m in covered {
             if let Some((_, h)) = self.mappings.remove(&m) {
-                self.mapped_handles.remove(&h);
+                if let Some(n) = self.mapped_handles.get_mut(&h) {
+                    *n -= 1;
+                    if *n == 0 {
+                        self.mapped_handles.remove(&h);
+                    }
+                }
             }
         }
         self.calls.vm_unmaps += 1;

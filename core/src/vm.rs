@@ -2,6 +2,10 @@
 //! memory into unmapped blocks and unmap whole chunks out of free blocks, splitting and
 //! merging blocks so that the chain keeps tiling the range.
 //!
+//! Under the paged policy, unmapping a chunk leaves its mapping in place as a ghost
+//! (`vrange.rs`); the driver unmaps it only when the address is mapped to other memory, the
+//! chunk is destroyed or its range released. `num_device_free` counts the unmaps made.
+//!
 //! Invariants kept here: unmapped blocks cover whole pages and sit in the unmapped index;
 //! mapping or unmapping updates the range's mappings, `mapped_pages`, reserved bytes and the
 //! statistics together; a failed device call leaves blocks and counts as they were.
@@ -10,7 +14,7 @@ use alloc::vec::Vec;
 
 use crate::allocator::Allocator;
 use crate::block::{Block, BlockState, NIL};
-use crate::device::{Device, DeviceError, Stream};
+use crate::device::{Device, DeviceError, PhysHandle, Stream};
 use crate::error::AllocError;
 use crate::history::Action;
 use crate::size::Pool;
@@ -49,6 +53,7 @@ impl<D: Device> Allocator<D> {
         let b = &self.blocks[id];
         debug_assert!(b.state == BlockState::Unmapped && !b.is_split());
         let (addr, size, stream, pool) = (b.addr, b.size, self.streams.handle(b.stream_index), b.pool);
+        self.unmap_ghosts_in(addr, addr + size)?;
         self.device.vm_release(addr, size)?;
         self.vm.unmapped[pool.index()].remove(&(stream, addr));
         self.blocks.remove(id);
@@ -108,24 +113,38 @@ impl<D: Device> Allocator<D> {
     }
 
     /// Maps `chunks` one after another from `from` inside the unmapped block `id`, grants
-    /// access to them in one call, then merges the mapped piece with free neighbours. Returns
-    /// the free block holding it. When a map fails, the chunks mapped before it are kept
-    /// mapped (access granted, counted, a free block), so no rollback is needed; the failure
-    /// says how many of `chunks` that took, and the caller still owns the rest. When granting
-    /// access fails, the mappings are undone and the caller owns every chunk.
+    /// access to them in one call per stretch newly mapped, then merges the mapped piece with
+    /// free neighbours. Returns the free block holding it. A chunk whose ghost lies exactly
+    /// where it goes is mapped already and costs no call; other ghosts in the way are unmapped
+    /// first. When a map fails, the chunks mapped before it are kept mapped (access granted,
+    /// counted, a free block), so no rollback is needed; the failure says how many of `chunks`
+    /// that took, and the caller still owns the rest. When granting access fails, the
+    /// mappings are undone and the caller owns every chunk.
     pub(crate) fn map_chunks(&mut self, id: u32, from: u64, chunks: &[Chunk]) -> Result<u32, MapFailure> {
         let b = &self.blocks[id];
         debug_assert_eq!(b.state, BlockState::Unmapped);
         let (stream, pool) = (self.streams.handle(b.stream_index), b.pool);
         let r = self.vm.range_of(from).expect("mapped address lies in a range");
         let page = self.vm.ranges[r].page;
+        // The stretches this call maps, as (address, bytes): they need access granted.
+        let mut fresh: Vec<(u64, u64)> = Vec::new();
         let (mut at, mut done, mut failed) = (from, 0, None);
         for c in chunks {
-            if let Err(e) = self.device.vm_map(at, c.pages * page, c.handle) {
-                failed = Some(e);
-                break;
+            let size = c.pages * page;
+            if self.vm.ghosts.get(&at) == Some(&(size, c.handle)) {
+                self.vm.ghosts.remove(&at);
+            } else {
+                let mapped = self.unmap_ghosts_in(at, at + size).and_then(|()| self.device.vm_map(at, size, c.handle));
+                if let Err(e) = mapped {
+                    failed = Some(e);
+                    break;
+                }
+                match fresh.last_mut() {
+                    Some((start, len)) if *start + *len == at => *len += size,
+                    _ => fresh.push((at, size)),
+                }
             }
-            at += c.pages * page;
+            at += size;
             done += 1;
         }
         let failure = |error: DeviceError, mapped| MapFailure { error: error.into(), mapped };
@@ -134,9 +153,11 @@ impl<D: Device> Allocator<D> {
         }
         let (chunks, len, pages) = (&chunks[..done], at - from, (at - from) / page);
         debug_assert!(from + len <= self.blocks[id].end());
-        if let Err(e) = self.device.vm_set_access(from, len) {
-            self.unmap_quietly(from, at, chunks, page);
-            return Err(failure(e, 0));
+        for &(start, bytes) in &fresh {
+            if let Err(e) = self.device.vm_set_access(start, bytes) {
+                self.unmap_quietly(from, at, chunks, page);
+                return Err(failure(e, 0));
+            }
         }
         let mut at = from;
         for c in chunks {
@@ -156,7 +177,9 @@ impl<D: Device> Allocator<D> {
             }
         }
         self.vm.mapped_pages += pages;
-        self.stats.num_device_alloc += 1;
+        if !fresh.is_empty() {
+            self.stats.num_device_alloc += 1;
+        }
         self.record(Action::SegmentMap, from, len, stream);
         self.vm.unmapped[pool.index()].remove(&(stream, self.blocks[id].addr));
         let mid = self.carve(id, from, len);
@@ -213,8 +236,20 @@ impl<D: Device> Allocator<D> {
     /// work queued on the range's stream before the block was freed has finished (known from
     /// the block's free epoch under the paged policy, else by waiting for the stream); the
     /// unmapped piece merges with unmapped neighbours. Returns the chunk, still counted in its
-    /// pool's reserved bytes: the caller destroys it or keeps it.
+    /// pool's reserved bytes: the caller destroys it or keeps it. A failed unmap changes
+    /// nothing.
     pub(crate) fn unmap_chunk(&mut self, addr: u64) -> Result<Chunk, AllocError> {
+        self.unmap_chunk_as(addr, false)
+    }
+
+    /// [`Allocator::unmap_chunk`] for a chunk about to be mapped elsewhere (paged policy): the
+    /// mapping stays as a ghost and the driver is not called, so the chunk coming back here
+    /// later costs nothing.
+    pub(crate) fn move_chunk_out(&mut self, addr: u64) -> Result<Chunk, AllocError> {
+        self.unmap_chunk_as(addr, true)
+    }
+
+    fn unmap_chunk_as(&mut self, addr: u64, leave_ghost: bool) -> Result<Chunk, AllocError> {
         let r = self.vm.range_of(addr).expect("unmapped address lies in a range");
         let (page, stream, pool) = (self.vm.ranges[r].page, self.vm.ranges[r].stream, self.vm.ranges[r].pool);
         let (size, handle) = self.vm.ranges[r].mappings[&addr];
@@ -227,10 +262,14 @@ impl<D: Device> Allocator<D> {
                 self.vm.epochs.synchronized(stream);
             }
         }
-        self.device.vm_unmap(addr, size)?;
+        if leave_ghost {
+            self.vm.ghosts.insert(addr, (size, handle));
+        } else {
+            self.device.vm_unmap(addr, size)?;
+            self.stats.num_device_free += 1;
+        }
         self.vm.ranges[r].mappings.remove(&addr);
         self.vm.mapped_pages -= size / page;
-        self.stats.num_device_free += 1;
         self.record(Action::SegmentUnmap, addr, size, stream);
         self.uncache(id);
         let mid = self.carve(id, addr, size);
@@ -242,9 +281,14 @@ impl<D: Device> Allocator<D> {
         Ok(Chunk { handle, pages: size / page, counted_in: Some(pool) })
     }
 
-    /// Destroys an unmapped chunk counted in a pool's reserved bytes.
+    /// Destroys an unmapped chunk counted in a pool's reserved bytes, its ghosts first. When
+    /// a ghost cannot be unmapped, the chunk is kept instead (still counted), so none is lost.
     pub(crate) fn destroy_chunk(&mut self, c: Chunk, page: u64) -> Result<(), AllocError> {
         let size = c.pages * page;
+        if let Err(e) = self.unmap_ghosts_of(c.handle) {
+            self.vm.page_pool.push(c);
+            return Err(e.into());
+        }
         self.device.vm_destroy(c.handle, size)?;
         if let Some(pool) = c.counted_in {
             self.reserved -= size;
@@ -268,6 +312,31 @@ impl<D: Device> Allocator<D> {
         }
         self.release_range_if_empty(r)?;
         Ok(bytes)
+    }
+
+    /// Unmaps the ghost at `addr`.
+    fn unmap_ghost(&mut self, addr: u64) -> Result<(), DeviceError> {
+        let (size, _) = self.vm.ghosts[&addr];
+        self.device.vm_unmap(addr, size)?;
+        self.vm.ghosts.remove(&addr);
+        self.stats.num_device_free += 1;
+        Ok(())
+    }
+
+    /// Unmaps every ghost that meets `[lo, hi)`.
+    pub(crate) fn unmap_ghosts_in(&mut self, lo: u64, hi: u64) -> Result<(), DeviceError> {
+        if self.vm.ghosts.is_empty() {
+            return Ok(());
+        }
+        let before = self.vm.ghosts.range(..lo).next_back().filter(|(&a, &(len, _))| a + len > lo).map(|(&a, _)| a);
+        let meeting: Vec<u64> = before.into_iter().chain(self.vm.ghosts.range(lo..hi).map(|(&a, _)| a)).collect();
+        meeting.into_iter().try_for_each(|a| self.unmap_ghost(a))
+    }
+
+    /// Unmaps every ghost of `handle`.
+    fn unmap_ghosts_of(&mut self, handle: PhysHandle) -> Result<(), DeviceError> {
+        let of: Vec<u64> = self.vm.ghosts.iter().filter(|(_, &(_, h))| h == handle).map(|(&a, _)| a).collect();
+        of.into_iter().try_for_each(|a| self.unmap_ghost(a))
     }
 
     /// Releases range `r` if a single unmapped block covers it.

@@ -10,9 +10,17 @@
 //! and unmaps only whole handles, and each mapping costs the same whatever its size, so the
 //! paged policy makes one chunk per span it maps rather than one per page).
 //!
+//! Under the paged policy a chunk that moves away is not unmapped from where it was: it stays
+//! mapped there too, as a *ghost* the allocator no longer counts, until that address is
+//! wanted for other memory or the chunk is destroyed. Training loops move the same chunks
+//! back and forth, and a chunk moving back onto its ghost costs no driver call at all; an
+//! unmap is only ever postponed, never added.
+//!
 //! Invariants: a range's `mappings` tile exactly the pages under its blocks that are not
 //! `Unmapped`; `mapped_pages` equals the pages of all mappings; chunks in `page_pool` are
-//! unmapped and counted in reserved memory.
+//! counted in reserved memory and mapped nowhere but at ghosts; ghosts lie inside `Unmapped`
+//! blocks, each is a whole mapping of a live chunk (kept, or mapped elsewhere), and a chunk is
+//! destroyed, or a range released, only once no ghost of it is left.
 
 use alloc::collections::BTreeMap;
 use alloc::vec::Vec;
@@ -128,6 +136,9 @@ pub struct VirtualMemory {
     pub paged_page: u64,
     /// Streams' free epochs (paged policy): when a free block's pages may move at once.
     pub epochs: crate::epochs::Epochs,
+    /// Mappings left in place when their chunk moved (paged policy): address → (bytes,
+    /// handle).
+    pub ghosts: BTreeMap<u64, (u64, PhysHandle)>,
 }
 
 impl VirtualMemory {
@@ -144,6 +155,7 @@ impl VirtualMemory {
             moved_pages: 0,
             paged_page,
             epochs: crate::epochs::Epochs::default(),
+            ghosts: BTreeMap::new(),
         }
     }
 

@@ -284,3 +284,32 @@ fn empty_cache_releases_a_range_whose_pages_moved_away() {
     assert_eq!(a.reserved_bytes(), 0);
     assert_eq!(a.stats().segment.all.current, 0, "stream 0's range, left without pages, still counts");
 }
+
+#[test]
+fn a_page_moving_back_where_it_was_costs_no_driver_call() {
+    // One page of memory moves from stream 0 to stream 1 and back. Moving leaves the old
+    // mapping in place, so the way back maps nothing; empty_cache still unmaps everything.
+    let mut a = paged(2 << 20);
+    let p = a.malloc(2 << 20, 0).unwrap();
+    a.free(p).unwrap();
+    let before = a.device().calls();
+    let q = a.malloc(2 << 20, 1).unwrap();
+    let there = a.device().calls().since(&before);
+    assert_eq!((there.vm_creates, there.vm_maps, there.vm_unmaps), (0, 1, 0), "moved: mapped there, left mapped here");
+    a.check_invariants().unwrap();
+    a.free(q).unwrap();
+    let before = a.device().calls();
+    let back = a.malloc(2 << 20, 0).unwrap();
+    let calls = a.device().calls().since(&before);
+    assert_eq!(back, p);
+    assert_eq!(
+        (calls.vm_creates, calls.vm_maps, calls.vm_set_access, calls.vm_unmaps),
+        (0, 0, 0, 0),
+        "moved back: {calls:?}"
+    );
+    a.check_invariants().unwrap();
+    a.free(back).unwrap();
+    a.empty_cache().unwrap();
+    a.check_invariants().unwrap();
+    assert_eq!((a.reserved_bytes(), a.device().used(), a.device().mapped_bytes()), (0, 0, 0));
+}
