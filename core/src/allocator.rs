@@ -22,7 +22,7 @@ use crate::explain::{Decision, Explainer};
 use crate::free_index::FreeIndex;
 use crate::history::{Action, History, TraceEntry};
 use crate::size::{power2_interval, round_size, segment_size, Pool, MAX_REQUEST, MIN_BLOCK, SMALL_SIZE};
-use crate::stats::DeviceStats;
+use crate::stats::{Counters, DeviceStats};
 use crate::streams::StreamTable;
 use crate::vrange::{whole_pages, VirtualMemory, VmMode};
 
@@ -38,7 +38,7 @@ pub struct Allocator<D: Device> {
     pub(crate) live: AddrTable,
     pub(crate) stream_uses: IdMap<Vec<Stream>>,
     pub(crate) events: PendingEvents,
-    pub(crate) stats: DeviceStats,
+    pub(crate) stats: Counters,
     /// Bytes of segments held: PyTorch's `total_allocated_memory`.
     pub(crate) reserved: u64,
     /// The memory-fraction limit in bytes, once a fraction is set.
@@ -69,9 +69,9 @@ impl<D: Device> Allocator<D> {
             live: AddrTable::default(),
             stream_uses: Default::default(),
             events: PendingEvents::default(),
-            stats: DeviceStats {
+            stats: Counters {
                 max_split_size: if config.max_split_size == u64::MAX { -1 } else { config.max_split_size as i64 },
-                ..DeviceStats::default()
+                ..Counters::default()
             },
             reserved: 0,
             allowed: None,
@@ -102,8 +102,8 @@ impl<D: Device> Allocator<D> {
     }
 
     /// The statistics.
-    pub fn stats(&self) -> &DeviceStats {
-        &self.stats
+    pub fn stats(&self) -> DeviceStats {
+        self.stats.report()
     }
 
     /// Bytes of segments held from the device.

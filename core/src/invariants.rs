@@ -229,7 +229,7 @@ impl<D: Device> Allocator<D> {
         if queued != counted {
             return Err(format!("{queued} events queued but blocks count {counted}"));
         }
-        let s = &self.stats;
+        let s = &self.stats.report();
         same_current("allocation", &s.allocation, &rc.allocation)?;
         same_current("segment", &s.segment, &rc.segment)?;
         same_current("active", &s.active, &rc.active)?;

@@ -220,7 +220,7 @@ impl<D: Device> Allocator<D> {
             capacity: self.device.total_memory(),
             device_free,
             allowed: self.allowed,
-            allocated: self.stats.allocated_bytes.all.current as u64,
+            allocated: self.stats.allocated_bytes.current() as u64,
             reserved: self.reserved,
             held_elsewhere: self.device.reserved_elsewhere(),
             largest_free,

@@ -167,6 +167,6 @@ impl<D: Device> Allocator<D> {
 
     /// The statistics as `torch.cuda.memory_summary()` prints them.
     pub fn memory_summary(&self, device: i32, abbreviated: bool) -> String {
-        crate::summary::memory_summary(&self.stats, device, abbreviated)
+        crate::summary::memory_summary(&self.stats(), device, abbreviated)
     }
 }

@@ -1,6 +1,11 @@
 //! Statistics in the shape of PyTorch's `DeviceStats`: each figure for all / small pool /
 //! large pool, with current, peak, allocated (total increases) and freed (total decreases).
 //!
+//! The allocator keeps them as [`Counters`], whose arrays are [`Tally`]s: running totals per
+//! pool, from which the reported [`StatArray`] is worked out when asked for. A malloc or free
+//! updates several statistics, and a tally's update touches one pool's totals and the
+//! overall current value and peak, not all three figures of both.
+//!
 //! Invariants: `current == allocated - freed` and `peak >= current` for every stat, until
 //! `reset_accumulated` or `reset_peak` deliberately restart the totals or the peak.
 
@@ -109,27 +114,106 @@ impl StatArray {
     }
 }
 
-/// Everything PyTorch's `torch.cuda.memory_stats()` reports, for one allocator.
+/// One statistic for both pools as the allocator keeps it: per pool, the sum of increases
+/// and of decreases since the start and the peak; overall, the current value and the peak;
+/// and the sums as they stood at the last `reset_accumulated`. [`Tally::report`] gives the
+/// [`StatArray`] PyTorch reports.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
-pub struct DeviceStats {
+pub struct Tally {
+    raised: [i64; 2],
+    lowered: [i64; 2],
+    peak: [i64; 2],
+    all_current: i64,
+    all_peak: i64,
+    raised_before: [i64; 2],
+    lowered_before: [i64; 2],
+}
+
+impl Tally {
+    /// Adds `n` to `pool`'s figure (and so to the total).
+    #[inline]
+    pub fn increase(&mut self, pool: Pool, n: u64) {
+        let p = pool.index();
+        self.raised[p] += n as i64;
+        let current = self.raised[p] - self.lowered[p];
+        if current > self.peak[p] {
+            self.peak[p] = current;
+        }
+        self.all_current += n as i64;
+        if self.all_current > self.all_peak {
+            self.all_peak = self.all_current;
+        }
+    }
+
+    /// Subtracts `n` from `pool`'s figure (and so from the total).
+    #[inline]
+    pub fn decrease(&mut self, pool: Pool, n: u64) {
+        self.lowered[pool.index()] += n as i64;
+        self.all_current -= n as i64;
+    }
+
+    /// The current value for both pools together.
+    #[inline]
+    pub fn current(&self) -> i64 {
+        self.all_current
+    }
+
+    /// The figures as PyTorch reports them.
+    pub fn report(&self) -> StatArray {
+        let pool = |p: usize| Stat {
+            current: self.raised[p] - self.lowered[p],
+            peak: self.peak[p],
+            allocated: self.raised[p] - self.raised_before[p],
+            freed: self.lowered[p] - self.lowered_before[p],
+        };
+        let (small, large) = (pool(Pool::Small.index()), pool(Pool::Large.index()));
+        StatArray {
+            all: Stat {
+                current: self.all_current,
+                peak: self.all_peak,
+                allocated: small.allocated + large.allocated,
+                freed: small.freed + large.freed,
+            },
+            small_pool: small,
+            large_pool: large,
+        }
+    }
+
+    fn reset_peak(&mut self) {
+        for p in 0..2 {
+            self.peak[p] = self.raised[p] - self.lowered[p];
+        }
+        self.all_peak = self.all_current;
+    }
+
+    fn reset_accumulated(&mut self) {
+        (self.raised_before, self.lowered_before) = (self.raised, self.lowered);
+    }
+}
+
+/// Everything PyTorch's `torch.cuda.memory_stats()` reports, for one allocator. `A` is how
+/// each statistic array is held: [`StatArray`] as reported, [`Tally`] as the allocator keeps
+/// it ([`Counters`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct DeviceStats<A = StatArray> {
     /// Allocations handed out to callers.
-    pub allocation: StatArray,
+    pub allocation: A,
     /// Segments obtained from the device.
-    pub segment: StatArray,
+    pub segment: A,
     /// Blocks allocated or waiting for a pending free.
-    pub active: StatArray,
+    pub active: A,
     /// Free blocks that share their segment (cannot be returned to the device).
-    pub inactive_split: StatArray,
+    pub inactive_split: A,
     /// Bytes of allocated blocks.
-    pub allocated_bytes: StatArray,
+    pub allocated_bytes: A,
     /// Bytes of segments.
-    pub reserved_bytes: StatArray,
+    pub reserved_bytes: A,
     /// Bytes of active blocks.
-    pub active_bytes: StatArray,
+    pub active_bytes: A,
     /// Bytes of inactive split blocks.
-    pub inactive_split_bytes: StatArray,
+    pub inactive_split_bytes: A,
     /// Bytes callers asked for.
-    pub requested_bytes: StatArray,
+    pub requested_bytes: A,
     /// Device allocations retried after releasing every cached segment.
     pub num_alloc_retries: u64,
     /// Requests that ended out of memory.
@@ -160,6 +244,68 @@ pub const ARRAY_NAMES: [&str; 9] = [
     "inactive_split_bytes",
     "requested_bytes",
 ];
+
+/// The statistics as the allocator keeps them.
+pub type Counters = DeviceStats<Tally>;
+
+impl Counters {
+    fn tallies_mut(&mut self) -> [&mut Tally; 9] {
+        [
+            &mut self.allocation,
+            &mut self.segment,
+            &mut self.active,
+            &mut self.inactive_split,
+            &mut self.allocated_bytes,
+            &mut self.reserved_bytes,
+            &mut self.active_bytes,
+            &mut self.inactive_split_bytes,
+            &mut self.requested_bytes,
+        ]
+    }
+
+    /// The statistics as PyTorch reports them.
+    pub fn report(&self) -> DeviceStats {
+        DeviceStats {
+            allocation: self.allocation.report(),
+            segment: self.segment.report(),
+            active: self.active.report(),
+            inactive_split: self.inactive_split.report(),
+            allocated_bytes: self.allocated_bytes.report(),
+            reserved_bytes: self.reserved_bytes.report(),
+            active_bytes: self.active_bytes.report(),
+            inactive_split_bytes: self.inactive_split_bytes.report(),
+            requested_bytes: self.requested_bytes.report(),
+            num_alloc_retries: self.num_alloc_retries,
+            num_ooms: self.num_ooms,
+            num_sync_all_streams: self.num_sync_all_streams,
+            num_device_alloc: self.num_device_alloc,
+            num_device_free: self.num_device_free,
+            oversize_allocations: self.oversize_allocations,
+            oversize_segments: self.oversize_segments,
+            max_split_size: self.max_split_size,
+        }
+    }
+
+    /// Restarts every peak at its current value (`torch.cuda.reset_peak_memory_stats`).
+    pub fn reset_peak(&mut self) {
+        self.tallies_mut().into_iter().for_each(Tally::reset_peak);
+        self.oversize_allocations.reset_peak();
+        self.oversize_segments.reset_peak();
+    }
+
+    /// Restarts the allocated/freed totals and the counters
+    /// (`torch.cuda.reset_accumulated_memory_stats`).
+    pub fn reset_accumulated(&mut self) {
+        self.tallies_mut().into_iter().for_each(Tally::reset_accumulated);
+        self.oversize_allocations.reset_accumulated();
+        self.oversize_segments.reset_accumulated();
+        self.num_alloc_retries = 0;
+        self.num_ooms = 0;
+        self.num_sync_all_streams = 0;
+        self.num_device_alloc = 0;
+        self.num_device_free = 0;
+    }
+}
 
 impl DeviceStats {
     /// The stat arrays with their names, in PyTorch's order.
@@ -303,8 +449,40 @@ mod tests {
     }
 
     #[test]
+    fn a_tally_reports_what_a_stat_array_kept_the_plain_way_does() {
+        let (mut tally, mut plain) = (Tally::default(), StatArray::default());
+        let steps = [
+            (Pool::Small, 5i64),
+            (Pool::Large, 7),
+            (Pool::Small, -3),
+            (Pool::Large, 2),
+            (Pool::Large, -9),
+            (Pool::Small, 4),
+        ];
+        for (i, &(pool, n)) in steps.iter().enumerate() {
+            if n > 0 {
+                tally.increase(pool, n as u64);
+                plain.increase(pool, n as u64);
+            } else {
+                tally.decrease(pool, n.unsigned_abs());
+                plain.decrease(pool, n.unsigned_abs());
+            }
+            if i == 2 {
+                tally.reset_peak();
+                plain.each(Stat::reset_peak);
+            }
+            if i == 3 {
+                tally.reset_accumulated();
+                plain.each(Stat::reset_accumulated);
+            }
+            assert_eq!(tally.report(), plain, "after step {i}");
+            assert_eq!(tally.current(), plain.all.current);
+        }
+    }
+
+    #[test]
     fn flat_keys_match_pytorch_names() {
-        let mut st = DeviceStats::default();
+        let mut st: DeviceStats = DeviceStats::default();
         st.allocated_bytes.increase(Pool::Small, 512);
         let flat = st.flat();
         let get = |k: &str| flat.iter().find(|(n, _)| n == k).map(|(_, v)| *v);
@@ -318,10 +496,10 @@ mod tests {
 
     #[test]
     fn absorbing_adds_every_figure() {
-        let mut a = DeviceStats { max_split_size: -1, ..DeviceStats::default() };
+        let mut a: DeviceStats = DeviceStats { max_split_size: -1, ..DeviceStats::default() };
         a.allocated_bytes.increase(Pool::Small, 512);
         a.num_ooms = 1;
-        let mut b = DeviceStats::default();
+        let mut b: DeviceStats = DeviceStats::default();
         b.reserved_bytes.increase(Pool::Large, 2 << 20);
         b.allocated_bytes.increase(Pool::Small, 1024);
         b.allocated_bytes.decrease(Pool::Small, 1024);

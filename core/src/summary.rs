@@ -119,7 +119,7 @@ mod tests {
 
     #[test]
     fn table_has_pytorch_layout() {
-        let mut st = DeviceStats::default();
+        let mut st: DeviceStats = DeviceStats::default();
         st.allocated_bytes.increase(Pool::Small, 8 << 20);
         st.allocation.increase(Pool::Small, 1);
         let s = memory_summary(&st, 0, false);

@@ -146,8 +146,8 @@ impl SharedAllocator {
         let mut total: Option<DeviceStats> = None;
         self.shards.each(|a| {
             match &mut total {
-                Some(t) => t.absorb(a.stats()),
-                None => total = Some(*a.stats()),
+                Some(t) => t.absorb(&a.stats()),
+                None => total = Some(a.stats()),
             }
             Ok(())
         })?;

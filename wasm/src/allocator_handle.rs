@@ -126,7 +126,7 @@ impl Allocator {
 
     /// The statistics (`DeviceStats`), as JSON.
     pub fn stats_json(&self) -> String {
-        serde_json::to_string(self.inner.stats()).unwrap_or_default()
+        serde_json::to_string(&self.inner.stats()).unwrap_or_default()
     }
 
     /// The statistics with `torch.cuda.memory_stats()` keys, as JSON.

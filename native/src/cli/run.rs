@@ -155,11 +155,11 @@ fn round1(x: f64) -> f64 {
 fn summary_at_peak(t: &NamedTrace, config: &Config, capacity: u64) -> Result<String, String> {
     let mut alloc = Allocator::new(SimDevice::for_replay(capacity, &t.trace), config.clone());
     let mut replayer = Replayer::new(t.trace.slots);
-    let mut best = (0u64, *alloc.stats(), 0usize);
+    let mut best = (0u64, alloc.stats(), 0usize);
     for (i, op) in t.trace.ops.iter().enumerate() {
         match replayer.step(&mut alloc, op) {
             Ok(Step::Allocated(_)) if alloc.reserved_bytes() > best.0 => {
-                best = (alloc.reserved_bytes(), *alloc.stats(), i)
+                best = (alloc.reserved_bytes(), alloc.stats(), i)
             }
             Ok(_) => {}
             Err(e) => return Err(format!("{}: operation {i}: {e}", t.name)),
