@@ -101,6 +101,19 @@ for t in traces:
     else:
         requirement(f"{t}: paged policy vs PyTorch expandable timing", "SKIPPED", "a timing did not run")
 
+side_rows = []
+for t in traces:
+    sb = result(f"{t}.side_by_side.log")
+    data[t]["side_by_side"] = sb
+    if not sb:
+        requirement(f"{t}: side by side, warm <= 1/4 of PyTorch's", "SKIPPED", "side_by_side.py did not run")
+        continue
+    side_rows.append(f"| {t} | {sb['torch_ns_per_op_warm_median']:.1f} | {sb['cachalot_ns_per_op_warm_median']:.1f} | "
+                     f"{sb['ratio_of_medians']:.2f}x | {sb['ratio_median']:.2f}x ({sb['ratio_min']:.2f}–{sb['ratio_max']:.2f}) |")
+    requirement(f"{t}: side by side, warm <= 1/4 of PyTorch's", sb["ratio_of_medians"] >= 4,
+                f"{sb['cachalot_ns_per_op_warm_median']:.1f} vs {sb['torch_ns_per_op_warm_median']:.1f} ns/op "
+                f"({sb['ratio_of_medians']:.2f}x, {sb['rounds']} alternating rounds)")
+
 for c, name in (("pytorch", "policy:pytorch"), ("cachalot", "policy:cachalot"), ("per_stream", "a lock per stream")):
     r = result(f"stream_check.{c}.log")
     shown = [l for l in lines(f"stream_check.{c}.log") if l.startswith("[")]
@@ -122,6 +135,10 @@ text = "\n".join(
          "later passes), beside PyTorch's allocator in the same run (replay_torch.py):", "",
      "| trace | cachalot policy:pytorch cold | warm | cachalot policy:cachalot cold | warm | PyTorch default cold | warm | PyTorch expandable cold | warm |",
      "|---|---:|---:|---:|---:|---:|---:|---:|---:|"] + time_rows +
+    ["", "Side by side: both allocators in one process, warm passes alternating (side_by_side.py; "
+         "cachalot's config is the check's, PyTorch's the default):", "",
+     "| trace | PyTorch ns/op | cachalot ns/op | ratio of medians | ratio per round: median (lowest–highest) |",
+     "|---|---:|---:|---:|---:|"] + side_rows +
     ["", "| check | result | detail |", "|---|---|---|"] + [f"| {n} | {s} | {d} |" for n, s, d in checks] +
     ["", f"POLICY VERDICT: {verdict}"])
 os.makedirs(results, exist_ok=True)

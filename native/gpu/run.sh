@@ -12,7 +12,8 @@
 #      with cuMemsetD8 and verified by a kernel before each free) — in lockstep with a simulated
 #      replay of the same operations and config, whose peak reserved bytes and device allocation
 #      count must be equal (and equal to the `cachalot replay` CLI's); then times warm passes;
-#   2. replay_torch.py (PyTorch's own allocator, same traces, same run) for the ns/op comparison;
+#   2. replay_torch.py (PyTorch's own allocator, same traces, same run) for the ns/op comparison,
+#      and side_by_side.py (both allocators in one process, passes alternating, for the ratio);
 #   3. contention_bench: 1, 2, 4, 8, 16 threads sharing one allocator, a stream each, with one
 #      lock (the default) and with a lock per stream (lock_per_stream:True);
 #   4. compute-sanitizer --tool memcheck over one trace's check;
@@ -190,6 +191,14 @@ for t in "${TRACES[@]}"; do
     have_time "PyTorch replay of $t" "$limit" || continue
     run_step "PyTorch's allocator (default config): $t" "$limit" "$t.torch.log" \
         env -u PYTORCH_CUDA_ALLOC_CONF python3 native/gpu/replay_torch.py "traces/$t.csv.gz" "$TORCH_PASSES" || true
+    limit=120
+done
+# ---- side by side: one process, passes alternating between PyTorch's allocator and cachalot ----
+limit=240 # compiles its own extension first
+for t in "${TRACES[@]}"; do
+    have_time "side by side: $t" "$limit" || continue
+    run_step "side by side, PyTorch's allocator and cachalot ($CONFIG): $t" "$limit" "$t.side_by_side.log" \
+        env -u PYTORCH_CUDA_ALLOC_CONF python3 native/gpu/side_by_side.py "$LIB" "traces/$t.csv.gz" 21 "$CONFIG" || true
     limit=120
 done
 for t in "${TRACES[@]}"; do
