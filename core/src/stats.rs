@@ -178,17 +178,6 @@ impl Tally {
             large_pool: large,
         }
     }
-
-    fn reset_peak(&mut self) {
-        for p in 0..2 {
-            self.peak[p] = self.raised[p] - self.lowered[p];
-        }
-        self.all_peak = self.all_current;
-    }
-
-    fn reset_accumulated(&mut self) {
-        (self.raised_before, self.lowered_before) = (self.raised, self.lowered);
-    }
 }
 
 /// Everything PyTorch's `torch.cuda.memory_stats()` reports, for one allocator. `A` is how
@@ -245,11 +234,39 @@ pub const ARRAY_NAMES: [&str; 9] = [
     "requested_bytes",
 ];
 
-/// The statistics as the allocator keeps them.
-pub type Counters = DeviceStats<Tally>;
+/// How a statistic array is held, as far as resetting it goes.
+pub trait Resettable {
+    /// Restarts the peaks at the current values.
+    fn reset_peak(&mut self);
+    /// Restarts the allocated and freed totals.
+    fn reset_accumulated(&mut self);
+}
 
-impl Counters {
-    fn tallies_mut(&mut self) -> [&mut Tally; 9] {
+impl Resettable for StatArray {
+    fn reset_peak(&mut self) {
+        self.each(Stat::reset_peak);
+    }
+
+    fn reset_accumulated(&mut self) {
+        self.each(Stat::reset_accumulated);
+    }
+}
+
+impl Resettable for Tally {
+    fn reset_peak(&mut self) {
+        for p in 0..2 {
+            self.peak[p] = self.raised[p] - self.lowered[p];
+        }
+        self.all_peak = self.all_current;
+    }
+
+    fn reset_accumulated(&mut self) {
+        (self.raised_before, self.lowered_before) = (self.raised, self.lowered);
+    }
+}
+
+impl<A: Resettable> DeviceStats<A> {
+    fn arrays_mut(&mut self) -> [&mut A; 9] {
         [
             &mut self.allocation,
             &mut self.segment,
@@ -263,6 +280,31 @@ impl Counters {
         ]
     }
 
+    /// Restarts every peak at its current value (`torch.cuda.reset_peak_memory_stats`).
+    pub fn reset_peak(&mut self) {
+        self.arrays_mut().into_iter().for_each(A::reset_peak);
+        self.oversize_allocations.reset_peak();
+        self.oversize_segments.reset_peak();
+    }
+
+    /// Restarts the allocated/freed totals and the counters
+    /// (`torch.cuda.reset_accumulated_memory_stats`).
+    pub fn reset_accumulated(&mut self) {
+        self.arrays_mut().into_iter().for_each(A::reset_accumulated);
+        self.oversize_allocations.reset_accumulated();
+        self.oversize_segments.reset_accumulated();
+        self.num_alloc_retries = 0;
+        self.num_ooms = 0;
+        self.num_sync_all_streams = 0;
+        self.num_device_alloc = 0;
+        self.num_device_free = 0;
+    }
+}
+
+/// The statistics as the allocator keeps them.
+pub type Counters = DeviceStats<Tally>;
+
+impl Counters {
     /// The statistics as PyTorch reports them.
     pub fn report(&self) -> DeviceStats {
         DeviceStats {
@@ -285,26 +327,6 @@ impl Counters {
             max_split_size: self.max_split_size,
         }
     }
-
-    /// Restarts every peak at its current value (`torch.cuda.reset_peak_memory_stats`).
-    pub fn reset_peak(&mut self) {
-        self.tallies_mut().into_iter().for_each(Tally::reset_peak);
-        self.oversize_allocations.reset_peak();
-        self.oversize_segments.reset_peak();
-    }
-
-    /// Restarts the allocated/freed totals and the counters
-    /// (`torch.cuda.reset_accumulated_memory_stats`).
-    pub fn reset_accumulated(&mut self) {
-        self.tallies_mut().into_iter().for_each(Tally::reset_accumulated);
-        self.oversize_allocations.reset_accumulated();
-        self.oversize_segments.reset_accumulated();
-        self.num_alloc_retries = 0;
-        self.num_ooms = 0;
-        self.num_sync_all_streams = 0;
-        self.num_device_alloc = 0;
-        self.num_device_free = 0;
-    }
 }
 
 impl DeviceStats {
@@ -321,44 +343,6 @@ impl DeviceStats {
             (ARRAY_NAMES[7], &self.inactive_split_bytes),
             (ARRAY_NAMES[8], &self.requested_bytes),
         ]
-    }
-
-    fn arrays_mut(&mut self) -> [&mut StatArray; 9] {
-        [
-            &mut self.allocation,
-            &mut self.segment,
-            &mut self.active,
-            &mut self.inactive_split,
-            &mut self.allocated_bytes,
-            &mut self.reserved_bytes,
-            &mut self.active_bytes,
-            &mut self.inactive_split_bytes,
-            &mut self.requested_bytes,
-        ]
-    }
-
-    /// Restarts every peak at its current value (`torch.cuda.reset_peak_memory_stats`).
-    pub fn reset_peak(&mut self) {
-        for a in self.arrays_mut() {
-            a.each(Stat::reset_peak);
-        }
-        self.oversize_allocations.reset_peak();
-        self.oversize_segments.reset_peak();
-    }
-
-    /// Restarts the allocated/freed totals and the counters
-    /// (`torch.cuda.reset_accumulated_memory_stats`).
-    pub fn reset_accumulated(&mut self) {
-        for a in self.arrays_mut() {
-            a.each(Stat::reset_accumulated);
-        }
-        self.oversize_allocations.reset_accumulated();
-        self.oversize_segments.reset_accumulated();
-        self.num_alloc_retries = 0;
-        self.num_ooms = 0;
-        self.num_sync_all_streams = 0;
-        self.num_device_alloc = 0;
-        self.num_device_free = 0;
     }
 
     /// Adds the figures of another allocator on the same device (the native library's
