@@ -89,20 +89,18 @@ fn core_pass_allocations(config: &str) -> u64 {
     let mut ptrs = [0u64; 64];
     let ops = pass();
     let mut second = 0;
-    for round in 0..2 {
+    for _ in 0..2 {
         let before = allocations();
         for &(slot, op) in &ops {
             match op {
                 Some((size, stream)) => ptrs[slot] = a.malloc(size, stream).unwrap(),
-                None => a.free(ptrs[slot]).unwrap(),
+                None => a.free(std::mem::take(&mut ptrs[slot])).unwrap(),
             }
         }
         second = allocations() - before;
         for p in ptrs.iter_mut().filter(|p| **p != 0) {
-            let _ = a.free(*p);
-            *p = 0;
+            a.free(std::mem::take(p)).unwrap();
         }
-        let _ = round;
     }
     second
 }
@@ -123,7 +121,7 @@ fn c_abi_pass_allocations(config: &str) -> u64 {
             let status = unsafe {
                 match op {
                     Some((size, stream)) => cachalot_malloc(a, size as usize, stream as *mut c_void, &mut ptrs[slot]),
-                    None => cachalot_free(a, ptrs[slot]),
+                    None => cachalot_free(a, std::mem::replace(&mut ptrs[slot], std::ptr::null_mut())),
                 }
             };
             assert_eq!(status, Status::Ok);
@@ -131,8 +129,7 @@ fn c_abi_pass_allocations(config: &str) -> u64 {
         second = allocations() - before;
         for p in ptrs.iter_mut().filter(|p| !p.is_null()) {
             // SAFETY: as above.
-            let _ = unsafe { cachalot_free(a, *p) };
-            *p = std::ptr::null_mut();
+            assert_eq!(unsafe { cachalot_free(a, std::mem::replace(p, std::ptr::null_mut())) }, Status::Ok);
         }
     }
     // SAFETY: the handle is live and used by no other thread.
