@@ -22,10 +22,8 @@ cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 REL=$PWD/target/release
 PASSES=${PASSES:-7}
 read -r -a TRACES <<<"${TRACES:-mixed_fc_conv resnet50_train gpt2_train}"
-WORK=$(mktemp -d /tmp/cachalot-host.XXXXXX)
-LOG=${OUT:-$WORK}/host_check.log
-mkdir -p "$(dirname "$LOG")"
-exec > >(tee "$LOG") 2>&1
+source native/gpu/output_log.sh
+log_to host_check
 
 echo "host: $(nproc) CPUs, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)"
 echo "MHz now: $(grep 'cpu MHz' /proc/cpuinfo | awk '{print int($4)}' | sort -n | uniq -c | sort -rn | head -n 4 | xargs)"

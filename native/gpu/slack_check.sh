@@ -24,10 +24,8 @@ TRAIN_ROUNDS=${TRAIN_ROUNDS:-3}
 TRAIN_WORKLOAD=${TRAIN_WORKLOAD:-mixed_fc_conv}
 read -r -a SLACKS <<<"${SLACKS:-0 0.03 0.1}"
 read -r -a TRACES <<<"${TRACES:-mixed_fc_conv resnet50_train gpt2_train}"
-WORK=$(mktemp -d /tmp/cachalot-slack.XXXXXX)
-LOG=${OUT:-$WORK}/slack_check.log
-mkdir -p "$(dirname "$LOG")"
-exec > >(tee "$LOG") 2>&1
+source native/gpu/output_log.sh
+log_to slack_check
 
 NVCC=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
 CAP=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -n 1 | tr -d ' .')

@@ -25,10 +25,8 @@ THREADS=${THREADS:-1,2,4,8,16}
 PASSES=${PASSES:-20}
 CONFIGS=${CONFIGS:-policy:pytorch policy:pytorch,lock_per_stream:True}
 read -r -a TRACES <<<"${TRACES:-mixed_fc_conv resnet50_train gpt2_train}"
-WORK=$(mktemp -d /tmp/cachalot-threads.XXXXXX)
-LOG=${OUT:-$WORK}/threads_check.log
-mkdir -p "$(dirname "$LOG")"
-exec > >(tee "$LOG") 2>&1
+source native/gpu/output_log.sh
+log_to threads_check
 
 NVCC=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
 "$NVCC" -O2 -std=c++17 native/gpu/contention_bench.cpp -o "$WORK/contention_bench" \
