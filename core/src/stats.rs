@@ -117,7 +117,8 @@ impl StatArray {
 /// One statistic for both pools as the allocator keeps it: per pool, the sum of increases
 /// and of decreases since the start and the peak; overall, the current value and the peak;
 /// and the sums as they stood at the last `reset_accumulated`. [`Tally::report`] gives the
-/// [`StatArray`] PyTorch reports.
+/// [`StatArray`] PyTorch reports. The overall current value could be summed from the pools';
+/// it is kept so that an increase checks the overall peak without reading the other pool.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct Tally {
     raised: [i64; 2],
