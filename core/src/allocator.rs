@@ -241,6 +241,8 @@ impl<D: Device> Allocator<D> {
         }
         self.record(Action::FreeRequested, addr, requested, stream);
         if pending {
+            self.stats.active.began(pool, 1);
+            self.stats.active_bytes.began(pool, size);
             let events = self.blocks[id].event_count as u64;
             self.explainer.note(|| Decision::Pending { events });
         } else {
@@ -531,8 +533,7 @@ impl<D: Device> Allocator<D> {
         let s = &mut self.stats;
         s.allocation.increase(pool, 1);
         s.allocated_bytes.increase(pool, size);
-        s.active.increase(pool, 1);
-        s.active_bytes.increase(pool, size);
+        s.allocation_rose(pool);
         s.requested_bytes.increase(pool, requested);
         if size >= self.config.max_split_size {
             s.oversize_allocations.increase(1);
@@ -549,20 +550,21 @@ impl<D: Device> Allocator<D> {
     #[inline(always)]
     pub(crate) fn free_block(&mut self, id: u32) {
         let b = &self.blocks[id];
-        let (addr, size, requested, stream, pool, in_vm) =
-            (b.addr, b.size, b.requested(), self.streams.handle(b.stream_index), b.pool, b.in_vm);
-        let neighbours = [b.prev, b.next];
+        let (addr, requested, stream, pool, in_vm) =
+            (b.addr, b.requested(), self.streams.handle(b.stream_index), b.pool, b.in_vm);
+        let (prev, next) = (b.prev, b.next);
         self.record(Action::FreeCompleted, addr, requested, stream);
-        let mut net_blocks: i64 = 0;
-        let mut net_bytes: i64 = 0;
-        for (side, neighbour) in [("previous", neighbours[0]), ("next", neighbours[1])] {
-            let subsumed = self.try_merge(id, neighbour, BlockState::Free);
-            if subsumed > 0 {
-                net_blocks -= 1;
-                net_bytes -= subsumed as i64;
-                self.explainer.note(|| Decision::Merged { side, bytes: subsumed });
+        let before = self.try_merge(id, prev, BlockState::Free);
+        let after = self.try_merge(id, next, BlockState::Free);
+        if self.explainer.decisions.is_some() {
+            for (side, bytes) in [("previous", before), ("next", after)] {
+                if bytes > 0 {
+                    self.explainer.note(|| Decision::Merged { side, bytes });
+                }
             }
         }
+        let mut net_blocks = -((before > 0) as i64) - ((after > 0) as i64);
+        let mut net_bytes = -((before + after) as i64);
         let stamp = if in_vm && self.vm.mode == VmMode::Paged {
             self.vm.epochs.freed(stream)
         } else {
@@ -592,8 +594,6 @@ impl<D: Device> Allocator<D> {
                 _ => {}
             }
         }
-        s.active.decrease(pool, 1);
-        s.active_bytes.decrease(pool, size);
         s.requested_bytes.decrease(pool, requested);
     }
 
@@ -711,6 +711,9 @@ impl<D: Device> Allocator<D> {
         b.event_count -= 1;
         let done = b.event_count == 0;
         if done {
+            let (pool, size) = (b.pool, b.size);
+            self.stats.active.ended(pool, 1);
+            self.stats.active_bytes.ended(pool, size);
             self.free_block(id);
         }
         done

@@ -36,6 +36,7 @@ pub mod snapshot;
 pub mod stats;
 mod streams;
 pub mod summary;
+mod tally;
 pub mod trace;
 mod vm;
 pub mod vrange;

@@ -1,10 +1,8 @@
 //! Statistics in the shape of PyTorch's `DeviceStats`: each figure for all / small pool /
 //! large pool, with current, peak, allocated (total increases) and freed (total decreases).
 //!
-//! The allocator keeps them as [`Counters`], whose arrays are [`Tally`]s: running totals per
-//! pool, from which the reported [`StatArray`] is worked out when asked for. A malloc or free
-//! updates several statistics, and a tally's update touches one pool's totals and the
-//! overall current value and peak, not all three figures of both.
+//! The allocator keeps them as [`Counters`], whose arrays are running totals (`tally.rs`),
+//! from which the reported [`StatArray`]s are worked out when asked for.
 //!
 //! Invariants: `current == allocated - freed` and `peak >= current` for every stat, until
 //! `reset_accumulated` or `reset_peak` deliberately restart the totals or the peak.
@@ -14,6 +12,7 @@ use alloc::vec::Vec;
 use serde::Serialize;
 
 use crate::size::Pool;
+pub use crate::tally::{PendingTally, Tally};
 
 /// One statistic.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
@@ -107,6 +106,7 @@ impl StatArray {
         }
     }
 
+    #[cfg(test)]
     fn each(&mut self, f: impl Fn(&mut Stat)) {
         f(&mut self.all);
         f(&mut self.small_pool);
@@ -114,84 +114,17 @@ impl StatArray {
     }
 }
 
-/// One statistic for both pools as the allocator keeps it: per pool, the sum of increases
-/// and of decreases since the start and the peak; overall, the current value and the peak;
-/// and the sums as they stood at the last `reset_accumulated`. [`Tally::report`] gives the
-/// [`StatArray`] PyTorch reports. The overall current value could be summed from the pools';
-/// it is kept so that an increase checks the overall peak without reading the other pool.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
-pub struct Tally {
-    raised: [i64; 2],
-    lowered: [i64; 2],
-    peak: [i64; 2],
-    all_current: i64,
-    all_peak: i64,
-    raised_before: [i64; 2],
-    lowered_before: [i64; 2],
-}
-
-impl Tally {
-    /// Adds `n` to `pool`'s figure (and so to the total).
-    #[inline]
-    pub fn increase(&mut self, pool: Pool, n: u64) {
-        let p = pool.index();
-        self.raised[p] += n as i64;
-        let current = self.raised[p] - self.lowered[p];
-        if current > self.peak[p] {
-            self.peak[p] = current;
-        }
-        self.all_current += n as i64;
-        if self.all_current > self.all_peak {
-            self.all_peak = self.all_current;
-        }
-    }
-
-    /// Subtracts `n` from `pool`'s figure (and so from the total).
-    #[inline]
-    pub fn decrease(&mut self, pool: Pool, n: u64) {
-        self.lowered[pool.index()] += n as i64;
-        self.all_current -= n as i64;
-    }
-
-    /// The current value for both pools together.
-    #[inline]
-    pub fn current(&self) -> i64 {
-        self.all_current
-    }
-
-    /// The figures as PyTorch reports them.
-    pub fn report(&self) -> StatArray {
-        let pool = |p: usize| Stat {
-            current: self.raised[p] - self.lowered[p],
-            peak: self.peak[p],
-            allocated: self.raised[p] - self.raised_before[p],
-            freed: self.lowered[p] - self.lowered_before[p],
-        };
-        let (small, large) = (pool(Pool::Small.index()), pool(Pool::Large.index()));
-        StatArray {
-            all: Stat {
-                current: self.all_current,
-                peak: self.all_peak,
-                allocated: small.allocated + large.allocated,
-                freed: small.freed + large.freed,
-            },
-            small_pool: small,
-            large_pool: large,
-        }
-    }
-}
-
 /// Everything PyTorch's `torch.cuda.memory_stats()` reports, for one allocator. `A` is how
-/// each statistic array is held: [`StatArray`] as reported, [`Tally`] as the allocator keeps
-/// it ([`Counters`]).
+/// each statistic array is held and `P` how the two active ones are: [`StatArray`] as
+/// reported, [`Tally`] and [`PendingTally`] as the allocator keeps them ([`Counters`]).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
-pub struct DeviceStats<A = StatArray> {
+pub struct DeviceStats<A = StatArray, P = A> {
     /// Allocations handed out to callers.
     pub allocation: A,
     /// Segments obtained from the device.
     pub segment: A,
     /// Blocks allocated or waiting for a pending free.
-    pub active: A,
+    pub active: P,
     /// Free blocks that share their segment (cannot be returned to the device).
     pub inactive_split: A,
     /// Bytes of allocated blocks.
@@ -199,7 +132,7 @@ pub struct DeviceStats<A = StatArray> {
     /// Bytes of segments.
     pub reserved_bytes: A,
     /// Bytes of active blocks.
-    pub active_bytes: A,
+    pub active_bytes: P,
     /// Bytes of inactive split blocks.
     pub inactive_split_bytes: A,
     /// Bytes callers asked for.
@@ -235,39 +168,8 @@ pub const ARRAY_NAMES: [&str; 9] = [
     "requested_bytes",
 ];
 
-/// How a statistic array is held, as far as resetting it goes.
-pub trait Resettable {
-    /// Restarts the peaks at the current values.
-    fn reset_peak(&mut self);
-    /// Restarts the allocated and freed totals.
-    fn reset_accumulated(&mut self);
-}
-
-impl Resettable for StatArray {
-    fn reset_peak(&mut self) {
-        self.each(Stat::reset_peak);
-    }
-
-    fn reset_accumulated(&mut self) {
-        self.each(Stat::reset_accumulated);
-    }
-}
-
-impl Resettable for Tally {
-    fn reset_peak(&mut self) {
-        for p in 0..2 {
-            self.peak[p] = self.raised[p] - self.lowered[p];
-        }
-        self.all_peak = self.all_current;
-    }
-
-    fn reset_accumulated(&mut self) {
-        (self.raised_before, self.lowered_before) = (self.raised, self.lowered);
-    }
-}
-
-impl<A: Resettable> DeviceStats<A> {
-    fn arrays_mut(&mut self) -> [&mut A; 9] {
+impl DeviceStats {
+    fn arrays_mut(&mut self) -> [&mut StatArray; 9] {
         [
             &mut self.allocation,
             &mut self.segment,
@@ -280,10 +182,40 @@ impl<A: Resettable> DeviceStats<A> {
             &mut self.requested_bytes,
         ]
     }
+}
+
+/// The statistics as the allocator keeps them.
+pub type Counters = DeviceStats<Tally, PendingTally>;
+
+impl Counters {
+    fn tallies_mut(&mut self) -> [&mut Tally; 7] {
+        [
+            &mut self.allocation,
+            &mut self.segment,
+            &mut self.inactive_split,
+            &mut self.allocated_bytes,
+            &mut self.reserved_bytes,
+            &mut self.inactive_split_bytes,
+            &mut self.requested_bytes,
+        ]
+    }
+
+    /// Called after a malloc raised the allocation figures of `pool`, the only moment the
+    /// active figures rise: while a free is pending, their peaks may lie above allocation's.
+    #[inline(always)]
+    pub fn allocation_rose(&mut self, pool: Pool) {
+        // Blocks and bytes are pending together, so one test serves both.
+        if self.active.any_pending() {
+            self.active.note_peak(pool, &self.allocation);
+            self.active_bytes.note_peak(pool, &self.allocated_bytes);
+        }
+    }
 
     /// Restarts every peak at its current value (`torch.cuda.reset_peak_memory_stats`).
     pub fn reset_peak(&mut self) {
-        self.arrays_mut().into_iter().for_each(A::reset_peak);
+        self.tallies_mut().into_iter().for_each(Tally::reset_peak);
+        self.active.reset_peak(&self.allocation);
+        self.active_bytes.reset_peak(&self.allocated_bytes);
         self.oversize_allocations.reset_peak();
         self.oversize_segments.reset_peak();
     }
@@ -291,7 +223,9 @@ impl<A: Resettable> DeviceStats<A> {
     /// Restarts the allocated/freed totals and the counters
     /// (`torch.cuda.reset_accumulated_memory_stats`).
     pub fn reset_accumulated(&mut self) {
-        self.arrays_mut().into_iter().for_each(A::reset_accumulated);
+        self.tallies_mut().into_iter().for_each(Tally::reset_accumulated);
+        self.active.reset_accumulated();
+        self.active_bytes.reset_accumulated();
         self.oversize_allocations.reset_accumulated();
         self.oversize_segments.reset_accumulated();
         self.num_alloc_retries = 0;
@@ -300,22 +234,17 @@ impl<A: Resettable> DeviceStats<A> {
         self.num_device_alloc = 0;
         self.num_device_free = 0;
     }
-}
 
-/// The statistics as the allocator keeps them.
-pub type Counters = DeviceStats<Tally>;
-
-impl Counters {
     /// The statistics as PyTorch reports them.
     pub fn report(&self) -> DeviceStats {
         DeviceStats {
             allocation: self.allocation.report(),
             segment: self.segment.report(),
-            active: self.active.report(),
+            active: self.active.report(&self.allocation),
             inactive_split: self.inactive_split.report(),
             allocated_bytes: self.allocated_bytes.report(),
             reserved_bytes: self.reserved_bytes.report(),
-            active_bytes: self.active_bytes.report(),
+            active_bytes: self.active_bytes.report(&self.allocated_bytes),
             inactive_split_bytes: self.inactive_split_bytes.report(),
             requested_bytes: self.requested_bytes.report(),
             num_alloc_retries: self.num_alloc_retries,

@@ -5,11 +5,14 @@
 //! After every step: `check_invariants()` holds; no two live allocations overlap; every
 //! live allocation lies in memory the device handed out (a segment or mapped pages); the
 //! device's used bytes
-//! equal the allocator's reserved bytes. At the end, freeing everything and emptying the
-//! cache returns every byte to the device.
+//! equal the allocator's reserved bytes; the active statistics (allocated or waiting for a
+//! pending free) peak where their step-by-step values did, and their sums agree with the
+//! allocation statistics', across peak and total resets. At the end, freeing everything and
+//! emptying the cache returns every byte to the device.
 
 use std::collections::BTreeMap;
 
+use cachalot_core::stats::{Stat, StatArray};
 use cachalot_core::{AllocError, Allocator, Config, SimDevice};
 use proptest::prelude::*;
 
@@ -23,6 +26,8 @@ enum Op {
     EmptyCache,
     SetFraction(f64),
     FailNextDeviceAlloc,
+    ResetPeak,
+    ResetAccumulated,
 }
 
 fn size() -> impl Strategy<Value = u64> {
@@ -45,6 +50,8 @@ fn op() -> impl Strategy<Value = Op> {
         1 => Just(Op::EmptyCache),
         1 => (0.3f64..=1.0).prop_map(Op::SetFraction),
         1 => Just(Op::FailNextDeviceAlloc),
+        1 => Just(Op::ResetPeak),
+        1 => Just(Op::ResetAccumulated),
     ]
 }
 
@@ -76,10 +83,63 @@ fn check(a: &Allocator<SimDevice>, live: &BTreeMap<u64, u64>) -> Result<(), Test
     Ok(())
 }
 
+/// What the active statistics must report, worked out from their values after each step:
+/// active rises only inside a malloc, after that malloc's pending frees completed, so its
+/// peak is reached at the end of a step.
+#[derive(Default)]
+struct ActiveModel {
+    /// Per statistic (blocks, bytes) and pool (all, small, large): the highest current value
+    /// seen since the last peak reset, and the current value at the last total reset.
+    peak: [[i64; 3]; 2],
+    at_reset: [[i64; 3]; 2],
+}
+
+fn pools(s: &StatArray) -> [&Stat; 3] {
+    [&s.all, &s.small_pool, &s.large_pool]
+}
+
+impl ActiveModel {
+    fn step(&mut self, a: &Allocator<SimDevice>) {
+        let st = a.stats();
+        for (k, active) in [&st.active, &st.active_bytes].into_iter().enumerate() {
+            for (p, s) in pools(active).into_iter().enumerate() {
+                self.peak[k][p] = self.peak[k][p].max(s.current);
+            }
+        }
+    }
+
+    fn reset(&mut self, a: &Allocator<SimDevice>, peak: bool) {
+        let st = a.stats();
+        for (k, active) in [&st.active, &st.active_bytes].into_iter().enumerate() {
+            for (p, s) in pools(active).into_iter().enumerate() {
+                if peak {
+                    self.peak[k][p] = s.current;
+                } else {
+                    self.at_reset[k][p] = s.current;
+                }
+            }
+        }
+    }
+
+    fn check(&self, a: &Allocator<SimDevice>) -> Result<(), TestCaseError> {
+        let st = a.stats();
+        let pairs = [("active", &st.active, &st.allocation), ("active_bytes", &st.active_bytes, &st.allocated_bytes)];
+        for (k, (name, active, allocation)) in pairs.into_iter().enumerate() {
+            for (p, (s, alloc)) in pools(active).into_iter().zip(pools(allocation)).enumerate() {
+                prop_assert_eq!(s.peak, self.peak[k][p], "{} peak (pool {})", name, p);
+                prop_assert_eq!(s.allocated, alloc.allocated, "{} allocated (pool {})", name, p);
+                prop_assert_eq!(s.freed, s.allocated - s.current + self.at_reset[k][p], "{} freed (pool {})", name, p);
+            }
+        }
+        Ok(())
+    }
+}
+
 fn run(conf: &str, capacity: u64, ops: &[Op]) -> Result<(), TestCaseError> {
     let mut a = Allocator::new(SimDevice::new(capacity), Config::parse(conf).unwrap());
     let mut live: BTreeMap<u64, u64> = BTreeMap::new();
     let mut order: Vec<u64> = Vec::new();
+    let mut active = ActiveModel::default();
     for op in ops {
         let injected_before = a.device().calls().injected_failures;
         match *op {
@@ -121,9 +181,19 @@ fn run(conf: &str, capacity: u64, ops: &[Op]) -> Result<(), TestCaseError> {
                 let calls = a.device().calls();
                 a.device_mut().fail_allocation_call(calls.allocations + calls.failed_allocations);
             }
+            Op::ResetPeak => {
+                a.reset_peak_stats();
+                active.reset(&a, true);
+            }
+            Op::ResetAccumulated => {
+                a.reset_accumulated_stats();
+                active.reset(&a, false);
+            }
             _ => {}
         }
         check(&a, &live)?;
+        active.step(&a);
+        active.check(&a)?;
     }
     for addr in order {
         a.free(addr).map_err(|e| TestCaseError::fail(e.to_string()))?;
