@@ -218,8 +218,18 @@ impl Explainer {
     /// Notes a decision if explaining is on.
     #[inline]
     pub(crate) fn note(&mut self, decision: impl FnOnce() -> Decision) {
+        if self.decisions.is_some() {
+            self.push(decision());
+        }
+    }
+
+    /// Out of line: the push (and its growth) would otherwise be inlined into every caller,
+    /// the allocator's hot path among them, where it costs even when explaining is off.
+    #[cold]
+    #[inline(never)]
+    fn push(&mut self, decision: Decision) {
         if let Some(d) = &mut self.decisions {
-            d.push(decision());
+            d.push(decision);
         }
     }
 }
