@@ -69,7 +69,7 @@ impl AddrTable {
     }
 
     /// Adds block `id`, which starts at `addr` and is not in the table.
-    #[inline]
+    #[inline(always)]
     pub fn insert(&mut self, addr: u64, id: u32, blocks: &Slab) {
         if MAX_LOAD_TENTHS * self.slots.len() < 10 * (self.len + 1) {
             self.grow(blocks);
@@ -83,7 +83,7 @@ impl AddrTable {
     }
 
     /// Removes and returns the id of the block at `addr`.
-    #[inline]
+    #[inline(always)]
     pub fn remove(&mut self, addr: u64, blocks: &Slab) -> Option<u32> {
         let mut hole = self.find(addr, blocks)?;
         let id = self.slots[hole];

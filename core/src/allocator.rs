@@ -170,7 +170,7 @@ impl<D: Device> Allocator<D> {
     pub fn malloc_after_release(&mut self, size: u64, stream: Stream) -> Result<u64, AllocError> {
         let rounded = round_size(size, &self.config.roundup_power2_divisions);
         match self.grow_after_release(Pool::for_size(rounded), stream, rounded)? {
-            Some(id) => Ok(self.hand_out(id, rounded, size)),
+            Some(id) => Ok(self.hand_out::<false>(id, rounded, size)),
             None => Err(self.out_of_memory(size, rounded, stream)),
         }
     }
@@ -180,6 +180,35 @@ impl<D: Device> Allocator<D> {
     /// ([`Allocator::malloc_after_release`]) could serve the request.
     #[inline(always)]
     pub fn malloc_short_of_release(&mut self, size: u64, stream: Stream) -> Result<Option<u64>, AllocError> {
+        if self.plain() {
+            self.malloc_served::<true>(size, stream)
+        } else {
+            self.malloc_general(size, stream)
+        }
+    }
+
+    /// True when the allocator works as plain PyTorch does by default: classic segments, no
+    /// garbage collection, nothing explained or recorded. Then malloc and free run a copy of
+    /// their code that leaves out every test for the rest (`PLAIN` true), inlined into the
+    /// caller; otherwise the general copy, out of line.
+    #[inline(always)]
+    fn plain(&self) -> bool {
+        self.vm.mode == VmMode::Off
+            && !self.config.expandable_segments
+            && self.explainer.decisions.is_none()
+            && !self.history.enabled()
+            && !self.gc_enabled()
+    }
+
+    /// The general copy of malloc's work, out of line.
+    #[inline(never)]
+    fn malloc_general(&mut self, size: u64, stream: Stream) -> Result<Option<u64>, AllocError> {
+        self.malloc_served::<false>(size, stream)
+    }
+
+    /// [`Allocator::malloc_short_of_release`]'s work; `PLAIN` as [`Allocator::plain`] says.
+    #[inline(always)]
+    fn malloc_served<const PLAIN: bool>(&mut self, size: u64, stream: Stream) -> Result<Option<u64>, AllocError> {
         if size == 0 {
             return Err(AllocError::ZeroSize);
         }
@@ -189,12 +218,12 @@ impl<D: Device> Allocator<D> {
         if !self.events.is_empty() {
             let completed = self.process_events()?;
             if completed > 0 {
-                self.explainer.note(|| Decision::EventsCompleted { blocks: completed });
+                self.explainer.note_if::<PLAIN>(|| Decision::EventsCompleted { blocks: completed });
             }
         }
         let rounded = round_size(size, &self.config.roundup_power2_divisions);
         let pool = Pool::for_size(rounded);
-        if self.explainer.decisions.is_some() {
+        if !PLAIN && self.explainer.decisions.is_some() {
             let divisions = self.config.roundup_power2_divisions[power2_interval(size)] as u64;
             let rule = if size < MIN_BLOCK {
                 "the smallest block is 512 bytes"
@@ -206,19 +235,36 @@ impl<D: Device> Allocator<D> {
             self.explainer.note(|| Decision::Rounded { requested: size, rounded, rule });
             self.explainer.note(|| Decision::Pool { pool: pool.name(), segment_size: segment_size(rounded) });
         }
-        let id = match self.take_free_block(pool, stream, rounded) {
+        let id = match self.take_free_block::<PLAIN>(pool, stream, rounded) {
+            Some(id) if PLAIN => id,
             Some(id) => self.place_against_live(id, rounded),
             None => match self.grow_short_of_release(pool, stream, rounded)? {
                 Some(id) => id,
                 None => return Ok(None),
             },
         };
-        Ok(Some(self.hand_out(id, rounded, size)))
+        Ok(Some(self.hand_out::<PLAIN>(id, rounded, size)))
     }
 
     /// Frees an address returned by [`Allocator::malloc`]. If the block was used on other
     /// streams, it becomes reusable once the work queued there now has completed.
     pub fn free(&mut self, addr: u64) -> Result<(), AllocError> {
+        if self.plain() {
+            self.free_as::<true>(addr)
+        } else {
+            self.free_general(addr)
+        }
+    }
+
+    /// The general copy of free's work, out of line.
+    #[inline(never)]
+    fn free_general(&mut self, addr: u64) -> Result<(), AllocError> {
+        self.free_as::<false>(addr)
+    }
+
+    /// [`Allocator::free`]'s work; `PLAIN` as [`Allocator::plain`] says.
+    #[inline(always)]
+    fn free_as<const PLAIN: bool>(&mut self, addr: u64) -> Result<(), AllocError> {
         let Some(id) = self.live.remove(addr, &self.blocks) else {
             return Err(self.diagnose_bad_pointer(addr));
         };
@@ -239,14 +285,14 @@ impl<D: Device> Allocator<D> {
         if size >= self.config.max_split_size {
             self.stats.oversize_allocations.decrease(1);
         }
-        self.record(Action::FreeRequested, addr, requested, stream);
+        self.record_if::<PLAIN>(Action::FreeRequested, addr, requested, stream);
         if pending {
             self.stats.active.began(pool, 1);
             self.stats.active_bytes.began(pool, size);
             let events = self.blocks[id].event_count as u64;
-            self.explainer.note(|| Decision::Pending { events });
+            self.explainer.note_if::<PLAIN>(|| Decision::Pending { events });
         } else {
-            self.free_block(id);
+            self.free_block::<PLAIN>(id);
         }
         Ok(())
     }
@@ -310,28 +356,33 @@ impl<D: Device> Allocator<D> {
     /// moot: its blocks are always split) and, for expandable segments, PyTorch's preference
     /// for blocks that can grow.
     #[inline(always)]
-    pub(crate) fn take_free_block(&mut self, pool: Pool, stream: Stream, rounded: u64) -> Option<u32> {
-        if self.gc_enabled() {
+    pub(crate) fn take_free_block<const PLAIN: bool>(
+        &mut self,
+        pool: Pool,
+        stream: Stream,
+        rounded: u64,
+    ) -> Option<u32> {
+        if !PLAIN && self.gc_enabled() {
             self.lookups[pool.index()] = self.lookups[pool.index()].wrapping_add(1);
         }
         let found = self.free[pool.index()].find(stream, rounded);
         // The position of the best fit, so taking it needs no second search, unless PyTorch's
         // expandable-segment rule picks another block.
         let mut taken = found.map(|f| (f.key, f.id, Some(f)));
-        if let (VmMode::Expandable, Some((key, id, _))) = (self.vm.mode, taken) {
+        if let (false, VmMode::Expandable, Some((key, id, _))) = (PLAIN, self.vm.mode, taken) {
             let (k, other) = self.prefer_expandable(pool, stream, rounded, (key, id));
             if other != id {
                 taken = Some((k, other, None));
             }
         }
-        if self.explainer.decisions.is_some() {
+        if !PLAIN && self.explainer.decisions.is_some() {
             let cached_blocks = self.free[pool.index()].len() as u64;
             let (addr, size) = taken.map_or((None, 0), |(k, _, _)| (Some(k.2), k.1));
             self.explainer.note(|| Decision::BestFit { addr, size, cached_blocks });
         }
         let ((_, size, addr), id, position) = taken?;
         let max_split = self.config.max_split_size;
-        let rejected = if self.vm.mode == VmMode::Paged && self.blocks[id].in_vm {
+        let rejected = if !PLAIN && self.vm.mode == VmMode::Paged && self.blocks[id].in_vm {
             None
         } else if rounded < max_split && size >= max_split {
             Some("below max_split_size, a request never takes a block of max_split_size or more")
@@ -341,15 +392,17 @@ impl<D: Device> Allocator<D> {
             None
         };
         if let Some(reason) = rejected {
-            self.explainer.note(|| Decision::Rejected { addr, size, reason });
+            self.explainer.note_if::<PLAIN>(|| Decision::Rejected { addr, size, reason });
             return None;
         }
         match position {
             Some(f) => {
                 self.free[pool.index()].take(&f);
-                self.uncounted_idle(id);
+                if !PLAIN {
+                    self.uncounted_idle(id);
+                }
             }
-            None => self.uncache(id),
+            None => self.uncache_as::<PLAIN>(id),
         }
         Some(id)
     }
@@ -357,9 +410,15 @@ impl<D: Device> Allocator<D> {
     /// Puts free block `id` in its pool's free index (and counts its idle pages).
     #[inline(always)]
     pub(crate) fn cache(&mut self, id: u32) {
+        self.cache_as::<false>(id);
+    }
+
+    /// [`Allocator::cache`]; `PLAIN` as [`Allocator::plain`] says.
+    #[inline(always)]
+    fn cache_as<const PLAIN: bool>(&mut self, id: u32) {
         let b = &self.blocks[id];
         self.free[b.pool.index()].insert(self.streams.handle(b.stream_index), b.size, b.addr, id);
-        if b.in_vm && self.vm.mode == VmMode::Paged {
+        if !PLAIN && b.in_vm && self.vm.mode == VmMode::Paged {
             let w = whole_pages(b.addr, b.size, self.vm.paged_page);
             self.vm.idle_pages += w.end - w.start;
         }
@@ -368,10 +427,18 @@ impl<D: Device> Allocator<D> {
     /// Takes free block `id` out of its pool's free index.
     #[inline(always)]
     pub(crate) fn uncache(&mut self, id: u32) {
+        self.uncache_as::<false>(id);
+    }
+
+    /// [`Allocator::uncache`]; `PLAIN` as [`Allocator::plain`] says.
+    #[inline(always)]
+    fn uncache_as<const PLAIN: bool>(&mut self, id: u32) {
         let b = &self.blocks[id];
         let removed = self.free[b.pool.index()].remove(self.streams.handle(b.stream_index), b.size, b.addr);
         debug_assert!(removed, "uncached block was in the free index");
-        self.uncounted_idle(id);
+        if !PLAIN {
+            self.uncounted_idle(id);
+        }
     }
 
     /// Stops counting the idle pages of block `id`, just taken out of the free index.
@@ -437,10 +504,10 @@ impl<D: Device> Allocator<D> {
     /// PyTorch's split rule: small pool when at least 512 B remain; large pool when the
     /// request is below `max_split_size` and more than 1 MiB remains.
     #[inline]
-    fn should_split(&self, id: u32, rounded: u64) -> bool {
+    fn should_split<const PLAIN: bool>(&self, id: u32, rounded: u64) -> bool {
         let b = &self.blocks[id];
         let remaining = b.size - rounded;
-        if b.pool == Pool::Small || b.in_vm || self.config.expandable_segments {
+        if b.pool == Pool::Small || (!PLAIN && (b.in_vm || self.config.expandable_segments)) {
             remaining >= MIN_BLOCK
         } else {
             rounded < self.config.max_split_size && remaining > SMALL_SIZE
@@ -472,11 +539,11 @@ impl<D: Device> Allocator<D> {
     /// Hands out block `id` (taken from the free index or fresh from the device) for a
     /// rounded request, splitting off the remainder when the split rule says so.
     #[inline(always)]
-    fn hand_out(&mut self, id: u32, rounded: u64, requested: u64) -> u64 {
+    fn hand_out<const PLAIN: bool>(&mut self, id: u32, rounded: u64, requested: u64) -> u64 {
         let already_split = self.blocks[id].is_split();
-        let (pool, in_vm) = (self.blocks[id].pool, self.blocks[id].in_vm);
-        let split = self.should_split(id, rounded);
-        if self.explainer.decisions.is_some() {
+        let (pool, in_vm) = (self.blocks[id].pool, !PLAIN && self.blocks[id].in_vm);
+        let split = self.should_split::<PLAIN>(id, rounded);
+        if !PLAIN && self.explainer.decisions.is_some() {
             let (addr, block_size) = (self.blocks[id].addr, self.blocks[id].size);
             let reason = self.split_reason(id, rounded, block_size - rounded, split);
             self.explainer.note(|| Decision::Split {
@@ -507,7 +574,7 @@ impl<D: Device> Allocator<D> {
             } else if in_vm {
                 self.set_range_head(front_id);
             }
-            self.cache(id);
+            self.cache_as::<PLAIN>(id);
             if in_vm {
                 // Like PyTorch's expandable segments, virtual memory counts no split blocks.
             } else if already_split {
@@ -538,7 +605,7 @@ impl<D: Device> Allocator<D> {
         if size >= self.config.max_split_size {
             s.oversize_allocations.increase(1);
         }
-        self.record(Action::Alloc, addr, requested, stream);
+        self.record_if::<PLAIN>(Action::Alloc, addr, requested, stream);
         if in_vm && self.vm.mode == VmMode::Paged {
             self.vm.peak_in_use = self.vm.peak_in_use.max(self.vm.pages_in_use());
         }
@@ -548,15 +615,15 @@ impl<D: Device> Allocator<D> {
     /// Caches a block whose free has completed: merges it with free neighbours and puts it
     /// in the free index.
     #[inline(always)]
-    pub(crate) fn free_block(&mut self, id: u32) {
+    pub(crate) fn free_block<const PLAIN: bool>(&mut self, id: u32) {
         let b = &self.blocks[id];
         let (addr, requested, stream, pool, in_vm) =
-            (b.addr, b.requested(), self.streams.handle(b.stream_index), b.pool, b.in_vm);
+            (b.addr, b.requested(), self.streams.handle(b.stream_index), b.pool, !PLAIN && b.in_vm);
         let (prev, next) = (b.prev, b.next);
-        self.record(Action::FreeCompleted, addr, requested, stream);
-        let before = self.try_merge(id, prev, BlockState::Free);
-        let after = self.try_merge(id, next, BlockState::Free);
-        if self.explainer.decisions.is_some() {
+        self.record_if::<PLAIN>(Action::FreeCompleted, addr, requested, stream);
+        let before = self.merge_free::<PLAIN>(id, prev);
+        let after = self.merge_free::<PLAIN>(id, next);
+        if !PLAIN && self.explainer.decisions.is_some() {
             for (side, bytes) in [("previous", before), ("next", after)] {
                 if bytes > 0 {
                     self.explainer.note(|| Decision::Merged { side, bytes });
@@ -575,8 +642,8 @@ impl<D: Device> Allocator<D> {
         b.set_stamp(stamp);
         let split = b.is_split();
         let (key_size, key_addr) = (b.size, b.addr);
-        self.cache(id);
-        self.explainer.note(|| Decision::Cached { addr: key_addr, size: key_size, whole_segment: !split });
+        self.cache_as::<PLAIN>(id);
+        self.explainer.note_if::<PLAIN>(|| Decision::Cached { addr: key_addr, size: key_size, whole_segment: !split });
         if split {
             net_blocks += 1;
             net_bytes += key_size as i64;
@@ -601,11 +668,22 @@ impl<D: Device> Allocator<D> {
     /// unmapped), taking it out of its index; returns the bytes gained (0 when not merged).
     #[inline(always)]
     pub(crate) fn try_merge(&mut self, id: u32, other: u32, state: BlockState) -> u64 {
+        self.try_merge_as::<false>(id, other, state)
+    }
+
+    /// [`Allocator::try_merge`] with a free neighbour; `PLAIN` as [`Allocator::plain`] says.
+    #[inline(always)]
+    fn merge_free<const PLAIN: bool>(&mut self, id: u32, other: u32) -> u64 {
+        self.try_merge_as::<PLAIN>(id, other, BlockState::Free)
+    }
+
+    #[inline(always)]
+    fn try_merge_as<const PLAIN: bool>(&mut self, id: u32, other: u32, state: BlockState) -> u64 {
         if other == NIL || self.blocks[other].state != state {
             return 0;
         }
         match state {
-            BlockState::Free => self.uncache(other),
+            BlockState::Free => self.uncache_as::<PLAIN>(other),
             BlockState::Unmapped => {
                 let o = &self.blocks[other];
                 self.vm.unmapped[o.pool.index()].remove(&(self.streams.handle(o.stream_index), o.addr));
@@ -714,7 +792,7 @@ impl<D: Device> Allocator<D> {
             let (pool, size) = (b.pool, b.size);
             self.stats.active.ended(pool, 1);
             self.stats.active_bytes.ended(pool, size);
-            self.free_block(id);
+            self.free_block::<false>(id);
         }
         done
     }
@@ -730,6 +808,14 @@ impl<D: Device> Allocator<D> {
             }
         }
         AllocError::UnknownPointer { addr }
+    }
+
+    /// [`Allocator::record`], unless `PLAIN` says the history is off.
+    #[inline(always)]
+    fn record_if<const PLAIN: bool>(&mut self, action: Action, addr: u64, size: u64, stream: Stream) {
+        if !PLAIN {
+            self.record(action, addr, size, stream);
+        }
     }
 
     /// Adds an entry to the history when it is on.

@@ -159,7 +159,7 @@ impl Slab {
     }
 
     /// Stores a block and returns its id.
-    #[inline]
+    #[inline(always)]
     pub fn insert(&mut self, block: Block) -> u32 {
         self.len += 1;
         let id = if self.vacant != NIL {

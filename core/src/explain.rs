@@ -223,6 +223,15 @@ impl Explainer {
         }
     }
 
+    /// [`Explainer::note`], unless `PLAIN` says explaining is off (the allocator's hot path
+    /// knows it once per call, see `Allocator::plain`).
+    #[inline(always)]
+    pub(crate) fn note_if<const PLAIN: bool>(&mut self, decision: impl FnOnce() -> Decision) {
+        if !PLAIN {
+            self.note(decision);
+        }
+    }
+
     /// Out of line: the push (and its growth) would otherwise be inlined into every caller,
     /// the allocator's hot path among them, where it costs even when explaining is off.
     #[cold]

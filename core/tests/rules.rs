@@ -1,6 +1,7 @@
 //! PyTorch 2.11's allocator rules, one test each: every test fails if its rule changes.
 
 use cachalot_core::device::Device;
+use cachalot_core::history::Action;
 use cachalot_core::{AllocError, Allocator, Config, SimDevice};
 
 const KIB: u64 = 1 << 10;
@@ -333,6 +334,70 @@ fn garbage_collection_releases_old_cached_blocks_above_the_threshold() {
     assert!(a.stats().num_device_free >= 1, "garbage collection released a cached segment");
     assert_eq!(a.stats().num_alloc_retries, 0, "without a full cache flush");
     checked(&a);
+}
+
+/// PyTorch's garbage collection releases the cached blocks at least as old as the average,
+/// age counted in large-pool lookups since a block was cached: the old block goes, the two
+/// cached since stay.
+#[test]
+fn garbage_collection_releases_the_old_blocks_and_keeps_the_young() {
+    let mut a = alloc_with("garbage_collection_threshold:0.3", 1000 * MIB);
+    a.set_memory_fraction(1.0).unwrap();
+    let old = a.malloc(100 * MIB, 0).unwrap();
+    let young = a.malloc(100 * MIB, 0).unwrap();
+    a.free(old).unwrap();
+    // Ten large-pool lookups, each served by the same 150 MiB block once it exists.
+    for _ in 0..10 {
+        let x = a.malloc(150 * MIB, 0).unwrap();
+        a.free(x).unwrap();
+    }
+    a.free(young).unwrap();
+    assert_eq!((a.reserved_bytes(), a.stats().num_device_free), (350 * MIB, 0));
+    // 350 MiB reserved is over the 300 MiB threshold: a request needing a new segment first
+    // collects. Ages: the old block 11 lookups, the young one and the 150 MiB block 1.
+    let _big = a.malloc(200 * MIB, 0).unwrap();
+    assert_eq!(a.stats().num_device_free, 1, "only the old block is released");
+    assert_eq!(a.reserved_bytes(), 450 * MIB);
+    assert!(a.malloc(100 * MIB, 0).is_ok_and(|p| p == young), "the young block is still cached");
+    checked(&a);
+}
+
+/// PyTorch's split rule follows the `expandable_segments` flag even where the device cannot
+/// map pages and segments stay classic: a large block then splits off any remainder of 512
+/// bytes or more, not only one above 1 MiB.
+#[test]
+fn the_expandable_segments_flag_sets_the_split_rule_without_virtual_memory() {
+    let conf = |c: &str| Config::parse(c).unwrap();
+    let mut flagged =
+        Allocator::new(SimDevice::without_virtual_memory(80 * GIB), conf("policy:pytorch,expandable_segments:True"));
+    let mut classic = Allocator::new(SimDevice::without_virtual_memory(80 * GIB), conf("policy:pytorch"));
+    assert!(!flagged.uses_virtual_memory());
+    // A 19.5 MiB request gets a 20 MiB segment; 512 KiB would remain.
+    assert_eq!(block_size(&mut flagged, 39 * MIB / 2), 39 * MIB / 2);
+    assert_eq!(block_size(&mut classic, 39 * MIB / 2), 20 * MIB);
+    checked(&flagged);
+    checked(&classic);
+}
+
+/// With the history on (`record_history`, PyTorch's `_record_memory_history`), every
+/// malloc and free leaves its entries, in order.
+#[test]
+fn the_history_records_each_malloc_and_free_in_order() {
+    let mut a = alloc_with("record_history:16", 80 * GIB);
+    let p = a.malloc(4096, 7).unwrap();
+    a.free(p).unwrap();
+    let q = a.malloc(1000, 7).unwrap();
+    let seen: Vec<(Action, u64, u64)> = a.history().iter().map(|e| (e.action, e.addr, e.size)).collect();
+    assert_eq!(
+        seen,
+        [
+            (Action::SegmentAlloc, p, 2 * MIB),
+            (Action::Alloc, p, 4096),
+            (Action::FreeRequested, p, 4096),
+            (Action::FreeCompleted, p, 4096),
+            (Action::Alloc, q, 1000),
+        ]
+    );
 }
 
 #[test]
