@@ -236,26 +236,29 @@ impl<D: Device> Allocator<D> {
                 None => break,
             }
         }
-        // Idle chunks from elsewhere: those that fit what is missing, largest first; then the
-        // smallest that the span's room can take.
+        // Idle chunks from elsewhere: those that fit what is missing, largest first (the one
+        // furthest into its range first among equals, then the lowest address); then the
+        // smallest that the span's room can take. Picked one at a time rather than sorted: a
+        // span takes a few of the hundreds there may be.
         if have(got) < span.need {
             let mut idle = self.idle_chunks_outside(lo, hi);
-            idle.sort_unstable_by_key(|&(pages, offset, _)| (core::cmp::Reverse(pages), core::cmp::Reverse(offset)));
+            let order = |&(pages, offset, addr): &(u64, u64, u64)| {
+                (core::cmp::Reverse(pages), core::cmp::Reverse(offset), addr)
+            };
             let mut moved = 0u64;
-            let mut left = Vec::with_capacity(idle.len());
-            for (pages, offset, addr) in idle {
+            while have(got) < span.need {
                 let missing = span.need - have(got);
-                if missing > 0 && pages <= missing {
-                    got.push(self.move_chunk_out(addr)?);
-                    moved += pages;
-                } else {
-                    left.push((pages, offset, addr));
-                }
+                let fitting = idle.iter().enumerate().filter(|(_, c)| c.0 <= missing);
+                let Some((i, _)) = fitting.min_by_key(|(_, c)| order(c)) else { break };
+                let (pages, _, addr) = idle.swap_remove(i);
+                got.push(self.move_chunk_out(addr)?);
+                moved += pages;
             }
             let missing = span.need.saturating_sub(have(got));
             if missing > 0 {
                 let room = span.room - have(got);
-                if let Some(&(pages, _, addr)) = left.iter().rev().find(|&&(p, _, _)| p > missing && p <= room) {
+                let larger = idle.iter().filter(|&&(p, _, _)| p > missing && p <= room);
+                if let Some(&(pages, _, addr)) = larger.max_by_key(|c| order(c)) {
                     got.push(self.move_chunk_out(addr)?);
                     moved += pages;
                 }

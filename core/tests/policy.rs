@@ -45,6 +45,21 @@ fn expandable_segments_match_pytorch() {
     }
 }
 
+/// The figures the documentation quotes, which the H200 reproduces to the byte
+/// (docs/benchmarks.md): a change to any of the paged policy's choices (where a request goes,
+/// which chunks move) shows here before it reaches the docs.
+#[test]
+fn cachalot_policy_reserves_the_documented_bytes() {
+    let documented = [
+        ("gpt2_train.csv.gz", 15_162_408_960u64),
+        ("resnet50_train.csv.gz", 4_634_705_920),
+        ("mixed_fc_conv.csv.gz", 1_486_880_768),
+    ];
+    for (name, bytes) in documented {
+        assert_eq!(replay(name, "").0.peak_reserved_bytes, bytes, "{name}");
+    }
+}
+
 #[test]
 fn cachalot_policy_reserves_within_3_percent_and_below_every_pytorch_config() {
     for name in TRACES {
