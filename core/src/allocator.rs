@@ -5,6 +5,11 @@
 //! fits does the allocator ask the device for a segment (see `release.rs` for what it does
 //! when the device says no). A freed block merges with free neighbours and is cached.
 //!
+//! malloc and free each exist twice, from one source: a copy for the plain case (see
+//! `Allocator::plain`), compiled without the tests for virtual memory, garbage collection,
+//! explaining and the history, and the general copy. In the plain case the two decide alike;
+//! the rules tests fail if the plain test misses a setting the plain copy leaves out.
+//!
 //! Invariants (checked by `check_invariants`): the blocks of each segment tile it exactly;
 //! no two free neighbours stay unmerged; a block is in its pool's free index iff it is free;
 //! an address is in the live map iff an allocated block starts there; the statistics equal
@@ -188,9 +193,9 @@ impl<D: Device> Allocator<D> {
     }
 
     /// True when the allocator works as plain PyTorch does by default: classic segments, no
-    /// garbage collection, nothing explained or recorded. Then malloc and free run a copy of
-    /// their code that leaves out every test for the rest (`PLAIN` true), inlined into the
-    /// caller; otherwise the general copy, out of line.
+    /// expandable-segments flag, no garbage collection, nothing explained or recorded. Then
+    /// malloc and free run a copy of their code that leaves out every test for the rest
+    /// (`PLAIN` true), inlined into the caller; otherwise the general copy, out of line.
     #[inline(always)]
     fn plain(&self) -> bool {
         self.vm.mode == VmMode::Off
