@@ -626,8 +626,8 @@ impl<D: Device> Allocator<D> {
             (b.addr, b.requested(), self.streams.handle(b.stream_index), b.pool, !PLAIN && b.in_vm);
         let (prev, next) = (b.prev, b.next);
         self.record_if::<PLAIN>(Action::FreeCompleted, addr, requested, stream);
-        let before = self.merge_free::<PLAIN>(id, prev);
-        let after = self.merge_free::<PLAIN>(id, next);
+        let before = self.try_merge_as::<PLAIN>(id, prev, BlockState::Free);
+        let after = self.try_merge_as::<PLAIN>(id, next, BlockState::Free);
         if !PLAIN && self.explainer.decisions.is_some() {
             for (side, bytes) in [("previous", before), ("next", after)] {
                 if bytes > 0 {
@@ -676,12 +676,7 @@ impl<D: Device> Allocator<D> {
         self.try_merge_as::<false>(id, other, state)
     }
 
-    /// [`Allocator::try_merge`] with a free neighbour; `PLAIN` as [`Allocator::plain`] says.
-    #[inline(always)]
-    fn merge_free<const PLAIN: bool>(&mut self, id: u32, other: u32) -> u64 {
-        self.try_merge_as::<PLAIN>(id, other, BlockState::Free)
-    }
-
+    /// [`Allocator::try_merge`]; `PLAIN` as [`Allocator::plain`] says.
     #[inline(always)]
     fn try_merge_as<const PLAIN: bool>(&mut self, id: u32, other: u32, state: BlockState) -> u64 {
         if other == NIL || self.blocks[other].state != state {
