@@ -51,6 +51,24 @@ fn chunk_pages(need: u64) -> u64 {
 /// gives the rates measured.
 pub const MOVED_PAGES_PER_SLACK_PAGE: u64 = 64;
 
+/// A chunk mapped wholly inside a free block: its pages, its offset in its range, its
+/// address and the free block holding it when it was listed.
+#[derive(Clone, Copy, Debug)]
+struct IdleChunk {
+    pages: u64,
+    offset: u64,
+    addr: u64,
+    block: u32,
+}
+
+impl IdleChunk {
+    /// The order idle chunks are taken in: largest first, then the one furthest into its
+    /// range, then the lowest address.
+    fn order(&self) -> (core::cmp::Reverse<u64>, core::cmp::Reverse<u64>, u64) {
+        (core::cmp::Reverse(self.pages), core::cmp::Reverse(self.offset), self.addr)
+    }
+}
+
 /// Where a request will be placed: the run's first block and address, its extent.
 struct Placement {
     start: u32,
@@ -137,8 +155,14 @@ impl<D: Device> Allocator<D> {
         (spans, idle)
     }
 
-    /// Idle chunks outside `[keep_lo, keep_hi)`: (pages, offset in its range, address).
-    fn idle_chunks_outside(&self, keep_lo: u64, keep_hi: u64) -> Vec<(u64, u64, u64)> {
+    /// Idle chunks outside `[keep_lo, keep_hi)` that a span short of `need` pages might take
+    /// (`u64::MAX`: every one). The picks in `fill_span` take at most `need / p` chunks of
+    /// `p` pages, best first, and then at most one larger chunk, the lowest in its range. So
+    /// from each free block only its `need / p + 1` highest chunks of each size `p` and its
+    /// lowest one can be picked; the rest are left out. A free block may hold a hundred
+    /// chunks and a span takes a few: listing every one made up most of what growth cost.
+    fn idle_chunks_outside(&self, keep_lo: u64, keep_hi: u64, need: u64) -> Vec<IdleChunk> {
+        const SIZES: usize = 17;
         let page = self.vm.paged_page;
         let mut out = Vec::new();
         for f in &self.free {
@@ -149,8 +173,25 @@ impl<D: Device> Allocator<D> {
                 {
                     continue;
                 }
-                let base = self.vm.range_of(addr).map_or(0, |r| self.vm.ranges[r].base);
-                out.extend(self.idle_chunks(id).into_iter().map(|(a, len)| (len / page, a - base, a)));
+                let Some(r) = self.vm.range_of(addr) else { continue };
+                let (range, end) = (&self.vm.ranges[r], addr + size);
+                let mut listed = [0u64; SIZES];
+                let mut lowest_left_out: [Option<IdleChunk>; SIZES] = [None; SIZES];
+                for (&a, &(len, _)) in range.mappings.range(addr..end).rev() {
+                    if a + len > end {
+                        continue;
+                    }
+                    let c = IdleChunk { pages: len / page, offset: a - range.base, addr: a, block: id };
+                    match usize::try_from(c.pages).ok().filter(|&p| p < SIZES) {
+                        Some(p) if listed[p] > need / c.pages => lowest_left_out[p] = Some(c),
+                        Some(p) => {
+                            listed[p] += 1;
+                            out.push(c);
+                        }
+                        None => out.push(c),
+                    }
+                }
+                out.extend(lowest_left_out.into_iter().flatten());
             }
         }
         out
@@ -241,26 +282,23 @@ impl<D: Device> Allocator<D> {
         // smallest that the span's room can take. Picked one at a time rather than sorted: a
         // span takes a few of the hundreds there may be.
         if have(got) < span.need {
-            let mut idle = self.idle_chunks_outside(lo, hi);
-            let order = |&(pages, offset, addr): &(u64, u64, u64)| {
-                (core::cmp::Reverse(pages), core::cmp::Reverse(offset), addr)
-            };
+            let mut idle = self.idle_chunks_outside(lo, hi, span.need - have(got));
             let mut moved = 0u64;
             while have(got) < span.need {
                 let missing = span.need - have(got);
-                let fitting = idle.iter().enumerate().filter(|(_, c)| c.0 <= missing);
-                let Some((i, _)) = fitting.min_by_key(|(_, c)| order(c)) else { break };
-                let (pages, _, addr) = idle.swap_remove(i);
-                got.push(self.move_chunk_out(addr)?);
-                moved += pages;
+                let fitting = idle.iter().enumerate().filter(|(_, c)| c.pages <= missing);
+                let Some((i, _)) = fitting.min_by_key(|(_, c)| c.order()) else { break };
+                let c = idle.swap_remove(i);
+                got.push(self.move_chunk_out(c.addr, c.block)?);
+                moved += c.pages;
             }
             let missing = span.need.saturating_sub(have(got));
             if missing > 0 {
                 let room = span.room - have(got);
-                let larger = idle.iter().filter(|&&(p, _, _)| p > missing && p <= room);
-                if let Some(&(pages, _, addr)) = larger.max_by_key(|c| order(c)) {
-                    got.push(self.move_chunk_out(addr)?);
-                    moved += pages;
+                let larger = idle.iter().filter(|c| c.pages > missing && c.pages <= room);
+                if let Some(&c) = larger.max_by_key(|c| c.order()) {
+                    got.push(self.move_chunk_out(c.addr, c.block)?);
+                    moved += c.pages;
                 }
             }
             self.vm.moved_pages += moved;
@@ -320,7 +358,7 @@ impl<D: Device> Allocator<D> {
         // Mapping merges blocks, so each span's block is found by address.
         let mut plans = plans.into_iter();
         while let Some((from, chunks)) = plans.next() {
-            let id = self.block_containing(from);
+            let id = self.block_containing_near(place.start, from);
             if let Err(failure) = self.map_chunks(id, from, &chunks) {
                 // Chunks mapped before the failure stay mapped (cached, counted); the rest
                 // are returned.
@@ -333,7 +371,7 @@ impl<D: Device> Allocator<D> {
             let mapped = chunks.iter().map(|c| c.pages).sum::<u64>() * page;
             self.explainer.note(|| Decision::NewSegment { addr: from, size: mapped });
         }
-        let start = self.block_containing(place.addr);
+        let start = self.block_containing_near(place.start, place.addr);
         debug_assert_eq!(self.blocks[start].addr, place.addr);
         self.uncache(start);
         Ok(Some(start))
@@ -377,14 +415,14 @@ impl<D: Device> Allocator<D> {
             self.destroy_chunk(c, page)?;
         }
         if self.reserved > target {
-            let mut idle = self.idle_chunks_outside(0, 0);
-            idle.sort_unstable_by_key(|&(pages, offset, _)| (core::cmp::Reverse(pages), offset));
-            for (_, _, addr) in idle {
+            let mut idle = self.idle_chunks_outside(0, 0, u64::MAX);
+            idle.sort_unstable_by_key(|c| (core::cmp::Reverse(c.pages), c.offset, c.addr));
+            for c in idle {
                 if self.reserved <= target {
                     break;
                 }
-                let c = self.unmap_chunk(addr)?;
-                self.destroy_chunk(c, page)?;
+                let chunk = self.unmap_chunk(c.addr, c.block)?;
+                self.destroy_chunk(chunk, page)?;
             }
         }
         // Also when the kept chunks alone were enough: a range left wholly unmapped holds

@@ -215,8 +215,20 @@ impl<D: Device> Allocator<D> {
 
     /// The block of a virtual range that holds `addr`.
     pub(crate) fn block_containing(&self, addr: u64) -> u32 {
+        self.block_containing_near(NIL, addr)
+    }
+
+    /// [`Allocator::block_containing`], walking from block `hint` when it is a live block of
+    /// the same range at or below `addr` (from the range's first block otherwise). A range
+    /// may hold thousands of blocks; a caller that knew the block a moment ago passes it, and
+    /// any block before `addr` in the range's chain is a correct place to start from.
+    pub(crate) fn block_containing_near(&self, hint: u32, addr: u64) -> u32 {
         let r = self.vm.range_of(addr).expect("address lies in a range");
-        let mut id = self.vm.ranges[r].head;
+        let range = &self.vm.ranges[r];
+        let mut id = match self.blocks.get(hint) {
+            Some(b) if b.in_vm && range.contains(b.addr) && b.addr <= addr => hint,
+            _ => range.head,
+        };
         while self.blocks[id].end() <= addr {
             id = self.blocks[id].next;
         }
@@ -238,22 +250,23 @@ impl<D: Device> Allocator<D> {
     /// unmapped piece merges with unmapped neighbours. Returns the chunk, still counted in its
     /// pool's reserved bytes: the caller destroys it or keeps it. A failed unmap changes
     /// nothing.
-    pub(crate) fn unmap_chunk(&mut self, addr: u64) -> Result<Chunk, AllocError> {
-        self.unmap_chunk_as(addr, false)
+    /// `near` is a block at or before it, if known ([`Allocator::block_containing_near`]).
+    pub(crate) fn unmap_chunk(&mut self, addr: u64, near: u32) -> Result<Chunk, AllocError> {
+        self.unmap_chunk_as(addr, false, near)
     }
 
     /// [`Allocator::unmap_chunk`] for a chunk about to be mapped elsewhere (paged policy): the
     /// mapping stays as a ghost and the driver is not called, so the chunk coming back here
     /// later costs nothing.
-    pub(crate) fn move_chunk_out(&mut self, addr: u64) -> Result<Chunk, AllocError> {
-        self.unmap_chunk_as(addr, true)
+    pub(crate) fn move_chunk_out(&mut self, addr: u64, near: u32) -> Result<Chunk, AllocError> {
+        self.unmap_chunk_as(addr, true, near)
     }
 
-    fn unmap_chunk_as(&mut self, addr: u64, leave_ghost: bool) -> Result<Chunk, AllocError> {
+    fn unmap_chunk_as(&mut self, addr: u64, leave_ghost: bool, near: u32) -> Result<Chunk, AllocError> {
         let r = self.vm.range_of(addr).expect("unmapped address lies in a range");
         let (page, stream, pool) = (self.vm.ranges[r].page, self.vm.ranges[r].stream, self.vm.ranges[r].pool);
         let (size, handle) = self.vm.ranges[r].mappings[&addr];
-        let id = self.block_containing(addr);
+        let id = self.block_containing_near(near, addr);
         debug_assert!(self.blocks[id].state == BlockState::Free && addr + size <= self.blocks[id].end());
         let paged = self.vm.mode == crate::vrange::VmMode::Paged;
         if !(paged && self.vm.epochs.is_safe(stream, self.blocks[id].stamp())) {
@@ -306,7 +319,7 @@ impl<D: Device> Allocator<D> {
         let page = self.vm.ranges[r].page;
         let mut bytes = 0;
         for (addr, size) in chunks {
-            let c = self.unmap_chunk(addr)?;
+            let c = self.unmap_chunk(addr, id)?;
             self.destroy_chunk(c, page)?;
             bytes += size;
         }
