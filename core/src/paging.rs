@@ -6,7 +6,7 @@
 //! each unmapped span under it is filled with chunks of physical memory (about an eighth of
 //! the span each, see `chunk_pages`), taken in order from chunks kept unmapped, from new
 //! chunks while the pages held stay within the most pages ever in use (counting this
-//! request) plus the page slack moving has earned (`page_slack`, 0 by default), from idle
+//! request) plus the page slack moving has earned (`page_slack`, 1% by default), from idle
 //! chunks — chunks mapped wholly inside free blocks elsewhere, moved here, largest first,
 //! their old mapping left in place as a ghost (`vrange.rs`), so that moving one back costs
 //! no driver call — and last from new chunks beyond that peak. So peak

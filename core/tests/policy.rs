@@ -3,7 +3,7 @@
 //!   PyTorch 2.11 reserved on the H200 (within 2%), with the same number of mappings;
 //! - cachalot's paged policy reserves at most 3% more than the trace's peak requested bytes,
 //!   and no more than the best of PyTorch's four configurations for that trace, and does not
-//!   creep above that over ten passes;
+//!   creep over a hundred passes, where a loop that repeats itself stops moving pages;
 //! - near the memory limit it behaves as PyTorch's out-of-memory path does: a failed request
 //!   holds no memory, one request never takes reserved memory past the fraction, idle pages
 //!   make way for a request that fits, and `empty_cache` leaves no empty range counted.
@@ -51,9 +51,9 @@ fn expandable_segments_match_pytorch() {
 #[test]
 fn cachalot_policy_reserves_the_documented_bytes() {
     let documented = [
-        ("gpt2_train.csv.gz", 15_162_408_960u64),
+        ("gpt2_train.csv.gz", 15_179_186_176u64),
         ("resnet50_train.csv.gz", 4_634_705_920),
-        ("mixed_fc_conv.csv.gz", 1_486_880_768),
+        ("mixed_fc_conv.csv.gz", 1_482_686_464),
     ];
     for (name, bytes) in documented {
         assert_eq!(replay(name, "").0.peak_reserved_bytes, bytes, "{name}");
@@ -75,31 +75,41 @@ fn cachalot_policy_reserves_within_3_percent_and_below_every_pytorch_config() {
 }
 
 /// A training loop replays its step again and again: reserved memory must not creep up pass
-/// after pass (chunks held back by small allocations left in freed large blocks made
-/// gpt2_train reach 1.115x by its sixth pass before chunks were capped at 16 MiB). Measured
-/// over ten passes: gpt2_train 1.0064x, still below every PyTorch config; resnet50_train
-/// 1.0067x, 0.14% above PyTorch's expandable segments (1.0053x); mixed_fc_conv, whose steps
-/// change size, 1.0458x: above the 3% of one pass, below PyTorch's best (1.1149x).
+/// after pass. Chunks held back by small allocations left in freed large blocks made
+/// gpt2_train reach 1.115x by its sixth pass before chunks were capped at 16 MiB. Later,
+/// without page slack, moves that never stopped took gpt2_train to 1.0209x over a hundred
+/// passes and mixed_fc_conv to 1.0818x. With the default slack (1%), over a hundred passes:
+/// gpt2_train 1.0122x, making no device call after its eleventh pass; resnet50_train
+/// 1.0067x, none after its sixth, 0.14% above PyTorch's expandable segments (1.0053x);
+/// mixed_fc_conv, whose steps change size, 1.0545x, still moving pages, below PyTorch's
+/// best (1.1149x).
 #[test]
-fn cachalot_policy_does_not_creep_over_ten_passes() {
-    // (trace, bound on reserved / requested, stays at or below PyTorch's best config)
-    let expected = [(TRACES[0], 1.01, true), (TRACES[1], 1.01, false), (TRACES[2], 1.05, true)];
-    for (name, bound, below_pytorch) in expected {
+fn cachalot_policy_does_not_creep_over_a_hundred_passes() {
+    // (trace, bound on reserved / requested, stays at or below PyTorch's best config, settles)
+    let expected = [(TRACES[0], 1.015, true, true), (TRACES[1], 1.01, false, true), (TRACES[2], 1.06, true, false)];
+    for (name, bound, below_pytorch, settles) in expected {
         let trace = load_trace(name);
         let mut a = Allocator::new(SimDevice::new(H200), Config::parse("").unwrap());
         let mut r = Replayer::new(trace.slots);
         let first = r.run_pass(&mut a, &trace.ops).unwrap();
-        for _ in 1..10 {
+        for _ in 1..90 {
             r.run_pass(&mut a, &trace.ops).unwrap();
         }
+        let before = a.device().calls();
+        for _ in 90..100 {
+            r.run_pass(&mut a, &trace.ops).unwrap();
+        }
+        let last = a.device().calls().since(&before);
         a.check_invariants().unwrap();
         let peak = a.stats().reserved_bytes.all.peak as u64;
         let ratio = peak as f64 / first.peak_requested_bytes as f64;
         let best = pytorch(name).iter().map(|v| v["peak_reserved"].as_u64().unwrap()).min().unwrap();
-        eprintln!("{name}: over ten passes {ratio:.4}x requested; {peak} bytes vs PyTorch's best {best}");
-        assert!(ratio <= bound, "{name}: {ratio:.4}x requested over ten passes");
+        let calls = last.vm_maps + last.vm_unmaps + last.vm_set_access + last.vm_creates;
+        eprintln!("{name}: over a hundred passes {ratio:.4}x requested, {calls} device calls in the last ten");
+        assert!(ratio <= bound, "{name}: {ratio:.4}x requested over a hundred passes");
         assert!(!below_pytorch || peak <= best, "{name}: {peak} above PyTorch's best {best}");
         assert!(peak as f64 <= best as f64 * 1.002, "{name}: {peak} more than 0.2% above PyTorch's best {best}");
+        assert!(!settles || calls == 0, "{name}: {calls} device calls in passes 91-100");
     }
 }
 
@@ -126,7 +136,7 @@ fn page_slack_buys_pages_where_memory_keeps_moving() {
     // mixed_fc_conv moves pages every step: slack earned by moving cuts the later passes'
     // moves by more than half, keeps the first pass within 3% and all ten within PyTorch's best.
     let name = "mixed_fc_conv.csv.gz";
-    let (_, _, unmaps) = ten_passes(name, "");
+    let (_, _, unmaps) = ten_passes(name, "page_slack:0");
     let (first, peak, slack_unmaps) = ten_passes(name, "page_slack:0.1");
     eprintln!("{name}: unmaps in passes 6-10: {unmaps} without slack, {slack_unmaps} with");
     assert!(slack_unmaps * 2 < unmaps, "{slack_unmaps} unmaps with slack, {unmaps} without");
@@ -135,7 +145,7 @@ fn page_slack_buys_pages_where_memory_keeps_moving() {
     assert!(peak <= best, "{peak} bytes over ten passes, PyTorch's best {best}");
     // resnet50_train settles after a few moves: it earns next to nothing, and reserves what it did.
     let name = "resnet50_train.csv.gz";
-    let (plain, plain_peak, _) = ten_passes(name, "");
+    let (plain, plain_peak, _) = ten_passes(name, "page_slack:0");
     let (slack, slack_peak, _) = ten_passes(name, "page_slack:0.1");
     assert_eq!((slack.peak_reserved_bytes, slack_peak), (plain.peak_reserved_bytes, plain_peak));
 }
@@ -157,7 +167,7 @@ fn page_slack_stays_under_the_memory_fraction() {
         a.check_invariants().unwrap();
         a.stats().reserved_bytes.all.peak as f64
     };
-    let (plain, slack) = (peak_over_ten_passes(""), peak_over_ten_passes("page_slack:1.0"));
+    let (plain, slack) = (peak_over_ten_passes("page_slack:0"), peak_over_ten_passes("page_slack:1.0"));
     assert!(slack > plain, "no slack earned: {slack} bytes, {plain} without");
     assert!(slack <= allowed, "peak reserved {slack} over the {allowed} the fraction allows");
 }
