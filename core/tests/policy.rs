@@ -79,7 +79,7 @@ fn cachalot_policy_reserves_within_3_percent_and_below_every_pytorch_config() {
 /// gpt2_train reach 1.115x by its sixth pass before chunks were capped at 16 MiB. Later,
 /// without page slack, moves that never stopped took gpt2_train to 1.0209x over a hundred
 /// passes and mixed_fc_conv to 1.0818x. With the default slack (1%), over a hundred passes:
-/// gpt2_train 1.0122x, making no device call after its eleventh pass; resnet50_train
+/// gpt2_train 1.0122x, making no device call after its tenth pass; resnet50_train
 /// 1.0067x, none after its sixth, 0.14% above PyTorch's expandable segments (1.0053x);
 /// mixed_fc_conv, whose steps change size, 1.0545x, still moving pages, below PyTorch's
 /// best (1.1149x).

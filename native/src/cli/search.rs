@@ -54,7 +54,7 @@ pub fn candidates() -> Vec<String> {
     c.push("policy:pytorch,expandable_segments:True,roundup_power2_divisions:4".into());
     c.push("policy:cachalot".into());
     c.push("policy:cachalot,garbage_collection_threshold:0.8,per_process_memory_fraction:1.0".into());
-    for slack in [0.03, 0.1] {
+    for slack in [0.0, 0.03, 0.1] {
         c.push(format!("policy:cachalot,page_slack:{slack}"));
     }
     c
