@@ -40,8 +40,11 @@ use crate::vrange::{whole_pages, Chunk};
 /// block can hold back, which otherwise makes a training loop's reserved memory creep up
 /// pass after pass (docs/design.md gives the figures behind the choice).
 fn chunk_pages(need: u64) -> u64 {
-    (need / 8).clamp(1, 8)
+    (need / 8).clamp(1, MAX_CHUNK_PAGES)
 }
+
+/// The most pages a chunk holds (16 MiB of 2 MiB pages).
+const MAX_CHUNK_PAGES: u64 = 8;
 
 /// Pages that must move before one page of slack is earned (`page_slack`). A move costs a
 /// GPU tens of microseconds (an unmap, a map and an access grant), a page held costs memory
@@ -162,7 +165,8 @@ impl<D: Device> Allocator<D> {
     /// lowest one can be picked; the rest are left out. A free block may hold a hundred
     /// chunks and a span takes a few: listing every one made up most of what growth cost.
     fn idle_chunks_outside(&self, keep_lo: u64, keep_hi: u64, need: u64) -> Vec<IdleChunk> {
-        const SIZES: usize = 17;
+        // Chunk sizes seen, by pages; a larger chunk (none is made) would simply be listed.
+        const SIZES: usize = MAX_CHUNK_PAGES as usize + 1;
         let page = self.vm.paged_page;
         let mut out = Vec::new();
         for f in &self.free {
