@@ -136,7 +136,14 @@ impl fmt::Display for Decision {
         let sz = format_size;
         match self {
             Decision::Rounded { requested, rounded, rule } => {
-                write!(f, "Round {requested} bytes up to {} ({rule}).", sz(*rounded))
+                // The exact bytes always: "1.00 MiB" would hide the 512 bytes that put a
+                // request just over 1 MiB into the large pool.
+                let human = sz(*rounded);
+                if human == alloc::format!("{rounded} bytes") {
+                    write!(f, "Round {requested} bytes up to {human} ({rule}).")
+                } else {
+                    write!(f, "Round {requested} bytes up to {rounded} bytes, {human} ({rule}).")
+                }
             }
             Decision::Pool { pool, segment_size } => write!(
                 f,

@@ -456,6 +456,10 @@ fn decisions_are_explained() {
     a.free(p).unwrap();
     let text: Vec<String> = a.take_decisions().iter().map(|d| d.to_string()).collect();
     assert!(text.join("\n").contains("Merge with the free next block"), "{text:?}");
+    a.malloc((1 << 20) + 1, 0).unwrap();
+    let text: Vec<String> = a.take_decisions().iter().map(|d| d.to_string()).collect();
+    assert!(text[0].starts_with("Round 1048577 bytes up to 1049088 bytes, 1.00 MiB"), "{text:?}");
+    assert!(text[1].contains("large pool"), "{text:?}");
     a.set_explain(false);
     a.malloc(1000, 0).unwrap();
     assert!(a.take_decisions().is_empty());
