@@ -30,9 +30,13 @@ use crate::error::Error;
 use crate::registry;
 use crate::shared_allocator::SharedAllocator;
 
+/// Prints a failure on stderr. A stderr that cannot be written (closed pipe, full disk) is
+/// ignored: `eprintln!` would panic there, and a panic here would abort the process.
 #[cold]
 fn report(call: &str, status: super::Status) {
-    eprintln!("cachalot: {call} failed ({}): {}", status.name().to_string_lossy(), super::last_error::get());
+    use std::io::Write;
+    let message = super::last_error::get();
+    let _ = writeln!(std::io::stderr(), "cachalot: {call} failed ({}): {message}", status.name().to_string_lossy());
 }
 
 /// Allocates `size` bytes on CUDA device `device` for use on `stream` (PyTorch's `ssize_t

@@ -2,18 +2,22 @@
  * The C ABI under bad input, over a simulated device (no GPU needed): NULL handles and
  * arguments, sizes 0 and SIZE_MAX, unknown, interior and double-freed pointers, invalid
  * configs and fractions, small buffers and stats structs, a CUDA device that is not there,
- * and many threads at once. Each bad call must return its fixed status code, leave a message
+ * many threads at once, an unwritable stderr under PyTorch's hooks and calls made while the
+ * process tears down. Each bad call must return its fixed status code, leave a message
  * naming the problem, write no out-parameter and leave the allocator's state unchanged.
  *
  * Prints one line per failed check and a closing "N passed, N failed" line; exits non-zero
  * when any check failed.
  */
+#define _POSIX_C_SOURCE 200809L
 #include <math.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cachalot.h"
 
@@ -257,6 +261,71 @@ static void torch_entry_points(void) {
     cachalot_torch_empty_cache();
 }
 
+/* PyTorch's hooks print failures on stderr. A stderr that cannot be written (a closed pipe,
+ * as under `python train.py | tee log` once tee is gone; Python ignores SIGPIPE) must not turn
+ * a failure PyTorch can handle into an abort. */
+static void torch_entry_points_without_stderr(void) {
+    int pipe_ends[2];
+    CHECK(pipe(pipe_ends) == 0);
+    fflush(stderr);
+    int saved = dup(2);
+    void (*old_handler)(int) = signal(SIGPIPE, SIG_IGN);
+    close(pipe_ends[0]);
+    dup2(pipe_ends[1], 2);
+    close(pipe_ends[1]);
+    void *p = cachalot_torch_malloc(-1, 0, NULL);
+    cachalot_torch_free((void *)0x1000, 4096, 4096, NULL);
+    dup2(saved, 2);
+    close(saved);
+    signal(SIGPIPE, old_handler);
+    CHECK(p == NULL);
+    cachalot_last_error_message(last_message, sizeof last_message);
+    CHECK(strstr(last_message, "out of range") != NULL);
+}
+
+/* Calls made while the process or a thread is being torn down, after the library's
+ * thread-local state is gone (C destructors and atexit handlers run then): a failing call
+ * still returns its status, and asking for the message does not abort. */
+static pthread_key_t teardown_key;
+static cachalot_allocator *teardown_allocator;
+static int teardown_status;
+
+static void fail_during_teardown(void *arg) {
+    (void)arg;
+    teardown_status = cachalot_free(teardown_allocator, (void *)0x1234);
+    char buf[64];
+    cachalot_last_error_message(buf, sizeof buf);
+}
+
+static void *thread_with_destructor(void *arg) {
+    (void)arg;
+    void *p = NULL;
+    /* A failure first, so the thread has a message that teardown then destroys. */
+    cachalot_malloc(teardown_allocator, 0, NULL, &p);
+    pthread_setspecific(teardown_key, teardown_allocator);
+    return NULL;
+}
+
+static void at_exit_fails(void) {
+    fail_during_teardown(NULL);
+    if (teardown_status != CACHALOT_STATUS_UNKNOWN_POINTER) {
+        fprintf(stderr, "bad_input: a call from an atexit handler returned %d\n", teardown_status);
+        _exit(1);
+    }
+    cachalot_allocator_free(teardown_allocator);
+}
+
+static void calls_during_teardown(void) {
+    CHECK(cachalot_allocator_new_simulated(1 << 30, "policy:pytorch", &teardown_allocator) == CACHALOT_STATUS_OK);
+    CHECK(pthread_key_create(&teardown_key, fail_during_teardown) == 0);
+    pthread_t t;
+    CHECK(pthread_create(&t, NULL, thread_with_destructor, NULL) == 0);
+    pthread_join(t, NULL);
+    CHECK(teardown_status == CACHALOT_STATUS_UNKNOWN_POINTER);
+    teardown_status = 0;
+    atexit(at_exit_fails);
+}
+
 enum { THREADS = 8, ROUNDS = 4000 };
 
 static void *hammer(void *arg) {
@@ -315,6 +384,8 @@ int main(void) {
     out_of_memory();
     last_error_and_names();
     torch_entry_points();
+    torch_entry_points_without_stderr();
+    calls_during_teardown();
     threads();
     cachalot_allocator_free(a);
     printf("bad_input: %d passed, %d failed\n", passed, failed);
