@@ -6,13 +6,17 @@
  *    from a `cachalot_allocator_new_*` function, destroyed by `cachalot_allocator_free`;
  *  - functions return a `cachalot_status`; CACHALOT_STATUS_OK (0) is success, and the codes
  *    are fixed forever (new ones take new numbers);
- *  - out-parameters are written only on success, and a failing call changes nothing;
+ *  - out-parameters are written only on success, and a failing call changes nothing, with
+ *    one exception: out of memory, as in PyTorch, counts the failure and may first release
+ *    cached memory (all of it, with `lock_per_stream:True` every stream's) to try again;
  *  - every pointer argument is checked for NULL (CACHALOT_STATUS_NULL_POINTER);
  *  - after a failure, cachalot_last_error_message() gives this thread's message;
  *  - one allocator may be used from many threads at once (not while it is being freed); with
  *    `lock_per_stream:True` in its config each stream has its own lock, so threads that
  *    allocate on different streams never wait for each other;
- *  - a stream is a CUstream / cudaStream_t passed as `void *`; NULL is the default stream.
+ *  - a stream is a CUstream / cudaStream_t passed as `void *`; NULL is the default stream;
+ *  - every allocation starts at a multiple of 512 bytes;
+ *  - this header needs C99 or C++11 or later.
  *
  * Link with -lcachalot (pkg-config: cachalot). Config strings use PYTORCH_CUDA_ALLOC_CONF
  * syntax; a NULL config reads the CACHALOT_ALLOC_CONF environment variable.
@@ -59,7 +63,7 @@ enum cachalot_status
    */
   CACHALOT_STATUS_INVALID_CONFIG = 3,
   /**
-   * A request of 0 bytes, or larger than any device (`SIZE_MAX`).
+   * A request of 0 bytes, or of more than 1 TiB (2^40 bytes), larger than any device.
    */
   CACHALOT_STATUS_INVALID_SIZE = 4,
   /**
@@ -67,11 +71,15 @@ enum cachalot_status
    */
   CACHALOT_STATUS_OUT_OF_MEMORY = 5,
   /**
-   * The pointer was not allocated by this allocator.
+   * The pointer is not the start of any block of this allocator: never allocated by it,
+   * or freed already and its memory since given back to the device or merged into the
+   * free block in front of it (a double free cannot always be told from a stranger).
    */
   CACHALOT_STATUS_UNKNOWN_POINTER = 6,
   /**
-   * The pointer was allocated by this allocator and has been freed already.
+   * The pointer is the start of a free block of this allocator: most likely freed
+   * already (nothing remembers what was handed out, so the start of a free remainder
+   * that never was handed out reads the same).
    */
   CACHALOT_STATUS_DOUBLE_FREE = 7,
   /**
@@ -316,7 +324,9 @@ cachalot_status cachalot_allocator_new_cuda(int device,
 /**
  * Creates an allocator over a simulated device of `capacity` bytes (no GPU needed: for
  * tests, examples and trace studies) and stores its handle in `*out`. Addresses it returns
- * look like device addresses but are not memory: never dereference them. `capacity` is 1
+ * look like device addresses but are not memory: never dereference them. Every simulated
+ * allocator hands out the same addresses (so replays are reproducible): a pointer of one
+ * may be taken by another as its own, so keep each pointer with its allocator. `capacity` is 1
  * byte to 1 TiB (the simulated address space); other values are
  * `CACHALOT_STATUS_INVALID_ARGUMENT`. `config` is read as by `cachalot_allocator_new_cuda`.
  *
@@ -354,11 +364,13 @@ cachalot_status cachalot_allocator_new_simulated_placed(uint64_t capacity,
 
 /**
  * Destroys an allocator. For a CUDA allocator every segment goes back to the driver, so
- * every pointer it handed out becomes invalid, freed or not. NULL is ignored.
+ * every pointer it handed out becomes invalid, freed or not. NULL is ignored, and so is a
+ * borrowed handle of `cachalot_torch_allocator` (it lives until the process ends; the
+ * thread's last error says it was refused).
  *
  * # Safety
- * `allocator` must be NULL or a handle from a `_new` function that has not been destroyed,
- * and no other thread may be using it.
+ * `allocator` must be NULL, a handle of `cachalot_torch_allocator` or a handle from a
+ * `_new` function that has not been destroyed, and no other thread may be using it.
  */
 void cachalot_allocator_free(cachalot_allocator *allocator);
 
@@ -367,12 +379,13 @@ void cachalot_allocator_free(cachalot_allocator *allocator);
  * `snprintf` does: at most `buf_len - 1` bytes and a terminating NUL, cut at a character
  * boundary when it does not fit. Returns the message's full length in bytes (without the
  * NUL), so a return value `>= buf_len` means it was cut; 0 when no call has failed on this
- * thread. With `buf` NULL or `buf_len` 0 nothing is written and only the length returned.
+ * thread, or when the thread is exiting and its messages are gone. With `buf` NULL or `buf_len` 0 nothing is written and only the length returned.
  *
  * # Safety
  * `buf`, when not NULL, must point to `buf_len` writable bytes.
  */
-size_t cachalot_last_error_message(char *buf, size_t buf_len);
+size_t cachalot_last_error_message(char *buf,
+                                   size_t buf_len);
 
 /**
  * Writes the memory summary table (NUL-terminated) into `buf` and the bytes it takes, NUL
@@ -433,7 +446,10 @@ const char *cachalot_status_name(int status);
  * Allocates `size` bytes on CUDA device `device` for use on `stream` (PyTorch's `ssize_t
  * size, int device, cudaStream_t stream`). Returns NULL for a size of 0 (PyTorch's
  * convention, not an error) and on failure (the message is printed and kept as the last
- * error).
+ * error). The first call for a device creates its allocator with the config in
+ * `CACHALOT_ALLOC_CONF`; when that fails (a bad config, no driver), every later call for
+ * that device fails with the same message until the process ends, so set the variable
+ * before the first allocation.
  *
  * # Safety
  * `stream` must be NULL or a live stream of device `device`; PyTorch guarantees both.
@@ -477,9 +493,10 @@ void cachalot_torch_record_stream(void *ptr, void *stream);
 
 /**
  * Stores in `*out` the process-wide allocator that the functions above use for CUDA device
- * `device`, or NULL when that device has none yet (nothing was allocated on it through
- * `cachalot_torch_malloc` and no memory fraction was set for it). Never creates one, so it
- * touches neither the driver nor the device.
+ * `device`, or NULL when that device has none: nothing was allocated on it through
+ * `cachalot_torch_malloc` and no memory fraction was set for it, or creating it failed (the
+ * failing call's message said why). Never creates one, so it touches neither the driver nor
+ * the device.
  *
  * The handle is borrowed and lives until the process ends: pass it to the functions that
  * read or act on an allocator (`cachalot_get_stats`, `cachalot_memory_summary`,

@@ -13,6 +13,7 @@ use super::boundary;
 use super::status::Status;
 use crate::config_env;
 use crate::error::Error;
+use crate::registry;
 use crate::shared_allocator::SharedAllocator;
 
 /// Reads a config argument: NULL means `CACHALOT_ALLOC_CONF` (the defaults when unset).
@@ -85,7 +86,9 @@ pub unsafe extern "C" fn cachalot_allocator_new_cuda(
 
 /// Creates an allocator over a simulated device of `capacity` bytes (no GPU needed: for
 /// tests, examples and trace studies) and stores its handle in `*out`. Addresses it returns
-/// look like device addresses but are not memory: never dereference them. `capacity` is 1
+/// look like device addresses but are not memory: never dereference them. Every simulated
+/// allocator hands out the same addresses (so replays are reproducible): a pointer of one
+/// may be taken by another as its own, so keep each pointer with its allocator. `capacity` is 1
 /// byte to 1 TiB (the simulated address space); other values are
 /// `CACHALOT_STATUS_INVALID_ARGUMENT`. `config` is read as by `cachalot_allocator_new_cuda`.
 ///
@@ -153,14 +156,21 @@ pub unsafe extern "C" fn cachalot_allocator_new_simulated_placed(
 }
 
 /// Destroys an allocator. For a CUDA allocator every segment goes back to the driver, so
-/// every pointer it handed out becomes invalid, freed or not. NULL is ignored.
+/// every pointer it handed out becomes invalid, freed or not. NULL is ignored, and so is a
+/// borrowed handle of `cachalot_torch_allocator` (it lives until the process ends; the
+/// thread's last error says it was refused).
 ///
 /// # Safety
-/// `allocator` must be NULL or a handle from a `_new` function that has not been destroyed,
-/// and no other thread may be using it.
+/// `allocator` must be NULL, a handle of `cachalot_torch_allocator` or a handle from a
+/// `_new` function that has not been destroyed, and no other thread may be using it.
 #[no_mangle]
 pub unsafe extern "C" fn cachalot_allocator_free(allocator: *mut SharedAllocator) {
     boundary::value_or((), || {
+        if registry::created().any(|a| std::ptr::eq(a, allocator)) {
+            return Err(Error::InvalidArgument(
+                "the handle is borrowed from cachalot_torch_allocator and lives until the process ends; it cannot be freed".into(),
+            ));
+        }
         if !allocator.is_null() {
             // SAFETY: a live handle is a pointer from Box::into_raw, given back once (caller's
             // promise), with no other user.

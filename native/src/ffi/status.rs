@@ -24,13 +24,17 @@ pub enum Status {
     InvalidArgument = 2,
     /// The config string is invalid: an unknown key or a bad value (the message names it).
     InvalidConfig = 3,
-    /// A request of 0 bytes, or larger than any device (`SIZE_MAX`).
+    /// A request of 0 bytes, or of more than 1 TiB (2^40 bytes), larger than any device.
     InvalidSize = 4,
     /// Out of memory: the message gives the figures, as PyTorch's does.
     OutOfMemory = 5,
-    /// The pointer was not allocated by this allocator.
+    /// The pointer is not the start of any block of this allocator: never allocated by it,
+    /// or freed already and its memory since given back to the device or merged into the
+    /// free block in front of it (a double free cannot always be told from a stranger).
     UnknownPointer = 6,
-    /// The pointer was allocated by this allocator and has been freed already.
+    /// The pointer is the start of a free block of this allocator: most likely freed
+    /// already (nothing remembers what was handed out, so the start of a free remainder
+    /// that never was handed out reads the same).
     DoubleFree = 7,
     /// The pointer points inside an allocation, not at its start.
     InteriorPointer = 8,

@@ -42,7 +42,10 @@ fn report(call: &str, status: super::Status) {
 /// Allocates `size` bytes on CUDA device `device` for use on `stream` (PyTorch's `ssize_t
 /// size, int device, cudaStream_t stream`). Returns NULL for a size of 0 (PyTorch's
 /// convention, not an error) and on failure (the message is printed and kept as the last
-/// error).
+/// error). The first call for a device creates its allocator with the config in
+/// `CACHALOT_ALLOC_CONF`; when that fails (a bad config, no driver), every later call for
+/// that device fails with the same message until the process ends, so set the variable
+/// before the first allocation.
 ///
 /// # Safety
 /// `stream` must be NULL or a live stream of device `device`; PyTorch guarantees both.
@@ -132,9 +135,10 @@ pub unsafe extern "C" fn cachalot_torch_record_stream(ptr: *mut c_void, stream: 
 }
 
 /// Stores in `*out` the process-wide allocator that the functions above use for CUDA device
-/// `device`, or NULL when that device has none yet (nothing was allocated on it through
-/// `cachalot_torch_malloc` and no memory fraction was set for it). Never creates one, so it
-/// touches neither the driver nor the device.
+/// `device`, or NULL when that device has none: nothing was allocated on it through
+/// `cachalot_torch_malloc` and no memory fraction was set for it, or creating it failed (the
+/// failing call's message said why). Never creates one, so it touches neither the driver nor
+/// the device.
 ///
 /// The handle is borrowed and lives until the process ends: pass it to the functions that
 /// read or act on an allocator (`cachalot_get_stats`, `cachalot_memory_summary`,

@@ -159,6 +159,15 @@ static void torch_hooks(void) {
     cachalot_last_error_message(after, sizeof after);
     CHECK(strcmp(before, after) == 0); /* no hook failed: the last error is still the earlier one */
     CHECK(fake_cuda_live_allocations() == 0);
+    /* The hooks' allocator is borrowed: freeing it is refused, and it goes on working. */
+    cachalot_allocator *borrowed = NULL;
+    CHECK(cachalot_torch_allocator(0, &borrowed) == CACHALOT_STATUS_OK && borrowed != NULL);
+    cachalot_allocator_free(borrowed);
+    cachalot_last_error_message(after, sizeof after);
+    CHECK(strstr(after, "borrowed") != NULL);
+    void *r = cachalot_torch_malloc(1 << 20, 0, NULL);
+    CHECK(r != NULL);
+    cachalot_torch_free(r, 1 << 20, 0, NULL);
 }
 
 int main(void) {
