@@ -191,6 +191,22 @@ impl Config {
         Ok(())
     }
 
+    /// The keys this config sets that have no effect under cachalot's policy on a device with
+    /// virtual memory, where it maps pages: every block may be split there, and it keeps no
+    /// expandable segments. On a device without virtual memory the policy falls back to
+    /// PyTorch's rules over classic segments, and they apply. Empty under PyTorch's policy.
+    pub fn keys_moot_under_paging(&self) -> Vec<&'static str> {
+        if self.policy != Policy::Cachalot {
+            return Vec::new();
+        }
+        let set = [
+            ("max_split_size_mb", self.max_split_size != u64::MAX),
+            ("max_non_split_rounding_mb", self.max_non_split_rounding != LARGE_BUFFER),
+            ("expandable_segments", self.expandable_segments),
+        ];
+        set.iter().filter(|(_, on)| *on).map(|(key, _)| *key).collect()
+    }
+
     /// The config as a string this parser reads back to an equal config.
     pub fn to_config_string(&self) -> String {
         use core::fmt::Write;
@@ -408,6 +424,21 @@ mod tests {
         assert_eq!(e.key, "policy");
         assert!(Config::parse("max_split_size_mb:").is_err());
         assert!(Config::parse("roundup_power2_divisions:[1:2").is_err());
+    }
+
+    #[test]
+    fn pytorchs_split_keys_are_named_moot_under_cachalots_policy() {
+        let moot = |s: &str| Config::parse(s).unwrap().keys_moot_under_paging();
+        assert_eq!(
+            moot("max_split_size_mb:128,expandable_segments:True"),
+            ["max_split_size_mb", "expandable_segments"]
+        );
+        assert_eq!(
+            moot("max_non_split_rounding_mb:64,garbage_collection_threshold:0.5"),
+            ["max_non_split_rounding_mb"]
+        );
+        assert!(moot("roundup_power2_divisions:4,expandable_segments:False").is_empty());
+        assert!(moot("policy:pytorch,max_split_size_mb:128,expandable_segments:True").is_empty());
     }
 
     #[test]

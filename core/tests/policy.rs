@@ -60,6 +60,25 @@ fn cachalot_policy_reserves_the_documented_bytes() {
     }
 }
 
+/// What `Config::keys_moot_under_paging` tells users (the CLI prints it): PyTorch's split
+/// limits and expandable segments change nothing under the paged policy.
+#[test]
+fn pytorchs_split_keys_change_nothing_under_the_paged_policy() {
+    let name = "mixed_fc_conv.csv.gz";
+    let plain = replay(name, "").0;
+    for conf in
+        ["max_split_size_mb:128", "max_split_size_mb:20,max_non_split_rounding_mb:64", "expandable_segments:True"]
+    {
+        assert!(!Config::parse(conf).unwrap().keys_moot_under_paging().is_empty(), "{conf}");
+        let out = replay(name, conf).0;
+        assert_eq!(
+            (out.peak_reserved_bytes, out.device_allocs),
+            (plain.peak_reserved_bytes, plain.device_allocs),
+            "{conf}"
+        );
+    }
+}
+
 #[test]
 fn cachalot_policy_reserves_within_3_percent_and_below_every_pytorch_config() {
     for name in TRACES {
