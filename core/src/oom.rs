@@ -118,7 +118,21 @@ impl fmt::Display for OomReport {
         }
         let cached = self.cached_by_pool[0] + self.cached_by_pool[1];
         if cached == 0 {
-            return write!(f, " Nothing is cached: the live allocations alone fill the memory allowed.");
+            let limit = self.allowed.unwrap_or(self.capacity).saturating_sub(self.held_elsewhere);
+            return if self.rounded > limit {
+                write!(
+                    f,
+                    " Nothing is cached, and the request alone is larger than the {} this allocator may hold.",
+                    sz(limit)
+                )
+            } else if self.allocated == 0 {
+                write!(
+                    f,
+                    " Nothing is cached or allocated: the device has too little free memory left for the request."
+                )
+            } else {
+                write!(f, " Nothing is cached: the live allocations and this request do not fit together.")
+            };
         }
         match &self.largest_free {
             Some(s) => write!(

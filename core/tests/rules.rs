@@ -314,6 +314,12 @@ fn out_of_memory_reports_the_figures() {
     }
     assert_eq!(a.stats().num_ooms, 1);
     assert_eq!(a.stats().num_alloc_retries, 1);
+    assert!(msg.contains("the live allocations and this request do not fit together"), "{msg}");
+    // A request larger than the whole device, with nothing live: the message blames the
+    // request, not allocations that are not there.
+    let mut empty = pytorch_with_capacity(64 * MIB);
+    let msg = empty.malloc(100 * MIB, 0).unwrap_err().to_string();
+    assert!(msg.contains("the request alone is larger than the 64.00 MiB this allocator may hold"), "{msg}");
     checked(&a);
 }
 
