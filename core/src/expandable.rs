@@ -65,6 +65,11 @@ impl<D: Device> Allocator<D> {
             }
         }
         let page = if pool == Pool::Small { SMALL_BUFFER } else { LARGE_BUFFER };
+        if size > self.range_size(page) {
+            // PyTorch reserves a range here even so, and the range, never mapped, is never
+            // released: each such out-of-memory would leave one more range to search.
+            return Ok(None);
+        }
         self.reserve_range(stream, pool, page)
     }
 

@@ -32,8 +32,7 @@ impl<D: Device> Allocator<D> {
     /// the device's whole memory and an eighth more. Returns its single unmapped block, or
     /// `None` if the device has no address space left.
     pub(crate) fn reserve_range(&mut self, stream: Stream, pool: Pool, page: u64) -> Result<Option<u32>, AllocError> {
-        let total = self.device.total_memory();
-        let size = (total + total / 8).next_multiple_of(page).max(page);
+        let size = self.range_size(page);
         let base = match self.device.vm_reserve(size) {
             Ok(b) => b,
             Err(DeviceError::OutOfMemory) => return Ok(None),
@@ -46,6 +45,13 @@ impl<D: Device> Allocator<D> {
         self.vm.ranges.push(VirtualRange { base, size, page, stream, pool, mappings, head: id });
         self.stats.segment.increase(pool, 1);
         Ok(Some(id))
+    }
+
+    /// Bytes of a range with pages of `page` bytes: the device's whole memory and an eighth
+    /// more, as PyTorch reserves.
+    pub(crate) fn range_size(&self, page: u64) -> u64 {
+        let total = self.device.total_memory();
+        (total + total / 8).next_multiple_of(page).max(page)
     }
 
     /// Returns a range whose only block is the unmapped block `id` to the device.

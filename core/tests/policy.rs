@@ -219,6 +219,23 @@ fn empty_cache_returns_idle_pages_and_keeps_live_ones() {
     a.free(q).unwrap();
 }
 
+/// A request larger than any range could hold fails without reserving one, so out-of-memory
+/// after out-of-memory leaves no ranges behind for later requests to search.
+#[test]
+fn expandable_segments_reserve_no_range_for_a_request_no_range_can_hold() {
+    const GIB: u64 = 1 << 30;
+    let conf = Config::parse("policy:pytorch,expandable_segments:True").unwrap();
+    let mut a = Allocator::new(SimDevice::new(GIB), conf);
+    let p = a.malloc(64 << 20, 0).unwrap();
+    let (reserves, segments) = (a.device().calls().vm_reserves, a.stats().segment.all.current);
+    for _ in 0..100 {
+        assert!(matches!(a.malloc(2 * GIB, 0), Err(cachalot_core::AllocError::OutOfMemory(_))));
+    }
+    a.check_invariants().unwrap();
+    assert_eq!((a.device().calls().vm_reserves, a.stats().segment.all.current), (reserves, segments));
+    a.free(p).unwrap();
+}
+
 fn paged(capacity: u64) -> Allocator<SimDevice> {
     Allocator::new(SimDevice::new(capacity), Config::default())
 }
