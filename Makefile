@@ -13,7 +13,7 @@ WASM_MODULE := $(TARGET_DIR)/wasm32-unknown-unknown/release/cachalot_wasm.wasm
 SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 
 .PHONY: demo test setup rust-setup web-tools web-setup fmt-check clippy unit-tests wasm-core web-build web-test \
-	c-abi cbindgen header header-check native-lib install c-stage c-examples c-bad-input c-cuda-fake c-multi-device gpu-build
+	c-abi cbindgen header header-check native-lib install c-stage c-examples c-bad-input c-cuda-fake c-multi-device c-peer-access gpu-build
 
 demo:
 	$(CARGO) run --release -p cachalot -- compare
@@ -80,7 +80,7 @@ CBINDGEN_VERSION := 0.29.4
 CBINDGEN := cbindgen -q --config native/cbindgen.toml --crate cachalot
 VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -n 1)
 
-c-abi: header-check c-examples c-bad-input c-cuda-fake c-multi-device c-sanitize c-stress c-repro
+c-abi: header-check c-examples c-bad-input c-cuda-fake c-multi-device c-peer-access c-sanitize c-stress c-repro
 
 cbindgen:
 	@cbindgen --version 2>/dev/null | grep -qx "cbindgen $(CBINDGEN_VERSION)" || \
@@ -149,6 +149,13 @@ c-cuda-fake: c-stage
 	$(CC) -std=c11 $(CFLAGS_STRICT) $$($(PKG) --cflags cachalot) native/tests/c/cuda_device.c -o $(C_OUT)/cuda_device \
 		$$($(PKG) --libs cachalot) -L$(FAKE_CUDA) -lcuda -pthread -Wl,-rpath,$(STAGE)/lib -Wl,-rpath,$(FAKE_CUDA)
 	LD_LIBRARY_PATH=$(FAKE_CUDA) $(C_OUT)/cuda_device
+
+# Virtual memory on three GPUs without a GPU: each device's pages opened to the other GPUs the
+# process allocates on (the stand-in libcuda with FAKE_CUDA_VMM=1; it reuses c-cuda-fake's build).
+c-peer-access: c-cuda-fake
+	$(CC) -std=c11 $(CFLAGS_STRICT) $$($(PKG) --cflags cachalot) native/tests/c/peer_access.c -o $(C_OUT)/peer_access \
+		$$($(PKG) --libs cachalot) -L$(FAKE_CUDA) -lcuda -Wl,-rpath,$(STAGE)/lib -Wl,-rpath,$(FAKE_CUDA)
+	FAKE_CUDA_VMM=1 FAKE_CUDA_DEVICES=3 LD_LIBRARY_PATH=$(FAKE_CUDA) $(C_OUT)/peer_access
 
 # Several GPUs without a GPU: the PyTorch entry points and per-device allocators from many
 # threads, against the stand-in libcuda set up with three devices (it reuses c-cuda-fake's build).

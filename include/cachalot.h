@@ -275,11 +275,13 @@ cachalot_status cachalot_free(cachalot_allocator *allocator, void *ptr);
 
 /**
  * Marks the allocation at `ptr` as used on `stream` as well as its own: once freed, it is
- * not reused until the work queued on `stream` at the time of the free has completed.
+ * not reused until the work queued on `stream` at the time of the free has completed. A
+ * stream of another device is allowed (as PyTorch allows it); an event cannot be recorded
+ * across devices, so the free then waits for that stream's queued work before it returns.
  *
  * # Safety
  * `allocator` must be NULL or a live handle; for a CUDA allocator `stream` must be NULL or a
- * stream of its device that is still alive when the allocation is freed.
+ * live stream (of any device) that is still alive when the allocation is freed.
  */
 cachalot_status cachalot_record_stream(cachalot_allocator *allocator, void *ptr, void *stream);
 
@@ -483,11 +485,11 @@ void cachalot_torch_set_memory_fraction(double fraction, int device);
  * that one; with several, the driver's pointer attributes name the device (unified
  * addressing: no context needed), and that device's allocator takes the call. An address
  * the driver does not know, or of a device cachalot has no allocator for, is an unknown
- * pointer.
+ * pointer. A stream of another device is allowed, as in PyTorch: the free then waits for
+ * that stream's queued work (an event cannot be recorded across devices).
  *
  * # Safety
- * `ptr` must be an allocation of `cachalot_torch_malloc`; `stream` a live stream of its
- * device.
+ * `ptr` must be an allocation of `cachalot_torch_malloc`; `stream` a live stream.
  */
 void cachalot_torch_record_stream(void *ptr, void *stream);
 

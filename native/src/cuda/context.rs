@@ -49,6 +49,11 @@ impl PrimaryContext {
         Ok(PrimaryContext { device, ctx })
     }
 
+    /// The context itself (to compare with a stream's).
+    pub fn raw(&self) -> CUcontext {
+        self.ctx
+    }
+
     /// The device whose primary context this is.
     pub fn device(&self) -> CUdevice {
         self.device

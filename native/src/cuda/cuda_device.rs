@@ -22,6 +22,7 @@ use cudarc::driver::sys::{self, CUdeviceptr, CUstream};
 use super::context::PrimaryContext;
 use super::driver::check;
 use super::event_pool::EventPool;
+use super::foreign_stream;
 use super::virtual_memory::VirtualMemory;
 use crate::error::Error;
 
@@ -34,6 +35,8 @@ pub struct CudaDevice {
     segments: HashMap<u64, u64>,
     epoch: Instant,
     vm: Option<VirtualMemory>,
+    /// Whether the driver can tell a stream's context (streams of another device).
+    knows_stream_contexts: bool,
 }
 
 // SAFETY: the driver API is thread-safe and its handles (the retained primary context, the
@@ -56,9 +59,21 @@ impl CudaDevice {
         let (total, vm) = {
             let _current = ctx.enter()?;
             let (_, total) = mem_get_info()?;
-            (total, if use_vm { VirtualMemory::probe(ctx.device(), ordinal) } else { None })
+            // SAFETY: `ctx` is retained by this device and current (the guard above); the device
+            // calls `release_all` in its Drop, before `ctx` is released.
+            (total, if use_vm { unsafe { VirtualMemory::probe(ctx.device(), ordinal, ctx.raw()) } } else { None })
         };
-        Ok(CudaDevice { ctx, total, events: EventPool::default(), segments: HashMap::new(), epoch: Instant::now(), vm })
+        let knows_stream_contexts = foreign_stream::supported();
+        let segments = HashMap::new();
+        Ok(CudaDevice {
+            ctx,
+            total,
+            events: EventPool::default(),
+            segments,
+            epoch: Instant::now(),
+            vm,
+            knows_stream_contexts,
+        })
     }
 
     /// Runs a virtual-memory call with the context current.
@@ -130,10 +145,23 @@ impl Device for CudaDevice {
 
     fn record_event(&mut self, stream: Stream) -> Result<Event, DeviceError> {
         let _current = self.ctx.enter()?;
+        let raw = raw_stream(stream);
+        if self.knows_stream_contexts && !raw.is_null() {
+            // SAFETY: the symbols resolved (knows_stream_contexts); the stream is the caller's,
+            // live (the C ABI documents it).
+            let owner = unsafe { foreign_stream::context_of(raw) }?;
+            if owner != self.ctx.raw() {
+                // SAFETY: as above; `owner` is the stream's own context.
+                unsafe { foreign_stream::synchronize(raw, owner) }?;
+                // The stream's work is done. A pooled event is one whose last record has
+                // completed (or was never made), so it reads as complete: nothing to wait for.
+                return self.events.acquire();
+            }
+        }
         let handle = self.events.acquire()?;
         let event = self.events.get(handle)?;
         // SAFETY: the event is live and owned by this context; the stream handle is the
-        // caller's (the C ABI documents that it must be a valid stream of this device).
+        // caller's, of this device (a stream of another device was waited for above).
         if let Err(e) = check("cuEventRecord", unsafe { sys::cuEventRecord(event, raw_stream(stream)) }) {
             self.events.release(handle);
             return Err(e);

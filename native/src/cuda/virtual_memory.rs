@@ -13,13 +13,15 @@
 use std::collections::{BTreeMap, HashMap};
 
 use cachalot_core::{DeviceError, PhysHandle};
-use cudarc::driver::sys::{self, CUdevice, CUmemAccessDesc, CUmemAllocationProp, CUmemLocation};
+use cudarc::driver::sys::{self, CUcontext, CUdevice, CUmemAllocationProp, CUmemLocation};
 
 use super::driver::{check, has_symbols};
+use super::peer_access::{self, SharedAccess};
 
 /// The driver entry points virtual memory needs; all must resolve for it to be used.
-const SYMBOLS: [&str; 10] = [
+const SYMBOLS: [&str; 11] = [
     "cuDeviceGetAttribute",
+    "cuDeviceCanAccessPeer",
     "cuStreamSynchronize",
     "cuMemGetAllocationGranularity",
     "cuMemAddressReserve",
@@ -41,6 +43,8 @@ pub struct VirtualMemory {
     mappings: BTreeMap<u64, (u64, PhysHandle)>,
     /// False once the driver refused to unmap several mappings in one call.
     unmap_ranges: bool,
+    /// The mappings again, with the other GPUs of this process they are open to.
+    access: SharedAccess,
 }
 
 fn location(ordinal: i32) -> CUmemLocation {
@@ -63,9 +67,13 @@ fn allocation_prop(ordinal: i32) -> CUmemAllocationProp {
 }
 
 impl VirtualMemory {
-    /// Virtual memory of device `device` (ordinal `ordinal`), if the driver and the device
-    /// support it. The device's context must be current.
-    pub fn probe(device: CUdevice, ordinal: i32) -> Option<VirtualMemory> {
+    /// Virtual memory of device `device` (ordinal `ordinal`, primary context `ctx`), if the
+    /// driver and the device support it.
+    ///
+    /// # Safety
+    /// `ctx` is the device's retained primary context, current on this thread, and stays
+    /// retained until [`VirtualMemory::release_all`].
+    pub unsafe fn probe(device: CUdevice, ordinal: i32, ctx: CUcontext) -> Option<VirtualMemory> {
         if !has_symbols(&SYMBOLS) {
             return None;
         }
@@ -84,13 +92,19 @@ impl VirtualMemory {
             sys::cuMemGetAllocationGranularity(&mut granularity, &prop, option)
         })
         .ok()?;
-        (granularity > 0).then(|| VirtualMemory {
+        if granularity == 0 {
+            return None;
+        }
+        Some(VirtualMemory {
             ordinal,
             granularity: granularity as u64,
             reservations: HashMap::new(),
             handles: HashMap::new(),
             mappings: BTreeMap::new(),
             unmap_ranges: true,
+            // SAFETY: `ctx` is this device's primary context, retained until release_all
+            // closes the access (this function's contract).
+            access: unsafe { peer_access::join(ordinal, ctx) },
         })
     }
 
@@ -146,17 +160,19 @@ impl VirtualMemory {
         // both through its own bookkeeping); the driver refuses overlaps.
         check("cuMemMap", unsafe { sys::cuMemMap(addr, size as usize, 0, handle, 0) })?;
         self.mappings.insert(addr, (size, handle));
+        peer_access::lock(&self.access).mapped(addr, size);
         Ok(())
     }
 
-    /// Grants the device read and write access to a mapped range.
+    /// Grants read and write access to a mapped range to the device and to the other GPUs
+    /// this process allocates on that can reach it (`peer_access.rs`).
     pub fn set_access(&mut self, addr: u64, size: u64) -> Result<(), DeviceError> {
-        let desc = CUmemAccessDesc {
-            location: location(self.ordinal),
-            flags: sys::CUmemAccess_flags::CU_MEM_ACCESS_FLAGS_PROT_READWRITE,
-        };
-        // SAFETY: the range is mapped (the core maps before granting access); one descriptor.
-        check("cuMemSetAccess", unsafe { sys::cuMemSetAccess(addr, size as usize, &desc, 1) })
+        peer_access::lock(&self.access).grant(addr, size)
+    }
+
+    /// The other GPUs this device's mappings are open to.
+    pub fn peers(&self) -> Vec<i32> {
+        peer_access::lock(&self.access).peers().to_vec()
     }
 
     /// Unmaps `[addr, addr + size)`, made of whole mappings: in one call where the driver
@@ -166,11 +182,14 @@ impl VirtualMemory {
         if inside.first().map(|m| m.0) != Some(addr) || inside.iter().map(|m| m.1).sum::<u64>() != size {
             return Err(DeviceError::Driver { call: "cuMemUnmap (not whole mappings)", code: 1 });
         }
+        // Held across the calls, so no peer is granted access to a mapping going away.
+        let mut access = peer_access::lock(&self.access);
         if inside.len() > 1 && self.unmap_ranges {
             // SAFETY: the range is exactly a run of live mappings (checked above).
             if unsafe { sys::cuMemUnmap(addr, size as usize) } == sys::CUresult::CUDA_SUCCESS {
                 for (a, _) in inside {
                     self.mappings.remove(&a);
+                    access.unmapped(a);
                 }
                 return Ok(());
             }
@@ -180,12 +199,14 @@ impl VirtualMemory {
             // SAFETY: a live mapping, unmapped once.
             check("cuMemUnmap", unsafe { sys::cuMemUnmap(a, s as usize) })?;
             self.mappings.remove(&a);
+            access.unmapped(a);
         }
         Ok(())
     }
 
     /// Unmaps everything, releases every page and range (the device is going away).
     pub fn release_all(&mut self) {
+        peer_access::lock(&self.access).close();
         for (&addr, &(size, _)) in &self.mappings {
             // SAFETY: each live mapping is unmapped once (the map is cleared below).
             let _ = unsafe { sys::cuMemUnmap(addr, size as usize) };

@@ -68,11 +68,13 @@ pub unsafe extern "C" fn cachalot_free(allocator: *mut SharedAllocator, ptr: *mu
 }
 
 /// Marks the allocation at `ptr` as used on `stream` as well as its own: once freed, it is
-/// not reused until the work queued on `stream` at the time of the free has completed.
+/// not reused until the work queued on `stream` at the time of the free has completed. A
+/// stream of another device is allowed (as PyTorch allows it); an event cannot be recorded
+/// across devices, so the free then waits for that stream's queued work before it returns.
 ///
 /// # Safety
 /// `allocator` must be NULL or a live handle; for a CUDA allocator `stream` must be NULL or a
-/// stream of its device that is still alive when the allocation is freed.
+/// live stream (of any device) that is still alive when the allocation is freed.
 #[no_mangle]
 pub unsafe extern "C" fn cachalot_record_stream(
     allocator: *mut SharedAllocator,

@@ -106,11 +106,11 @@ pub extern "C" fn cachalot_torch_set_memory_fraction(fraction: f64, device: c_in
 /// that one; with several, the driver's pointer attributes name the device (unified
 /// addressing: no context needed), and that device's allocator takes the call. An address
 /// the driver does not know, or of a device cachalot has no allocator for, is an unknown
-/// pointer.
+/// pointer. A stream of another device is allowed, as in PyTorch: the free then waits for
+/// that stream's queued work (an event cannot be recorded across devices).
 ///
 /// # Safety
-/// `ptr` must be an allocation of `cachalot_torch_malloc`; `stream` a live stream of its
-/// device.
+/// `ptr` must be an allocation of `cachalot_torch_malloc`; `stream` a live stream.
 #[no_mangle]
 pub unsafe extern "C" fn cachalot_torch_record_stream(ptr: *mut c_void, stream: *mut c_void) {
     let addr = ptr as usize as u64;

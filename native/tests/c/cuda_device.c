@@ -20,12 +20,16 @@ int cuDevicePrimaryCtxRetain(CUcontext *ctx, int device);
 int cuDevicePrimaryCtxRelease_v2(int device);
 int cuCtxGetCurrent(CUcontext *ctx);
 int cuCtxSetCurrent(CUcontext ctx);
+int cuCtxPushCurrent_v2(CUcontext ctx);
+int cuCtxPopCurrent_v2(CUcontext *ctx);
 int cuStreamCreate(void **stream, unsigned int flags);
 int cuStreamDestroy_v2(void *stream);
 int fake_cuda_live_allocations(void);
 int fake_cuda_live_events(void);
 int fake_cuda_retained_contexts(void);
 long fake_cuda_context_errors(void);
+long fake_cuda_wrong_context_calls(void);
+long fake_cuda_stream_syncs(void);
 
 static int passed, failed;
 #define CHECK(cond)                                                                       \
@@ -112,6 +116,27 @@ static void pending_frees(void) {
     cuStreamDestroy_v2(side);
 }
 
+/* A stream of another device (PyTorch lets record_stream name one): the free waits for it at
+ * once, under that stream's own context, and the block is reusable straight away. */
+static void a_stream_of_another_device(void) {
+    void *other = NULL, *p = NULL, *q = NULL;
+    cuCtxPushCurrent_v2(ctx1);
+    CHECK(cuStreamCreate(&other, 0) == 0);
+    cuCtxPopCurrent_v2(NULL);
+    long syncs = fake_cuda_stream_syncs(), wrong = fake_cuda_wrong_context_calls();
+    CHECK(cachalot_malloc(shared, 1 << 20, NULL, &p) == CACHALOT_STATUS_OK);
+    CHECK(cachalot_record_stream(shared, p, other) == CACHALOT_STATUS_OK);
+    CHECK(cachalot_free(shared, p) == CACHALOT_STATUS_OK);
+    CHECK(fake_cuda_stream_syncs() == syncs + 1);
+    CHECK(fake_cuda_wrong_context_calls() == wrong);
+    CHECK(cachalot_malloc(shared, 1 << 20, NULL, &q) == CACHALOT_STATUS_OK && q == p);
+    CHECK(cachalot_free(shared, q) == CACHALOT_STATUS_OK);
+    CUcontext now = NULL;
+    cuCtxGetCurrent(&now);
+    CHECK(now == ctx0); /* the caller's context is as it was */
+    cuStreamDestroy_v2(other);
+}
+
 static void driver_out_of_memory(void) {
     void *p = (void *)0x5e5e;
     char message[512];
@@ -180,6 +205,7 @@ int main(void) {
     cuCtxSetCurrent(ctx0); /* the main thread works on device 0, as a CUDA program would */
     contexts();
     pending_frees();
+    a_stream_of_another_device();
     driver_out_of_memory();
     cachalot_allocator_free(shared);
     CHECK(fake_cuda_live_allocations() == 0 && fake_cuda_live_events() == 0);

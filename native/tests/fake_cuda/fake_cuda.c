@@ -17,7 +17,12 @@
  * another device — fails (CUDA_ERROR_INVALID_VALUE / CUDA_ERROR_INVALID_HANDLE) and is counted
  * by fake_cuda_wrong_context_calls. cuPointerGetAttribute needs no context, as on a real driver
  * with unified addressing. An event recorded on a stream other than NULL reports
- * CUDA_ERROR_NOT_READY to its first query, so pending frees are exercised.
+ * CUDA_ERROR_NOT_READY to its first query, so pending frees are exercised; cuStreamSynchronize
+ * returns at once (fake streams do no work) and is counted by fake_cuda_stream_syncs.
+ *
+ * With FAKE_CUDA_VMM=1 the devices support virtual memory (below), so the paged policy and
+ * expandable segments run too, and fake_cuda_access_of tells which devices may reach a
+ * mapping.
  *
  * Invariants: every live allocation lies inside its device's address range and never overlaps
  * another; `used[d]` is the sum of device d's live allocation sizes and never exceeds its
@@ -76,7 +81,7 @@ static struct allocation allocs[MAX_ALLOCS];
 static int nallocs;
 static CUdeviceptr next_addr[MAX_DEVICES];
 static size_t used[MAX_DEVICES];
-static long context_errors, wrong_context, live_streams;
+static long context_errors, wrong_context, live_streams, stream_syncs;
 static __thread CUcontext stack[CTX_STACK];
 static __thread int depth;
 
@@ -341,6 +346,31 @@ CUresult cuStreamCreate(CUstream *stream, unsigned int flags) {
     return CUDA_SUCCESS;
 }
 
+/* Needs no current context, as on a real driver: the stream knows its own. */
+CUresult cuStreamGetCtx(CUstream stream, CUcontext *ctx) {
+    if (stream == NULL) {
+        CUcontext c = current();
+        if (c == NULL) return CUDA_ERROR_INVALID_CONTEXT;
+        *ctx = c;
+        return CUDA_SUCCESS;
+    }
+    *ctx = &contexts[stream->device];
+    return CUDA_SUCCESS;
+}
+
+/* Strict: the stream's own context must be current. Streams of the fake do no work, so
+ * there is nothing to wait for. */
+CUresult cuStreamSynchronize(CUstream stream) {
+    int d = current_device();
+    if (d < 0) return CUDA_ERROR_INVALID_CONTEXT;
+    if (stream != NULL && stream->device != d) {
+        count_wrong_context();
+        return CUDA_ERROR_INVALID_HANDLE;
+    }
+    __atomic_add_fetch(&stream_syncs, 1, __ATOMIC_RELAXED);
+    return CUDA_SUCCESS;
+}
+
 CUresult cuStreamDestroy_v2(CUstream stream) {
     if (stream == NULL) return CUDA_ERROR_INVALID_HANDLE;
     free(stream);
@@ -365,7 +395,182 @@ CUresult cuGetErrorName(CUresult error, const char **name) {
 
 CUresult cuGetErrorString(CUresult error, const char **text) { return cuGetErrorName(error, text); }
 
+/* ---- virtual memory, when FAKE_CUDA_VMM=1 (else devices say they lack it) ----
+ * Physical handles count against their device's capacity; mappings must not overlap and are
+ * unmapped whole; each mapping remembers which devices cuMemSetAccess opened it to. A call on
+ * a mapping of another device than the current context's counts as a wrong-context call. */
+
+enum { MAX_VM = 65536, VMM_ATTRIBUTE = 102, GRANULARITY = 2 << 20 };
+
+typedef struct {
+    int type;
+    int id;
+} CUmemLocation;
+typedef struct {
+    int type;
+    int requested_handle_types;
+    CUmemLocation location;
+    void *win32_metadata;
+    unsigned char alloc_flags[8];
+} CUmemAllocationProp;
+typedef struct {
+    CUmemLocation location;
+    int flags;
+} CUmemAccessDesc;
+
+struct handle { unsigned long long id; size_t size; int device; };
+struct mapping { CUdeviceptr addr; size_t size; unsigned long long handle; int device; unsigned access; };
+static struct handle handles[MAX_VM];
+static struct mapping mappings[MAX_VM];
+static int nhandles, nmappings;
+static unsigned long long next_handle = 1;
+static CUdeviceptr next_range = 0x100000000000ull;
+
+static int vmm_on(void) {
+    const char *v = getenv("FAKE_CUDA_VMM");
+    return v != NULL && strcmp(v, "1") == 0;
+}
+
+CUresult cuDeviceGetAttribute(int *value, int attribute, CUdevice device) {
+    if (device < 0 || device >= device_count()) return CUDA_ERROR_INVALID_DEVICE;
+    *value = attribute == VMM_ATTRIBUTE && vmm_on();
+    return CUDA_SUCCESS;
+}
+
+CUresult cuDeviceCanAccessPeer(int *can, CUdevice device, CUdevice peer) {
+    if (device < 0 || device >= device_count() || peer < 0 || peer >= device_count()) return CUDA_ERROR_INVALID_DEVICE;
+    *can = device != peer;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuMemGetAllocationGranularity(size_t *granularity, const CUmemAllocationProp *prop, int option) {
+    (void)prop, (void)option;
+    *granularity = GRANULARITY;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t align, CUdeviceptr addr, unsigned long long flags) {
+    (void)align, (void)addr, (void)flags;
+    if (current_device() < 0) return CUDA_ERROR_INVALID_CONTEXT;
+    pthread_mutex_lock(&lock);
+    *ptr = next_range;
+    next_range += (size + GRANULARITY - 1) / GRANULARITY * GRANULARITY + GRANULARITY; /* never reused */
+    pthread_mutex_unlock(&lock);
+    return CUDA_SUCCESS;
+}
+
+CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size) {
+    (void)ptr, (void)size;
+    return current_device() < 0 ? CUDA_ERROR_INVALID_CONTEXT : CUDA_SUCCESS;
+}
+
+CUresult cuMemCreate(unsigned long long *handle, size_t size, const CUmemAllocationProp *prop, unsigned long long flags) {
+    (void)flags;
+    int d = current_device();
+    if (d < 0) return CUDA_ERROR_INVALID_CONTEXT;
+    if (prop->location.id != d) count_wrong_context();
+    pthread_mutex_lock(&lock);
+    CUresult r = CUDA_SUCCESS;
+    if (size > capacities[d] - used[d] || nhandles == MAX_VM) {
+        r = CUDA_ERROR_OUT_OF_MEMORY;
+    } else {
+        handles[nhandles++] = (struct handle){next_handle, size, d};
+        *handle = next_handle++;
+        used[d] += size;
+    }
+    pthread_mutex_unlock(&lock);
+    return r;
+}
+
+CUresult cuMemRelease(unsigned long long handle) {
+    if (current_device() < 0) return CUDA_ERROR_INVALID_CONTEXT;
+    pthread_mutex_lock(&lock);
+    CUresult r = CUDA_ERROR_INVALID_VALUE;
+    for (int i = 0; i < nhandles; i++) {
+        if (handles[i].id != handle) continue;
+        used[handles[i].device] -= handles[i].size;
+        handles[i] = handles[--nhandles];
+        r = CUDA_SUCCESS;
+        break;
+    }
+    pthread_mutex_unlock(&lock);
+    return r;
+}
+
+CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, unsigned long long handle, unsigned long long flags) {
+    (void)offset, (void)flags;
+    int d = current_device();
+    if (d < 0) return CUDA_ERROR_INVALID_CONTEXT;
+    pthread_mutex_lock(&lock);
+    CUresult r = nmappings == MAX_VM ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_SUCCESS;
+    for (int i = 0; i < nmappings && r == CUDA_SUCCESS; i++) {
+        if (mappings[i].addr < ptr + size && ptr < mappings[i].addr + mappings[i].size) r = CUDA_ERROR_INVALID_VALUE;
+    }
+    if (r == CUDA_SUCCESS) mappings[nmappings++] = (struct mapping){ptr, size, handle, d, 0};
+    pthread_mutex_unlock(&lock);
+    return r;
+}
+
+/* Applies `f` to each mapping inside [ptr, ptr + size), which must be whole mappings of the
+ * current context's device. */
+static CUresult each_mapping(CUdeviceptr ptr, size_t size, void (*f)(int, const CUmemAccessDesc *, size_t),
+                             const CUmemAccessDesc *desc, size_t count) {
+    int d = current_device();
+    if (d < 0) return CUDA_ERROR_INVALID_CONTEXT;
+    pthread_mutex_lock(&lock);
+    size_t covered = 0;
+    for (int i = 0; i < nmappings; i++) {
+        if (mappings[i].addr >= ptr && mappings[i].addr + mappings[i].size <= ptr + size) covered += mappings[i].size;
+    }
+    CUresult r = covered == size ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+    for (int i = nmappings - 1; i >= 0 && r == CUDA_SUCCESS; i--) {
+        if (mappings[i].addr < ptr || mappings[i].addr + mappings[i].size > ptr + size) continue;
+        if (mappings[i].device != d) {
+            count_wrong_context();
+            r = CUDA_ERROR_INVALID_VALUE;
+        } else {
+            f(i, desc, count);
+        }
+    }
+    pthread_mutex_unlock(&lock);
+    return r;
+}
+
+static void grant(int i, const CUmemAccessDesc *desc, size_t count) {
+    for (size_t k = 0; k < count; k++) mappings[i].access |= 1u << desc[k].location.id;
+}
+
+static void unmap_one(int i, const CUmemAccessDesc *desc, size_t count) {
+    (void)desc, (void)count;
+    mappings[i] = mappings[--nmappings];
+}
+
+CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc *desc, size_t count) {
+    return each_mapping(ptr, size, grant, desc, count);
+}
+
+CUresult cuMemUnmap(CUdeviceptr ptr, size_t size) { return each_mapping(ptr, size, unmap_one, NULL, 0); }
+
 /* ---- what tests ask the fake ---- */
+
+/* The devices (a bit each) that may reach the mapping holding `ptr`; 0 when none holds it. */
+unsigned fake_cuda_access_of(const void *ptr) {
+    CUdeviceptr a = (CUdeviceptr)(uintptr_t)ptr;
+    unsigned access = 0;
+    pthread_mutex_lock(&lock);
+    for (int i = 0; i < nmappings; i++) {
+        if (mappings[i].addr <= a && a < mappings[i].addr + mappings[i].size) access = mappings[i].access;
+    }
+    pthread_mutex_unlock(&lock);
+    return access;
+}
+
+int fake_cuda_live_mappings(void) {
+    pthread_mutex_lock(&lock);
+    int n = nmappings;
+    pthread_mutex_unlock(&lock);
+    return n;
+}
 
 int fake_cuda_device_count(void) { return device_count(); }
 
@@ -432,3 +637,5 @@ long fake_cuda_context_errors(void) { return __atomic_load_n(&context_errors, __
 long fake_cuda_wrong_context_calls(void) { return __atomic_load_n(&wrong_context, __ATOMIC_RELAXED); }
 
 long fake_cuda_live_streams(void) { return __atomic_load_n(&live_streams, __ATOMIC_RELAXED); }
+
+long fake_cuda_stream_syncs(void) { return __atomic_load_n(&stream_syncs, __ATOMIC_RELAXED); }
