@@ -1,18 +1,31 @@
 //! `cachalot`: replay and compare allocation traces through cachalot's allocator.
+//!
+//! Exit status: 0 on success, 1 when the command could not do its job, 2 for a wrong
+//! command line, 141 (what a shell reports for a process that SIGPIPE ended) when whoever
+//! read stdout closed it early; nothing written to a closed or full stream panics.
 
 mod cli;
 
+use std::io::{ErrorKind, Write};
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
+    let mut err = std::io::stderr();
+    // Writes to stderr are best effort: if it is closed too, the exit status still says it all.
     match cli::main(std::env::args().skip(1).collect()) {
         Ok(()) => ExitCode::SUCCESS,
         Err(cli::Failure::Usage(msg)) => {
-            eprintln!("cachalot: error: {msg}\n\n{}", cli::USAGE);
+            let _ = writeln!(err, "cachalot: error: {msg}\n\n{}", cli::USAGE);
             ExitCode::from(2)
         }
         Err(cli::Failure::Error(msg)) => {
-            eprintln!("cachalot: error: {msg}");
+            let _ = writeln!(err, "cachalot: error: {msg}");
+            ExitCode::FAILURE
+        }
+        // The reader went away (`cachalot ... | head`): nothing is wrong, and nobody to tell.
+        Err(cli::Failure::Output(e)) if e.kind() == ErrorKind::BrokenPipe => ExitCode::from(141),
+        Err(cli::Failure::Output(e)) => {
+            let _ = writeln!(err, "cachalot: error: cannot write output: {e}");
             ExitCode::FAILURE
         }
     }

@@ -2,7 +2,7 @@
 //! shape of its output, and one clear message with a non-zero exit for every bad input.
 
 use std::path::PathBuf;
-use std::process::{Command, Output};
+use std::process::{Command, Output, Stdio};
 
 fn cachalot(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_cachalot")).args(args).output().expect("run cachalot")
@@ -179,4 +179,317 @@ fn bad_input_gives_one_clear_message() {
     let out = cachalot(&["replay", unknown.to_str().unwrap(), "--json", "--passes", "3"]);
     assert!(String::from_utf8_lossy(&out.stderr).contains("1 frees of unknown pointers skipped"));
     assert_eq!(json(&out)["trace_report"]["unknown_frees"], 1);
+}
+
+/// A scratch folder of this test process, under `name`.
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("cachalot-cli-{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// Runs cachalot with stdout going to `stdout`, the reading end closed at once when piped.
+fn cachalot_into(args: &[&str], stdout: Stdio) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_cachalot"))
+        .args(args)
+        .stdout(stdout)
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run cachalot");
+    drop(child.stdout.take());
+    child.wait_with_output().expect("wait for cachalot")
+}
+
+#[test]
+fn a_closed_stdout_ends_quietly_and_a_full_one_is_one_error() {
+    for args in [
+        &["compare", "mixed_fc_conv", "--passes", "3"][..],
+        &["advise", "mixed_fc_conv"],
+        &["replay", "mixed_fc_conv", "--json", "--passes", "3"],
+        &["replay", "mixed_fc_conv", "--passes", "3"],
+        &["--help"],
+    ] {
+        let out = cachalot_into(args, Stdio::piped());
+        let err = text(&out.stderr);
+        assert!(err.is_empty(), "{args:?} with stdout closed wrote to stderr: {err}");
+        // 141 once a write meets the closed pipe; 0 if the child wrote everything before it closed.
+        assert!(matches!(out.status.code(), Some(141) | Some(0)), "{args:?}: {:?}", out.status);
+        if std::path::Path::new("/dev/full").exists() {
+            let full = std::fs::OpenOptions::new().write(true).open("/dev/full").unwrap();
+            let out = cachalot_into(args, Stdio::from(full));
+            let err = text(&out.stderr);
+            assert_eq!(out.status.code(), Some(1), "{args:?} into /dev/full: {err}");
+            assert!(err.starts_with("cachalot: error: cannot write output: "), "{args:?}: {err}");
+            assert!(!err.contains("panicked"), "{args:?}: {err}");
+        }
+    }
+}
+
+#[test]
+fn the_readme_out_of_memory_example_runs_out_of_memory_and_explains_it() {
+    let readme = std::fs::read_to_string(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../README.md")).unwrap();
+    let line = readme.lines().find(|l| l.contains("# out of memory, explained")).expect("the README's example");
+    let command = line.split('#').next().unwrap();
+    let args: Vec<&str> = command.split_whitespace().skip(1).chain(["--passes", "3"]).collect();
+    let out = cachalot(&args);
+    let report = text(&out.stdout);
+    assert!(out.status.success(), "{args:?}: {}", text(&out.stderr));
+    assert!(!report.contains("out of memory   0"), "{line}: no out-of-memory\n{report}");
+    assert!(report.contains("first OOM       operation"), "{report}");
+    assert!(report.contains("Tried to allocate"), "{report}");
+    assert!(report.contains("avoided by"), "{report}");
+    assert!(report.contains("when reserved memory peaked"), "--summary: {report}");
+}
+
+#[test]
+fn compare_divides_pytorchs_reserved_by_pytorchs_requested_even_when_ours_ran_out() {
+    let out =
+        cachalot(&["compare", "gpt2_train", "--capacity", "15GiB", "--config", "policy:pytorch", "--passes", "3"]);
+    let table = text(&out.stdout);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let requested = pytorch("gpt2_train.csv.gz", "default")["peak_requested"].as_u64().unwrap() as f64;
+    for (row, conf) in
+        [("policy:pytorch ", "default"), ("(PyTorch backend:cudaMallocAsync)", "backend:cudaMallocAsync")]
+    {
+        let reserved = pytorch("gpt2_train.csv.gz", conf)["peak_reserved"].as_u64().unwrap() as f64;
+        let want = format!("{:.3}", reserved / requested);
+        let line = table.lines().find(|l| l.starts_with(row)).unwrap_or_else(|| panic!("{row} missing:\n{table}"));
+        let theirs = line.split('|').nth(1).unwrap();
+        assert!(theirs.contains(&want), "{conf}: expected {want} in '{line}'");
+    }
+    assert!(table.contains("1.450") && table.contains("1.044"), "{table}");
+}
+
+#[test]
+fn a_users_trace_named_like_a_reference_trace_gets_no_pytorch_figures() {
+    let dir = scratch("namesake");
+    let namesake = dir.join("mixed_fc_conv.csv.gz");
+    std::fs::write(
+        &namesake,
+        "Thread,Time,Action,Pointer,Size,Stream\n0,1,allocate,0x10,3000000,0x0\n0,2,free,0x10,3000000,0x0\n",
+    )
+    .unwrap();
+    let path = namesake.to_str().unwrap();
+    let v = json(&cachalot(&["compare", path, "--config", "policy:pytorch", "--json", "--passes", "3"]));
+    assert!(v[0]["pytorch"].is_null(), "reference figures for another trace: {}", v[0]["pytorch"]);
+    let table = text(&cachalot(&["compare", path, "--passes", "3"]).stdout);
+    assert!(!table.contains("(PyTorch backend:cudaMallocAsync)"), "{table}");
+    assert!(!table.contains("1.187"), "{table}");
+    // The reference trace itself, under any folder, keeps them.
+    let copy = scratch("reference").join("mixed_fc_conv.csv.gz");
+    std::fs::copy(traces().join("mixed_fc_conv.csv.gz"), &copy).unwrap();
+    let v =
+        json(&cachalot(&["compare", copy.to_str().unwrap(), "--config", "policy:pytorch", "--json", "--passes", "3"]));
+    assert_eq!(v[0]["pytorch"]["conf"], "default");
+}
+
+#[test]
+fn pytorch_keys_cachalots_policy_ignores_are_noted() {
+    let note = "cachalot: note: max_split_size_mb has no effect under policy:cachalot, which maps pages";
+    let out = cachalot(&["replay", "mixed_fc_conv", "--config", "max_split_size_mb:128", "--json", "--passes", "3"]);
+    let err = text(&out.stderr);
+    assert!(err.contains(note), "{err}");
+    assert!(err.contains("add policy:pytorch for PyTorch's rules"), "{err}");
+    let out = cachalot(&[
+        "compare",
+        "mixed_fc_conv",
+        "--config",
+        "expandable_segments:True,max_non_split_rounding_mb:64",
+        "--config",
+        "policy:pytorch,max_split_size_mb:128",
+        "--json",
+        "--passes",
+        "3",
+    ]);
+    let err = text(&out.stderr);
+    assert!(err.contains("cachalot: note: expandable_segments has no effect"), "{err}");
+    assert!(err.contains("cachalot: note: max_non_split_rounding_mb has no effect"), "{err}");
+    assert!(!err.contains("max_split_size_mb has no effect"), "policy:pytorch uses it: {err}");
+    let out =
+        cachalot(&["replay", "mixed_fc_conv", "--config", "policy:pytorch,max_split_size_mb:128", "--passes", "3"]);
+    assert!(!text(&out.stderr).contains("note:"), "{}", text(&out.stderr));
+}
+
+#[test]
+fn a_trace_with_no_events_is_an_error() {
+    let dir = scratch("empty");
+    let header = dir.join("header.csv");
+    std::fs::write(&header, "Thread,Time,Action,Pointer,Size,Stream\n").unwrap();
+    let snapshot = dir.join("nohistory.json");
+    std::fs::write(&snapshot, r#"{"segments": [], "device_traces": [[]]}"#).unwrap();
+    for path in [&header, &snapshot] {
+        let name = path.file_name().unwrap().to_str().unwrap();
+        for command in ["replay", "compare", "advise"] {
+            fails_with(&[command, path.to_str().unwrap()], &format!("{name} holds no allocation events"));
+        }
+    }
+    fails_with(&["replay", snapshot.to_str().unwrap()], "was record_history on when it was taken?");
+}
+
+fn two_device_snapshot(dir: &std::path::Path, device0: &str, device1: &str) -> PathBuf {
+    let path = dir.join(format!("twodev-{}-{}.json", device0.len(), device1.len()));
+    std::fs::write(&path, format!(r#"{{"segments": [], "device_traces": [[{device0}], [{device1}]]}}"#)).unwrap();
+    path
+}
+
+#[test]
+fn a_snapshot_of_several_devices_is_replayed_one_device_at_a_time() {
+    let dir = scratch("devices");
+    let one = r#"{"action": "alloc", "addr": 4096, "size": 3000000, "stream": 0}"#;
+    let three = r#"{"action": "alloc", "addr": 4096, "size": 3000000, "stream": 0},
+        {"action": "alloc", "addr": 8192, "size": 100, "stream": 0},
+        {"action": "free_requested", "addr": 4096, "size": 3000000, "stream": 0}"#;
+    let both = two_device_snapshot(&dir, one, three);
+    let both = both.to_str().unwrap();
+    for command in ["replay", "compare", "advise"] {
+        fails_with(&[command, both], "holds allocation events of devices 0, 1");
+        fails_with(&[command, both], "--device N");
+    }
+    let v = json(&cachalot(&["replay", both, "--device", "1", "--json", "--passes", "3"]));
+    assert_eq!(v["ops"], 3, "device 1's events alone");
+    let v = json(&cachalot(&["replay", both, "--device", "0", "--json", "--passes", "3"]));
+    assert_eq!(v["ops"], 1, "device 0's events alone");
+    let text_report = text(&cachalot(&["replay", both, "--device", "1", "--passes", "3"]).stdout);
+    assert!(text_report.contains(", device 1 (3 operations"), "{text_report}");
+    assert!(json(&cachalot(&["advise", both, "--device", "1", "--json"])).is_array());
+    fails_with(&["replay", both, "--device", "2"], "records devices 0 to 1");
+    fails_with(&["replay", both, "--device", "x"], "--device x");
+    fails_with(&["replay", "mixed_fc_conv", "--device", "0"], "RMM CSV");
+    // Events on one device only: that device, without asking.
+    let second_only = two_device_snapshot(&dir, "", three);
+    let v = json(&cachalot(&["replay", second_only.to_str().unwrap(), "--json", "--passes", "3"]));
+    assert_eq!(v["ops"], 3);
+    fails_with(&["replay", second_only.to_str().unwrap(), "--device", "0"], "no allocation events of device 0");
+}
+
+#[test]
+fn advise_recommends_nothing_when_every_config_runs_out_of_memory() {
+    let out = cachalot(&["advise", "mixed_fc_conv", "--capacity", "1GiB"]);
+    let report = text(&out.stdout);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(report.contains("no config tried avoids out of memory"), "{report}");
+    assert!(report.contains("the trace needs more memory than this capacity"), "{report}");
+    assert!(!report.contains("_ALLOC_CONF="), "recommended a config that runs out:\n{report}");
+    let report = text(&cachalot(&["advise", "mixed_fc_conv"]).stdout);
+    assert!(report.contains("CACHALOT_ALLOC_CONF=policy:cachalot"), "{report}");
+    assert!(!report.contains("no config tried"), "{report}");
+}
+
+#[test]
+fn help_follows_any_command_and_says_what_the_options_do() {
+    for args in
+        [&["replay", "--help"][..], &["replay", "-h"], &["compare", "x", "--help"], &["advise", "-h"], &["help"]]
+    {
+        let out = cachalot(args);
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {}", text(&out.stderr));
+        let usage = text(&out.stdout);
+        assert!(usage.starts_with("usage: cachalot"), "{args:?}: {usage}");
+        assert!(usage.contains("advise [TRACE]"), "advise's trace is optional: {usage}");
+        let compare = usage.split("compare [TRACE]").nth(1).unwrap().split("advise [TRACE]").next().unwrap();
+        assert!(compare.contains("--strict"), "compare takes --strict: {usage}");
+        assert!(usage.contains("warm passes timed after the first"), "{usage}");
+        assert!(usage.contains("3 to 1000"), "{usage}");
+        assert!(usage.contains("--device N"), "{usage}");
+    }
+}
+
+#[test]
+fn an_option_a_command_does_not_take_is_refused() {
+    for (args, needle) in [
+        (&["advise", "mixed_fc_conv", "--passes", "10"][..], "option --passes does not apply to advise"),
+        (&["advise", "--config", "policy:pytorch"], "option --config does not apply to advise"),
+        (&["compare", "--summary"], "option --summary does not apply to compare"),
+        (&["replay", "--json=yes"], "--json takes no value"),
+        (&["replay", "-x"], "unknown option -x"),
+    ] {
+        fails_with(args, needle);
+        assert_eq!(cachalot(args).status.code(), Some(2), "{args:?}");
+    }
+}
+
+#[test]
+fn the_plot_path_is_checked_before_the_replay() {
+    let out = cachalot(&["replay", "mixed_fc_conv", "--json", "--plot", "/nonexistent/x.svg", "--passes", "3"]);
+    assert!(out.stdout.is_empty(), "ran before checking the plot path: {}", text(&out.stdout));
+    fails_with(&["replay", "mixed_fc_conv", "--plot", "/nonexistent/x.svg"], "folder /nonexistent does not exist");
+    fails_with(&["compare", "mixed_fc_conv", "--plot", "/nonexistent/x.svg"], "folder /nonexistent does not exist");
+    fails_with(&["replay", "mixed_fc_conv", "--plot", "plot.png"], "ending in .svg");
+    assert_eq!(cachalot(&["replay", "--plot", "plot.png"]).status.code(), Some(2));
+    let dir = scratch("plot");
+    let svg = dir.join("replay.svg");
+    let out = cachalot(&["replay", "mixed_fc_conv", "--plot", svg.to_str().unwrap(), "--passes", "3"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(std::fs::read_to_string(&svg).unwrap().starts_with("<svg"));
+    // A run that fails leaves no file it created.
+    let unwritten = dir.join("failed.svg");
+    fails_with(&["replay", "/no/such/trace.csv", "--plot", unwritten.to_str().unwrap()], "cannot read trace");
+    assert!(!unwritten.exists());
+}
+
+/// The sum `replay` and `advise` call driver calls.
+fn driver_calls(c: &serde_json::Value) -> u64 {
+    ["allocations", "frees", "vm_creates", "vm_maps", "vm_unmaps", "vm_destroys"]
+        .iter()
+        .map(|k| c[k].as_u64().unwrap())
+        .sum()
+}
+
+#[test]
+fn replay_compare_and_advise_count_driver_calls_alike() {
+    let r = json(&cachalot(&["replay", "mixed_fc_conv", "--json", "--passes", "3"]));
+    let ranked = json(&cachalot(&["advise", "mixed_fc_conv", "--json"]));
+    let advised = ranked.as_array().unwrap().iter().find(|c| c["config"] == "policy:cachalot").unwrap();
+    let calls = driver_calls(&r["device_calls_cold"]);
+    assert_eq!(advised["device_calls"], calls);
+    let report = text(&cachalot(&["replay", "mixed_fc_conv", "--passes", "3"]).stdout);
+    assert!(report.contains(&format!("driver calls    {calls} in the first pass")), "{report}");
+    assert!(report.contains(&format!("segments+maps   {} obtained", r["device_allocs"])), "{report}");
+    let table = text(&cachalot(&["compare", "mixed_fc_conv", "--config", "", "--passes", "3"]).stdout);
+    let row = table.lines().find(|l| l.starts_with("policy:cachalot")).unwrap();
+    let cells: Vec<&str> = row.split_whitespace().collect();
+    assert_eq!(cells[4], r["device_allocs"].to_string(), "segs+maps: {row}");
+    assert_eq!(cells[5], calls.to_string(), "driver calls: {row}");
+    let advice = text(&cachalot(&["advise", "mixed_fc_conv"]).stdout);
+    for out in [&report, &table, &advice] {
+        assert!(!out.contains("device calls"), "an unqualified count: {out}");
+    }
+}
+
+#[test]
+fn compare_columns_line_up_whatever_the_labels() {
+    let out = cachalot(&[
+        "compare",
+        "mixed_fc_conv",
+        "--config",
+        "policy:pytorch,roundup_power2_divisions:4",
+        "--config",
+        "policy:pytorch",
+        "--passes",
+        "3",
+    ]);
+    let table = text(&out.stdout);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let bars: Vec<usize> = table.lines().filter_map(|l| l.find('|').filter(|_| l.contains("  |  "))).collect();
+    assert!(bars.len() >= 4, "{table}");
+    assert!(bars.iter().all(|&b| b == bars[0]), "columns do not line up:\n{table}");
+}
+
+#[test]
+fn usage_errors_exit_2_and_name_the_option() {
+    for (args, needle) in [
+        (&["replay", "--config", "colour:blue"][..], "--config 'colour:blue'"),
+        (&["compare", "--config", "max_split_size_mb:5"], "max_split_size_mb"),
+        (&["replay", "--capacity", "1.5"], "'1.5' is not a whole number of bytes"),
+        (&["replay", "--capacity", "0"], "--capacity"),
+        (&["replay", "--capacity", "1.5MiB"], "--capacity 1.5MiB (1572864 bytes) is too small"),
+    ] {
+        fails_with(args, needle);
+        assert_eq!(cachalot(args).status.code(), Some(2), "{args:?}");
+    }
+    let v = json(&cachalot(&["replay", "mixed_fc_conv", "--capacity", "1.5GiB", "--json", "--passes", "3"]));
+    assert_eq!(v["capacity_bytes"], 3u64 << 29);
 }

@@ -52,7 +52,7 @@ fn advise_finds_a_config_at_least_as_good_as_pytorchs_best() {
 #[test]
 fn advise_names_a_quieter_config_where_pages_keep_moving() {
     // mixed_fc_conv moves pages on every warm pass under cachalot's policy: page slack halves
-    // the warm device calls for under 1% more memory, and advise says so.
+    // the warm driver calls for under 1% more memory, and advise says so.
     let ranked: serde_json::Value =
         serde_json::from_str(&stdout(&cachalot(&["advise", "mixed_fc_conv", "--json"]))).unwrap();
     let find = |config: &str| ranked.as_array().unwrap().iter().find(|c| c["config"] == config).unwrap().clone();
@@ -62,7 +62,7 @@ fn advise_names_a_quieter_config_where_pages_keep_moving() {
     assert!(slack["peak_reserved_bytes_all_passes"].as_u64() >= slack["peak_reserved_bytes"].as_u64());
     let text = stdout(&cachalot(&["advise", "mixed_fc_conv"]));
     assert!(
-        text.contains("fewer device calls once warm: CACHALOT_ALLOC_CONF=policy:cachalot,page_slack:0.1"),
+        text.contains("fewer driver calls once warm: CACHALOT_ALLOC_CONF=policy:cachalot,page_slack:0.1"),
         "{text}"
     );
 }

@@ -1,39 +1,48 @@
 //! `cachalot advise`: replays a trace under a search of configs (PyTorch's knobs and
 //! cachalot's policy) and prints them ranked, with the config strings to paste into
 //! `PYTORCH_CUDA_ALLOC_CONF` and `CACHALOT_ALLOC_CONF`, and, where one exists, a config that
-//! gives up a little memory for fewer device calls once the loop is warm.
+//! gives up a little memory for fewer driver calls once the loop is warm.
+//!
+//! Invariant: a config is never recommended as a fit while it runs out of memory: when every
+//! config tried does, advise says so instead of recommending one, and a PyTorch line that
+//! still runs out says how often.
 
 use super::args::Args;
+use super::output::Out;
 use super::run::human;
-use super::search::{as_pytorch_conf, candidates, quieter_than_best, search, WARM_PASSES};
-use super::{input, run_options, Failure};
+use super::search::{as_pytorch_conf, candidates, quieter_than_best, search, Candidate, WARM_PASSES};
+use super::{capacity_option, device_option, input, Failure};
 
 /// How much more peak reserved memory than the best a config may take to be named for
-/// making fewer device calls once warm.
+/// making fewer driver calls once warm.
 const QUIETER_MARGIN: f64 = 0.01;
 
-pub fn run(args: &mut Args) -> Result<(), Failure> {
+pub fn run(args: &mut Args, out: Out) -> Result<(), Failure> {
     let json = args.flag("json");
-    let opts = run_options(args, false)?;
+    let device = device_option(args)?;
+    let capacity = capacity_option(args)?;
     args.finish(1).map_err(Failure::Usage)?;
-    let trace = input::load(args.positional(0))?;
+    let trace = input::load(args.positional(0), device)?;
     input::check_skipped(&trace, false)?;
     let start = std::time::Instant::now();
-    let ranked = search(&trace, &candidates(), opts.capacity)?;
+    let ranked = search(&trace, &candidates(), capacity)?;
     let secs = start.elapsed().as_secs_f64();
     if json {
-        println!("{}", serde_json::to_string(&ranked).map_err(|e| e.to_string())?);
+        serde_json::to_writer(&mut *out, &ranked).map_err(std::io::Error::from)?;
+        writeln!(out)?;
         return Ok(());
     }
-    println!("trace {} ({}); simulated device of {}", trace.name, trace.trace.describe(), human(opts.capacity));
-    println!("{} configs replayed in {secs:.2} s, best first:\n", ranked.len());
+    writeln!(out, "trace {} ({}); simulated device of {}", trace.label(), trace.trace.describe(), human(capacity))?;
+    writeln!(out, "{} configs replayed in {secs:.2} s, best first:\n", ranked.len())?;
     let width = ranked.iter().map(|c| c.config.len()).max().unwrap_or(20);
-    println!(
+    writeln!(
+        out,
         "{:>4}  {:<width$}  {:>13}  {:>8}  {:>12}  {:>10}  {:>4}",
-        "rank", "config", "peak reserved", "resv/req", "device calls", "warm calls", "OOMs"
-    );
+        "rank", "config", "peak reserved", "resv/req", "driver calls", "warm calls", "OOMs"
+    )?;
     for (i, c) in ranked.iter().enumerate() {
-        println!(
+        writeln!(
+            out,
             "{:>4}  {:<width$}  {:>13}  {:>8.3}  {:>12}  {:>10.0}  {:>4}",
             i + 1,
             c.config,
@@ -42,32 +51,68 @@ pub fn run(args: &mut Args) -> Result<(), Failure> {
             c.device_calls,
             c.warm_device_calls,
             c.ooms
-        );
+        )?;
     }
-    println!(
-        "\nPeak reserved and device calls: the first pass on an empty allocator; warm calls: device calls\n\
-         per pass over the {WARM_PASSES} passes after it, on the same allocator.\n"
-    );
-    if let Some(best) = ranked.iter().find(|c| c.policy == "pytorch") {
-        let conf = as_pytorch_conf(&best.config).unwrap_or_default();
+    writeln!(
+        out,
+        "\nPeak reserved and driver calls (memory alloc, free, create, map, unmap and release calls): the\n\
+         first pass on an empty allocator; warm calls: driver calls per pass over the {WARM_PASSES} passes after\n\
+         it, on the same allocator.\n"
+    )?;
+    match ranked.first() {
+        Some(best) if best.ooms > 0 => no_fit(out, best, trace.trace.peak_requested(), capacity)?,
+        Some(best) => recommend(out, &ranked, best)?,
+        None => {}
+    }
+    Ok(())
+}
+
+/// Says that every config tried ran out of memory, and why, instead of recommending one.
+fn no_fit(out: Out, best: &Candidate, peak_requested: u64, capacity: u64) -> Result<(), Failure> {
+    let why = if peak_requested > capacity {
+        format!("the trace needs more memory than this capacity (it holds {} live at once)", human(peak_requested))
+    } else {
+        format!("none fits {} (the trace holds at most {} live at once)", human(capacity), human(peak_requested))
+    };
+    writeln!(
+        out,
+        "no config tried avoids out of memory: {why}; the fewest out-of-memory events, {}, under {}",
+        best.ooms, best.config
+    )?;
+    Ok(())
+}
+
+/// The lines to paste: the best PyTorch config, the best overall, and a quieter one.
+fn recommend(out: Out, ranked: &[Candidate], best: &Candidate) -> Result<(), Failure> {
+    if let Some(p) = ranked.iter().find(|c| c.policy == "pytorch") {
+        let conf = as_pytorch_conf(&p.config).unwrap_or_default();
         let conf = if conf.is_empty() { "(leave unset: PyTorch's default is best)".to_string() } else { conf };
-        println!("PyTorch:   PYTORCH_CUDA_ALLOC_CONF={conf}   # peak reserved {}", human(best.peak_reserved_bytes));
+        let still = if p.ooms > 0 {
+            format!("; still {} out-of-memory events: no PyTorch config tried fits", p.ooms)
+        } else {
+            String::new()
+        };
+        writeln!(
+            out,
+            "PyTorch:   PYTORCH_CUDA_ALLOC_CONF={conf}   # peak reserved {}{still}",
+            human(p.peak_reserved_bytes)
+        )?;
     }
-    if let Some(best) = ranked.first() {
-        println!(
-            "cachalot:  CACHALOT_ALLOC_CONF={}   # peak reserved {}",
-            best.config,
-            human(best.peak_reserved_bytes)
-        );
-    }
-    if let Some(q) = quieter_than_best(&ranked, QUIETER_MARGIN) {
-        println!(
-            "fewer device calls once warm: CACHALOT_ALLOC_CONF={}   # {:.0} calls a warm pass instead of {:.0}, peak reserved {}",
+    writeln!(
+        out,
+        "cachalot:  CACHALOT_ALLOC_CONF={}   # peak reserved {}",
+        best.config,
+        human(best.peak_reserved_bytes)
+    )?;
+    if let Some(q) = quieter_than_best(ranked, QUIETER_MARGIN) {
+        writeln!(
+            out,
+            "fewer driver calls once warm: CACHALOT_ALLOC_CONF={}   # {:.0} calls a warm pass instead of {:.0}, peak reserved {}",
             q.config,
             q.warm_device_calls,
-            ranked[0].warm_device_calls,
+            best.warm_device_calls,
             human(q.peak_reserved_bytes)
-        );
+        )?;
     }
     Ok(())
 }

@@ -1,11 +1,17 @@
 //! `cachalot compare`: one trace under several configs side by side, with PyTorch's own
 //! figures for the same trace (measured on an H200) where the trace is a reference trace.
+//!
+//! Invariant: the table's first column is as wide as the widest label it prints (config
+//! strings as normalised, and PyTorch's rows), so every row lines up.
 
 use cachalot_core::{Config, Policy};
 
 use super::args::Args;
-use super::run::{human, run as replay, RunReport};
-use super::{input, parse_config, plot, run_options, series, Failure};
+use super::output::Out;
+use super::plot_file::PlotFile;
+use super::reference::{ns_per_op, peak_reserved, PyTorchFigures};
+use super::run::{driver_calls, human, run as replay, RunReport};
+use super::{device_option, input, parse_user_configs, plot, run_options, series, Failure};
 
 /// The configs compared when none are given.
 pub const DEFAULT_CONFIGS: [&str; 4] =
@@ -21,95 +27,108 @@ pub fn pytorch_conf_name(config: &Config) -> Option<String> {
     Some(if rest.is_empty() { "default".into() } else { rest.into() })
 }
 
-pub fn run(args: &mut Args) -> Result<(), Failure> {
+pub fn run(args: &mut Args, out: Out) -> Result<(), Failure> {
     let json = args.flag("json");
     let strict = args.flag("strict");
     let plot = args.value("plot").map_err(Failure::Usage)?;
     let mut configs = args.values("config").map_err(Failure::Usage)?;
+    let device = device_option(args)?;
     let opts = run_options(args, false)?;
     args.finish(1).map_err(Failure::Usage)?;
     if configs.is_empty() {
         configs = DEFAULT_CONFIGS.iter().map(|s| s.to_string()).collect();
     }
-    let parsed: Vec<Config> = configs.iter().map(|c| parse_config(c)).collect::<Result<_, _>>()?;
-    let trace = input::load(args.positional(0))?;
+    let parsed = parse_user_configs(&configs)?;
+    let plot = plot.as_deref().map(PlotFile::claim).transpose()?;
+    let trace = input::load(args.positional(0), device)?;
     input::check_skipped(&trace, strict)?;
     let reports: Vec<RunReport> = parsed.iter().map(|c| replay(&trace, c, &opts)).collect::<Result<_, _>>()?;
-    if let Some(path) = plot {
+    if let Some(file) = plot {
         let all: Vec<_> = parsed.iter().map(|c| series::record(&trace, c, opts.capacity)).collect::<Result<_, _>>()?;
-        std::fs::write(&path, plot::overlay(&trace.name, &all)).map_err(|e| format!("cannot write {path}: {e}"))?;
+        file.write(&plot::overlay(&trace.label(), &all))?;
     }
+    let pytorch = PyTorchFigures::for_trace(&trace);
+    let measured = |c: &Config| pytorch_conf_name(c).and_then(|n| pytorch.row(&n));
     if json {
         let rows: Vec<serde_json::Value> = reports
             .iter()
             .zip(&parsed)
             .map(|(r, c)| {
                 let mut v = serde_json::to_value(r).unwrap_or_default();
-                if let Some(reference) = pytorch_conf_name(c).and_then(|n| input::pytorch_reference(&r.trace, &n)) {
-                    v["pytorch"] = reference;
+                if let Some(row) = measured(c) {
+                    v["pytorch"] = row.clone();
                 }
                 v
             })
             .collect();
-        println!("{}", serde_json::Value::Array(rows));
+        serde_json::to_writer(&mut *out, &rows).map_err(std::io::Error::from)?;
+        writeln!(out)?;
         return Ok(());
     }
-    println!("trace {} ({})", trace.name, trace.trace.describe());
-    println!("simulated device of {}; ns/op: median of warm passes on this machine\n", human(opts.capacity));
-    let refs = input::pytorch_references(&trace.name);
-    let width = configs.iter().map(|c| c.len()).max().unwrap_or(0).max(24);
-    println!(
-        "{:<width$}  {:>13}  {:>8}  {:>6}  {:>4}  {:>7}  |  {:>13}  {:>8}  {:>7}",
+    writeln!(out, "trace {} ({})", trace.label(), trace.trace.describe())?;
+    writeln!(out, "simulated device of {}; ns/op: median of warm passes on this machine\n", human(opts.capacity))?;
+    let shown: Vec<String> = parsed.iter().filter_map(pytorch_conf_name).collect();
+    let pytorch_only: Vec<&serde_json::Value> =
+        pytorch.rows().iter().filter(|v| !shown.iter().any(|s| v["conf"] == s.as_str())).collect();
+    let labels: Vec<String> = parsed.iter().map(Config::to_config_string).collect();
+    let pytorch_labels: Vec<String> =
+        pytorch_only.iter().map(|v| format!("(PyTorch {})", v["conf"].as_str().unwrap_or("?"))).collect();
+    let width = labels.iter().chain(&pytorch_labels).map(|l| l.chars().count()).max().unwrap_or(0).max(24);
+    writeln!(
+        out,
+        "{:<width$}  {:>13}  {:>8}  {:>9}  {:>12}  {:>4}  {:>7}  |  {:>13}  {:>8}  {:>7}",
         "cachalot config",
         "peak reserved",
         "resv/req",
-        "allocs",
+        "segs+maps",
+        "driver calls",
         "OOMs",
         "ns/op",
         "PyTorch (H200)",
         "resv/req",
         "ns/op"
-    );
-    for (r, c) in reports.iter().zip(&parsed) {
-        let reference = pytorch_conf_name(c).and_then(|n| input::pytorch_reference(&r.trace, &n));
-        let theirs = match reference {
-            Some(v) => {
-                let resv = v["peak_reserved"].as_u64().unwrap_or(0);
-                format!(
-                    "{:>13}  {:>8.3}  {:>7.1}",
-                    human(resv),
-                    resv as f64 / r.peak_requested_bytes.max(1) as f64,
-                    v["ns_per_op_warm_median"].as_f64().unwrap_or(0.0)
-                )
-            }
+    )?;
+    for ((r, c), label) in reports.iter().zip(&parsed).zip(&labels) {
+        let theirs = match measured(c) {
+            Some(v) => format!(
+                "{:>13}  {:>8.3}  {:>7.1}",
+                human(peak_reserved(v)),
+                pytorch.reserved_over_requested(v),
+                ns_per_op(v)
+            ),
             None => format!("{:>13}  {:>8}  {:>7}", "-", "-", "-"),
         };
-        println!(
-            "{:<width$}  {:>13}  {:>8.3}  {:>6}  {:>4}  {:>7.1}  |  {theirs}",
-            c.to_config_string(),
+        writeln!(
+            out,
+            "{label:<width$}  {:>13}  {:>8.3}  {:>9}  {:>12}  {:>4}  {:>7.1}  |  {theirs}",
             human(r.peak_reserved_bytes),
             r.reserved_over_requested,
             r.device_allocs,
+            driver_calls(&r.device_calls_cold),
             r.ooms,
             r.ns_per_op,
-        );
+        )?;
     }
-    let shown: Vec<String> = parsed.iter().filter_map(pytorch_conf_name).collect();
-    let requested = reports.first().map(|r| r.peak_requested_bytes).unwrap_or(1).max(1);
-    for v in refs.iter().filter(|v| !shown.iter().any(|s| v["conf"] == s.as_str())) {
-        let resv = v["peak_reserved"].as_u64().unwrap_or(0);
-        println!(
-            "{:<width$}  {:>13}  {:>8}  {:>6}  {:>4}  {:>7}  |  {:>13}  {:>8.3}  {:>7.1}",
-            format!("(PyTorch {})", v["conf"].as_str().unwrap_or("?")),
+    for (v, label) in pytorch_only.iter().zip(&pytorch_labels) {
+        writeln!(
+            out,
+            "{label:<width$}  {:>13}  {:>8}  {:>9}  {:>12}  {:>4}  {:>7}  |  {:>13}  {:>8.3}  {:>7.1}",
             "",
             "",
             "",
             "",
             "",
-            human(resv),
-            resv as f64 / requested as f64,
-            v["ns_per_op_warm_median"].as_f64().unwrap_or(0.0)
-        );
+            "",
+            human(peak_reserved(v)),
+            pytorch.reserved_over_requested(v),
+            ns_per_op(v)
+        )?;
     }
+    writeln!(
+        out,
+        "\nsegs+maps: segments allocated or maps of new pages (num_device_alloc); driver calls: memory alloc,\n\
+         free, create, map, unmap and release calls; both of the first pass. PyTorch's resv/req is over the\n\
+         peak its own run requested."
+    )?;
     Ok(())
 }

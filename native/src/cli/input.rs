@@ -1,14 +1,17 @@
-//! Where traces and reference figures come from: files (`.csv`, `.csv.gz`, snapshot
-//! `.json`, gzip detected by its magic bytes) or the three reference traces built into the
-//! binary, by name.
+//! Where traces come from: files (`.csv`, `.csv.gz`, snapshot `.json`, gzip detected by its
+//! magic bytes) or the three reference traces built into the binary, by name.
 //!
-//! Invariant: a loaded trace carries the name it is reported under (a file's base name, or
-//! the embedded trace's file name, so reference figures can be looked up by it).
+//! Invariants: a loaded trace carries the name it is reported under (a file's base name, or
+//! the embedded trace's file name) and holds at least one operation; a snapshot's trace holds
+//! one device's events (see `device_choice.rs`).
 
 use std::path::Path;
 
 use cachalot::trace_file::decode;
 use cachalot_core::{parse_trace, Trace};
+
+use super::device_choice;
+use super::output::note;
 
 /// The reference traces, embedded: (file name, gzip bytes).
 pub const EMBEDDED: [(&str, &[u8]); 3] = [
@@ -17,9 +20,6 @@ pub const EMBEDDED: [(&str, &[u8]); 3] = [
     ("mixed_fc_conv.csv.gz", include_bytes!("../../../traces/mixed_fc_conv.csv.gz")),
 ];
 
-/// PyTorch's figures for the reference traces (one JSON object per line).
-pub const PYTORCH_REFERENCE: &str = include_str!("../../../traces/pytorch_reference.jsonl");
-
 /// The trace replayed when none is named.
 pub const DEFAULT_TRACE: &str = "gpt2_train.csv.gz";
 
@@ -27,13 +27,26 @@ pub const DEFAULT_TRACE: &str = "gpt2_train.csv.gz";
 pub struct NamedTrace {
     /// File name (no directories).
     pub name: String,
+    /// The device whose events were kept, when the snapshot recorded several devices' lists.
+    pub device: Option<usize>,
     /// The parsed trace.
     pub trace: Trace,
 }
 
+impl NamedTrace {
+    /// The name, with the device when one was chosen: how reports title the trace.
+    pub fn label(&self) -> String {
+        match self.device {
+            Some(d) => format!("{}, device {d}", self.name),
+            None => self.name.clone(),
+        }
+    }
+}
+
 /// Loads a trace from a path, or an embedded trace by name (`gpt2_train`, with or without
-/// `.csv.gz`); `None` gives the default embedded trace.
-pub fn load(spec: Option<&str>) -> Result<NamedTrace, String> {
+/// `.csv.gz`); `None` gives the default embedded trace. `device` picks one device's events of
+/// a snapshot.
+pub fn load(spec: Option<&str>, device: Option<usize>) -> Result<NamedTrace, String> {
     let spec = spec.unwrap_or(DEFAULT_TRACE);
     let (name, text) = if let Some((n, bytes)) = EMBEDDED
         .iter()
@@ -50,26 +63,17 @@ pub fn load(spec: Option<&str>) -> Result<NamedTrace, String> {
         let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| spec.into());
         (name, decode(&bytes, spec)?)
     };
+    let (text, device) = device_choice::choose(text, &name, device)?;
     let trace = parse_trace(&text).map_err(|e| format!("{name}: {e}"))?;
-    Ok(NamedTrace { name, trace })
-}
-
-/// PyTorch's measured figures for a reference trace under a PyTorch config name
-/// (`default`, `max_split_size_mb:128`, `expandable_segments:True`, `backend:cudaMallocAsync`).
-pub fn pytorch_reference(trace: &str, conf: &str) -> Option<serde_json::Value> {
-    PYTORCH_REFERENCE
-        .lines()
-        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-        .find(|v| v["trace"] == trace && v["conf"] == conf)
-}
-
-/// Every PyTorch config measured for a trace, in file order.
-pub fn pytorch_references(trace: &str) -> Vec<serde_json::Value> {
-    PYTORCH_REFERENCE
-        .lines()
-        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-        .filter(|v| v["trace"] == trace)
-        .collect()
+    let t = NamedTrace { name, device, trace };
+    if t.trace.ops.is_empty() {
+        // Nothing to replay: any figure would be made up.
+        return Err(format!(
+            "{} holds no allocation events (for a snapshot: was record_history on when it was taken?)",
+            t.label()
+        ));
+    }
+    Ok(t)
 }
 
 /// Rows the reader skipped (unknown frees, failures, zero sizes) are reported on stderr;
@@ -83,7 +87,7 @@ pub fn check_skipped(t: &NamedTrace, strict: bool) -> Result<(), String> {
         ));
     }
     if r.unknown_frees + r.alloc_failures + r.zero_size + r.implicit_frees > 0 {
-        eprintln!("cachalot: note: {}: {}", t.name, t.trace.describe());
+        note(&format!("{}: {}", t.label(), t.trace.describe()));
     }
     Ok(())
 }

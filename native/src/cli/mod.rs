@@ -1,21 +1,28 @@
-//! The `cachalot` command-line tool: `replay` and `compare` allocation traces through the
-//! allocator over a simulated device.
+//! The `cachalot` command-line tool: `replay`, `compare` and `advise` allocation traces
+//! through the allocator over a simulated device.
 //!
-//! Invariant: every failure is one line on stderr starting with `cachalot: error:` and a
-//! non-zero exit status (2 for usage errors); nothing panics on bad input.
+//! Invariants: every failure is one line on stderr starting with `cachalot: error:` (followed
+//! by the usage for a wrong command line) and a non-zero exit status (2 for usage errors);
+//! nothing panics on bad input or on a closed or full stdout; every option a command is given
+//! is used, or the command fails naming it.
 
 mod advise_cmd;
 mod args;
 mod compare_cmd;
+mod device_choice;
 mod input;
 mod metadata;
+mod output;
 mod plot;
+mod plot_file;
+mod reference;
 mod replay_cmd;
 mod run;
 mod search;
 mod series;
 
 use args::Args;
+use cachalot_core::Config;
 
 /// What went wrong, and which exit status it maps to.
 pub enum Failure {
@@ -23,6 +30,8 @@ pub enum Failure {
     Usage(String),
     /// The command could not do its job (exit 1).
     Error(String),
+    /// Writing to stdout failed (a closed pipe: a quiet exit; anything else: exit 1).
+    Output(std::io::Error),
 }
 
 impl From<String> for Failure {
@@ -35,75 +44,115 @@ pub const USAGE: &str = "\
 usage: cachalot <command> [options]
 
 commands:
-  replay [TRACE] [--config CONF] [--capacity SIZE] [--passes N] [--json] [--summary]
-         [--plot FILE.svg] [--strict]
+  replay [TRACE] [--config CONF] [--capacity SIZE] [--passes N] [--device N] [--json]
+         [--summary] [--plot FILE.svg] [--strict]
       Replay an allocation trace (RMM CSV, .csv.gz or PyTorch snapshot .json; default:
-      the built-in gpt2_train trace) and report peak memory, device calls and ns/op.
-      Out of memory is explained, with a config that avoids it on this trace.
+      the built-in gpt2_train trace) and report peak memory, segments, driver calls and
+      ns/op. Out of memory is explained, with a config that avoids it on this trace.
       --summary prints memory_summary at the peak and at the end; --plot draws requested,
       allocated and reserved bytes over time; --strict rejects frees of pointers the
       trace never allocated (otherwise they are counted and skipped).
-  compare [TRACE] [--config CONF]... [--capacity SIZE] [--passes N] [--json] [--plot FILE.svg]
+  compare [TRACE] [--config CONF]... [--capacity SIZE] [--passes N] [--device N] [--json]
+          [--plot FILE.svg] [--strict]
       Replay one trace under several configs side by side (default: PyTorch's default,
       max_split_size_mb:128, expandable_segments:True and cachalot's default), with
-      PyTorch's measured figures; --plot overlays their reserved bytes.
-  advise TRACE [--capacity SIZE] [--json]
+      PyTorch's measured figures for a built-in trace; --plot overlays their reserved bytes.
+  advise [TRACE] [--capacity SIZE] [--device N] [--json]
       Replay a trace under a search of configs and rank them (out-of-memory events, peak
-      reserved, device calls), with the strings to paste for PyTorch and for cachalot.
+      reserved, driver calls), with the strings to paste for PyTorch and for cachalot.
+
+options:
+  --capacity SIZE  the simulated device's memory (default 140GiB, an H200's)
+  --passes N       warm passes timed after the first (cold) pass, on the same allocator:
+                   3 to 1000 (default 5); ns/op is their median
+  --device N       the GPU whose events to replay, for a snapshot that recorded several
+  --json           one JSON value on stdout instead of the report
+  -h, --help       print this help
 
 TRACE is a path or a built-in trace name: gpt2_train, resnet50_train, mixed_fc_conv.
-CONF uses PYTORCH_CUDA_ALLOC_CONF syntax, e.g. policy:pytorch,max_split_size_mb:128.
-SIZE takes units: 80GiB, 141GB, 512MiB.";
+CONF uses PYTORCH_CUDA_ALLOC_CONF syntax, e.g. policy:pytorch,max_split_size_mb:128;
+without policy:pytorch it runs cachalot's policy, which maps pages, so PyTorch's
+max_split_size_mb, max_non_split_rounding_mb and expandable_segments do nothing there.
+SIZE takes units: 80GiB, 141GB, 512MiB, 1.5GiB.
+Counts: segments+maps are segments allocated plus maps of new pages (PyTorch's
+num_device_alloc); driver calls are cuMemAlloc, cuMemFree, cuMemCreate, cuMemMap,
+cuMemUnmap and cuMemRelease calls.";
+
+/// Every option of the tool, so a command can tell one it does not take from a typo.
+const TOOL_OPTIONS: &[&str] = &["config", "capacity", "passes", "device", "json", "summary", "plot", "strict"];
 
 /// Runs the tool on `argv` (without the program name).
 pub fn main(argv: Vec<String>) -> Result<(), Failure> {
     let mut it = argv.into_iter();
     let command = it.next().ok_or_else(|| Failure::Usage("missing command".into()))?;
-    let mut args = Args::new(it);
-    match command.as_str() {
-        "replay" => replay_cmd::run(&mut args),
-        "compare" => compare_cmd::run(&mut args),
-        "advise" => advise_cmd::run(&mut args),
-        "help" | "--help" | "-h" => {
-            println!("{USAGE}");
-            Ok(())
-        }
-        "--version" | "version" => {
-            println!("cachalot {}", env!("CARGO_PKG_VERSION"));
-            Ok(())
-        }
+    let mut args = Args::new(&command, TOOL_OPTIONS, it);
+    output::to_stdout(|out| match command.as_str() {
+        "replay" | "compare" | "advise" if args.wants_help() => Ok(writeln!(out, "{USAGE}")?),
+        "replay" => replay_cmd::run(&mut args, out),
+        "compare" => compare_cmd::run(&mut args, out),
+        "advise" => advise_cmd::run(&mut args, out),
+        "help" | "--help" | "-h" => Ok(writeln!(out, "{USAGE}")?),
+        "--version" | "version" => Ok(writeln!(out, "cachalot {}", env!("CARGO_PKG_VERSION"))?),
         other => Err(Failure::Usage(format!("unknown command '{other}'"))),
-    }
+    })
 }
 
-/// Reads the options every replaying command shares.
-fn run_options(args: &mut Args, summary: bool) -> Result<run::RunOptions, Failure> {
-    let capacity = match args.value("capacity").map_err(Failure::Usage)? {
-        Some(c) => args::parse_size(&c).map_err(Failure::Usage)?,
-        None => run::DEFAULT_CAPACITY,
-    };
+/// Reads `--capacity`: the simulated device's size in bytes.
+fn capacity_option(args: &mut Args) -> Result<u64, Failure> {
+    let Some(text) = args.value("capacity").map_err(Failure::Usage)? else { return Ok(run::DEFAULT_CAPACITY) };
+    let capacity = args::parse_size(&text).map_err(|e| Failure::Usage(format!("--capacity: {e}")))?;
     if capacity < cachalot_core::size::SMALL_BUFFER {
         return Err(Failure::Usage(format!(
-            "--capacity {capacity} bytes is too small: a device needs room for at least one 2 MiB segment"
+            "--capacity {text} ({capacity} bytes) is too small: a device needs room for at least one 2 MiB segment"
         )));
     }
     let most = cachalot::shared_allocator::MAX_SIMULATED_CAPACITY;
     if capacity > most {
         return Err(Failure::Usage(format!(
-            "--capacity {capacity} bytes is too large: the simulated device holds at most {most} bytes (1 TiB, its address space)"
+            "--capacity {text} ({capacity} bytes) is too large: the simulated device holds at most {most} bytes (1 TiB, its address space)"
         )));
     }
+    Ok(capacity)
+}
+
+/// Reads the options of the commands that time one replay per config.
+fn run_options(args: &mut Args, summary: bool) -> Result<run::RunOptions, Failure> {
+    let capacity = capacity_option(args)?;
     let warm_passes = match args.value("passes").map_err(Failure::Usage)? {
-        Some(p) => p
-            .parse::<usize>()
-            .ok()
-            .filter(|&n| (3..=1000).contains(&n))
-            .ok_or_else(|| Failure::Usage(format!("--passes {p}: expected a number from 3 to 1000")))?,
+        Some(p) => p.parse::<usize>().ok().filter(|&n| (3..=1000).contains(&n)).ok_or_else(|| {
+            Failure::Usage(format!("--passes {p}: expected the number of warm passes after the first, 3 to 1000"))
+        })?,
         None => 5,
     };
     Ok(run::RunOptions { capacity, warm_passes, summary })
 }
 
-fn parse_config(text: &str) -> Result<cachalot_core::Config, Failure> {
-    cachalot_core::Config::parse(text).map_err(|e| Failure::Error(e.to_string()))
+/// Reads `--device`: which device's events of a snapshot to replay.
+fn device_option(args: &mut Args) -> Result<Option<usize>, Failure> {
+    let Some(text) = args.value("device").map_err(Failure::Usage)? else { return Ok(None) };
+    let device = text
+        .parse::<usize>()
+        .map_err(|_| Failure::Usage(format!("--device {text}: expected a device number (0, 1, ...)")))?;
+    Ok(Some(device))
+}
+
+/// Parses the configs the user gave (a bad one is a usage error), noting on stderr, once per
+/// key, each PyTorch key that has no effect under cachalot's policy: a silently ignored
+/// setting would read as a measured one.
+fn parse_user_configs(texts: &[String]) -> Result<Vec<Config>, Failure> {
+    let configs: Vec<Config> = texts
+        .iter()
+        .map(|t| Config::parse(t).map_err(|e| Failure::Usage(format!("--config '{t}': {e}"))))
+        .collect::<Result<_, _>>()?;
+    let mut noted: Vec<&str> = Vec::new();
+    for key in configs.iter().flat_map(Config::keys_moot_under_paging) {
+        if !noted.contains(&key) {
+            noted.push(key);
+            output::note(&format!(
+                "{key} has no effect under policy:cachalot, which maps pages (it applies where a device lacks \
+                 virtual memory); add policy:pytorch for PyTorch's rules"
+            ));
+        }
+    }
+    Ok(configs)
 }

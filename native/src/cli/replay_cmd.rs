@@ -1,9 +1,15 @@
 //! `cachalot replay`: one trace, one config; a readable report or one JSON object.
+//!
+//! Invariant: with `--json`, stdout holds exactly one JSON object (summaries go to stderr).
+
+use std::io::Write;
 
 use super::args::Args;
-use super::run::{human, run as replay};
+use super::output::Out;
+use super::plot_file::PlotFile;
+use super::run::{driver_calls, human, run as replay};
 use super::search::{candidates, search};
-use super::{input, parse_config, plot, run_options, series, Failure};
+use super::{device_option, input, parse_user_configs, plot, run_options, series, Failure};
 
 /// Which config of `advise`'s search avoids out of memory on this trace at this capacity.
 fn avoiding_config(t: &input::NamedTrace, failed: &str, capacity: u64) -> Result<String, String> {
@@ -19,72 +25,93 @@ fn avoiding_config(t: &input::NamedTrace, failed: &str, capacity: u64) -> Result
     })
 }
 
-pub fn run(args: &mut Args) -> Result<(), Failure> {
+pub fn run(args: &mut Args, out: Out) -> Result<(), Failure> {
     let json = args.flag("json");
     let summary = args.flag("summary");
     let strict = args.flag("strict");
     let plot = args.value("plot").map_err(Failure::Usage)?;
     let config = args.value("config").map_err(Failure::Usage)?.unwrap_or_default();
+    let device = device_option(args)?;
     let opts = run_options(args, summary)?;
     args.finish(1).map_err(Failure::Usage)?;
-    let config = parse_config(&config)?;
-    let trace = input::load(args.positional(0))?;
+    let config = parse_user_configs(&[config])?.remove(0);
+    let plot = plot.as_deref().map(PlotFile::claim).transpose()?;
+    let trace = input::load(args.positional(0), device)?;
     input::check_skipped(&trace, strict)?;
     let r = replay(&trace, &config, &opts)?;
     if json {
-        println!("{}", serde_json::to_string(&r).map_err(|e| e.to_string())?);
+        serde_json::to_writer(&mut *out, &r).map_err(std::io::Error::from)?;
+        writeln!(out)?;
     } else {
-        println!("trace     {} ({})", r.trace, trace.trace.describe());
-        println!("config    {}", r.config);
-        println!("device    simulated, {}", human(r.capacity_bytes));
-        println!("peak requested  {:>12}", human(r.peak_requested_bytes));
-        println!("peak allocated  {:>12}", human(r.peak_allocated_bytes));
-        println!("peak reserved   {:>12}  ({:.3}x requested)", human(r.peak_reserved_bytes), r.reserved_over_requested);
-        println!(
+        writeln!(out, "trace     {} ({})", trace.label(), trace.trace.describe())?;
+        writeln!(out, "config    {}", r.config)?;
+        writeln!(out, "device    simulated, {}", human(r.capacity_bytes))?;
+        writeln!(out, "peak requested  {:>12}", human(r.peak_requested_bytes))?;
+        writeln!(out, "peak allocated  {:>12}", human(r.peak_allocated_bytes))?;
+        writeln!(
+            out,
+            "peak reserved   {:>12}  ({:.3}x requested)",
+            human(r.peak_reserved_bytes),
+            r.reserved_over_requested
+        )?;
+        writeln!(
+            out,
             "  all {} passes {:>12}  ({:.3}x requested)",
             r.ns_per_op_passes.len() + 1,
             human(r.peak_reserved_bytes_all_passes),
             r.peak_reserved_bytes_all_passes as f64 / r.peak_requested_bytes.max(1) as f64
-        );
-        println!("device calls    {} allocs, {} frees", r.device_allocs, r.device_frees);
+        )?;
+        writeln!(
+            out,
+            "segments+maps   {} obtained, {} given back (num_device_alloc/free: segments, or maps of new pages)",
+            r.device_allocs, r.device_frees
+        )?;
+        writeln!(
+            out,
+            "driver calls    {} in the first pass, {} in a warm pass (memory alloc, free, create, map, unmap, release)",
+            driver_calls(&r.device_calls_cold),
+            driver_calls(&r.device_calls_warm)
+        )?;
         if r.segment_placements_recorded > 0 {
-            println!(
+            writeln!(
+                out,
                 "placements      {} of the {} segments the snapshot recorded placed where the run placed them",
                 r.segment_placements_followed, r.segment_placements_recorded
-            );
+            )?;
         }
         if r.virtual_memory {
             let (c, w) = (&r.device_calls_cold, &r.device_calls_warm);
-            println!(
+            writeln!(
+                out,
                 "virtual memory  first pass: {} pages created, {} mapped, {} unmap calls; a warm pass: {} mapped, {} unmap calls",
                 c.vm_creates, c.vm_maps, c.vm_unmaps, w.vm_maps, w.vm_unmaps
-            );
+            )?;
         }
-        println!("out of memory   {}", r.ooms);
-        println!(
+        writeln!(out, "out of memory   {}", r.ooms)?;
+        writeln!(
+            out,
             "cpu cost        {:.1} ns/op warm (median of {}), {:.1} ns/op cold",
             r.ns_per_op,
             r.ns_per_op_passes.len(),
             r.ns_per_op_cold
-        );
+        )?;
         if let Some(oom) = &r.first_oom {
-            println!("first OOM       {oom}");
-            println!("{}", avoiding_config(&trace, &r.config, opts.capacity)?);
+            writeln!(out, "first OOM       {oom}")?;
+            writeln!(out, "{}", avoiding_config(&trace, &r.config, opts.capacity)?)?;
         }
     }
-    if let Some(path) = plot {
+    if let Some(file) = plot {
         let s = series::record(&trace, &config, opts.capacity)?;
-        std::fs::write(&path, plot::timeline(&trace.name, &s)).map_err(|e| format!("cannot write {path}: {e}"))?;
+        file.write(&plot::timeline(&trace.label(), &s))?;
     }
     if let (Some(peak), Some(end)) = (&r.summary_at_peak, &r.summary_at_end) {
         let text = format!(
             "memory summary {peak}\nmemory summary at the end of the trace (before freeing what it left live):\n{end}"
         );
-        // With --json, stdout holds exactly one JSON object.
         if json {
-            eprint!("{text}");
+            let _ = write!(std::io::stderr(), "{text}");
         } else {
-            print!("\n{text}");
+            write!(out, "\n{text}")?;
         }
     }
     Ok(())

@@ -173,6 +173,14 @@ fn summary_at_peak(t: &NamedTrace, config: &Config, capacity: u64) -> Result<Str
     ))
 }
 
+/// The driver calls that obtain, map or give back memory: cuMemAlloc and cuMemFree, and
+/// under virtual memory cuMemCreate, cuMemMap, cuMemUnmap and cuMemRelease (address-range
+/// reservations, access grants and event calls are left out). `replay`, `compare` and
+/// `advise` all count "driver calls" this way.
+pub fn driver_calls(c: &DeviceCalls) -> u64 {
+    c.allocations + c.frees + c.vm_creates + c.vm_maps + c.vm_unmaps + c.vm_destroys
+}
+
 /// Formats bytes in binary units with two decimals ("20.00 GiB").
 pub fn human(bytes: u64) -> String {
     const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];

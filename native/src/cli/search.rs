@@ -1,18 +1,19 @@
 //! A search over allocator configs for one trace: the candidates `advise` tries, replayed
-//! in parallel, ranked by out-of-memory events, then peak reserved bytes, then device calls,
+//! in parallel, ranked by out-of-memory events, then peak reserved bytes, then driver calls,
 //! all of the first pass on a fresh allocator (the figures that matter for memory). Each is
-//! then replayed a few more times on the same allocator for its device calls per warm pass,
+//! then replayed a few more times on the same allocator for its driver calls per warm pass,
 //! the driver's share of a training loop's steady state.
 //!
 //! Invariant: every candidate is a valid config string; results come back in rank order
 //! and the ranking is deterministic (ties broken by the config string).
 
-use std::io::IsTerminal;
+use std::io::{IsTerminal, Write};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use cachalot_core::{Allocator, Config, Policy, Replayer, SimDevice};
 
 use super::input::NamedTrace;
+use super::run::driver_calls;
 
 /// One candidate's figures.
 #[derive(Clone, Debug, serde::Serialize)]
@@ -22,9 +23,10 @@ pub struct Candidate {
     pub peak_reserved_bytes: u64,
     pub peak_requested_bytes: u64,
     pub reserved_over_requested: f64,
+    /// Driver calls of the first pass (see [`driver_calls`]).
     pub device_calls: u64,
     pub ooms: u64,
-    /// Device calls per pass over the warm passes that follow the first.
+    /// Driver calls per pass over the warm passes that follow the first.
     pub warm_device_calls: f64,
     /// Peak reserved bytes over the first pass and the warm passes.
     pub peak_reserved_bytes_all_passes: u64,
@@ -73,22 +75,19 @@ pub fn evaluate(t: &NamedTrace, config: &str, capacity: u64) -> Result<Candidate
     let mut replayer = Replayer::new(t.trace.slots);
     let out = replayer.run_ops(&mut alloc, &t.trace.ops).map_err(|e| failed(&e))?;
     let c = alloc.device().calls();
-    let calls = |c: &cachalot_core::sim::DeviceCalls| {
-        c.allocations + c.frees + c.vm_creates + c.vm_maps + c.vm_unmaps + c.vm_destroys
-    };
     replayer.free_live(&mut alloc).map_err(|e| failed(&e))?;
     let before = alloc.device().calls();
     for _ in 0..WARM_PASSES {
         replayer.run_pass(&mut alloc, &t.trace.ops).map_err(|e| failed(&e))?;
     }
-    let warm = calls(&alloc.device().calls().since(&before));
+    let warm = driver_calls(&alloc.device().calls().since(&before));
     Ok(Candidate {
         config: config.to_string(),
         policy: policy.into(),
         peak_reserved_bytes: out.peak_reserved_bytes,
         peak_requested_bytes: out.peak_requested_bytes,
         reserved_over_requested: out.peak_reserved_bytes as f64 / out.peak_requested_bytes.max(1) as f64,
-        device_calls: calls(&c),
+        device_calls: driver_calls(&c),
         ooms: out.ooms,
         warm_device_calls: warm as f64 / WARM_PASSES as f64,
         peak_reserved_bytes_all_passes: alloc.stats().reserved_bytes.all.peak as u64,
@@ -112,7 +111,12 @@ pub fn search(t: &NamedTrace, configs: &[String], capacity: u64) -> Result<Vec<C
                         out.push((i, evaluate(t, config, capacity)));
                         let d = done.fetch_add(1, Ordering::Relaxed) + 1;
                         if terminal {
-                            eprint!("\r\x1b[2Kreplaying {} under {d}/{} configs", t.name, configs.len());
+                            let _ = write!(
+                                std::io::stderr(),
+                                "\r\x1b[2Kreplaying {} under {d}/{} configs",
+                                t.name,
+                                configs.len()
+                            );
                         }
                     }
                     out
@@ -125,7 +129,7 @@ pub fn search(t: &NamedTrace, configs: &[String], capacity: u64) -> Result<Vec<C
         all.into_iter().map(|(_, r)| r).collect()
     });
     if terminal {
-        eprint!("\r\x1b[2K");
+        let _ = write!(std::io::stderr(), "\r\x1b[2K");
     }
     let mut ranked: Vec<Candidate> = results.into_iter().collect::<Result<_, _>>()?;
     ranked.sort_by(|a, b| {
@@ -139,7 +143,7 @@ pub fn search(t: &NamedTrace, configs: &[String], capacity: u64) -> Result<Vec<C
     Ok(ranked)
 }
 
-/// The candidate making the fewest device calls per warm pass among those with the best's
+/// The candidate making the fewest driver calls per warm pass among those with the best's
 /// out-of-memory count and within `margin` (a fraction) of its peak reserved bytes, when that
 /// is not the best itself: the trade of a little memory for a quieter steady state.
 pub fn quieter_than_best(ranked: &[Candidate], margin: f64) -> Option<&Candidate> {
