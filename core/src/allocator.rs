@@ -324,10 +324,11 @@ impl<D: Device> Allocator<D> {
     /// Returns every cached segment that holds no allocation to the device, after waiting
     /// for pending frees. Segments that still hold an allocation stay.
     pub fn empty_cache(&mut self) -> Result<(), AllocError> {
-        self.synchronize_and_free_events()?;
-        self.release_unsplit_blocks(Pool::Large)?;
-        self.release_unsplit_blocks(Pool::Small)?;
-        Ok(())
+        self.noting_releases("emptying the cache", |a| {
+            a.synchronize_and_free_events()?;
+            a.release_unsplit_blocks(Pool::Large)?;
+            a.release_unsplit_blocks(Pool::Small)
+        })
     }
 
     /// Limits the bytes of segments held to `fraction` of the device's memory.

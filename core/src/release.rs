@@ -91,7 +91,7 @@ impl<D: Device> Allocator<D> {
     }
 
     /// Runs a release step and notes what it returned to the device.
-    fn noting_releases<T>(
+    pub(crate) fn noting_releases<T>(
         &mut self,
         step: &'static str,
         f: impl FnOnce(&mut Self) -> Result<T, AllocError>,

@@ -462,6 +462,9 @@ fn decisions_are_explained() {
     a.free(p).unwrap();
     let text: Vec<String> = a.take_decisions().iter().map(|d| d.to_string()).collect();
     assert!(text.join("\n").contains("Merge with the free next block"), "{text:?}");
+    a.empty_cache().unwrap();
+    let text: Vec<String> = a.take_decisions().iter().map(|d| d.to_string()).collect();
+    assert_eq!(text, ["Emptying the cache: returned 1 cached segment(s), 2.00 MiB, to the device."]);
     a.malloc((1 << 20) + 1, 0).unwrap();
     let text: Vec<String> = a.take_decisions().iter().map(|d| d.to_string()).collect();
     assert!(text[0].starts_with("Round 1048577 bytes up to 1049088 bytes, 1.00 MiB"), "{text:?}");
