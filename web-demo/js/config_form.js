@@ -1,13 +1,38 @@
 // Config form: the allocator knobs the articles talk about — policy, max_split_size_mb,
 // roundup_power2_divisions, garbage_collection_threshold, per_process_memory_fraction,
 // expandable_segments — and the simulated device's capacity, written into one config
-// string in PYTORCH_CUDA_ALLOC_CONF syntax that a person may also edit by hand.
+// string in PYTORCH_CUDA_ALLOC_CONF syntax that a person may also edit by hand. It also
+// remembers the config in effect (the last one its view applied), so that a rejected one
+// is reported below the form and the form shows the one in effect again.
 // Invariant: the string is what the allocator gets; the knobs only write it (the core
-// parses and validates it, and its error message is what the page shows).
+// parses and validates it, and its error message is what the page shows), and they show
+// what will run: a key the string leaves out shows the core's default.
 
-import { UNITS, parseSize } from './units.js';
+import { Allocator } from '../pkg/cachalot_wasm.js';
+import { UNITS, bytes, parseSize } from './units.js';
+import { clause, refusal } from './refusal.js';
 
 let forms = 0;
+let corePolicy = null;
+
+/** The policy the core runs when a config names none, as the core itself writes it back. */
+function defaultPolicy() {
+  if (corePolicy === null) {
+    const a = new Allocator('', UNITS.MiB);
+    corePolicy = new Map(splitConfig(a.config_string())).get('policy');
+    a.free();
+  }
+  return corePolicy;
+}
+
+/** Writes `text` into `el` with a line-break opportunity after each underscore, never inside a word. */
+function breakAtUnderscores(el, text) {
+  const parts = text.split('_');
+  parts.forEach((part, i) => {
+    el.append(i < parts.length - 1 ? `${part}_` : part);
+    if (i < parts.length - 1) el.append(document.createElement('wbr'));
+  });
+}
 
 /** Splits `k:v,k:[a:b,c:d]` into [key, value] pairs, brackets kept whole (display only). */
 export function splitConfig(text) {
@@ -54,7 +79,7 @@ export class ConfigForm {
       const wrap = document.createElement('div');
       const label = document.createElement('label');
       label.htmlFor = `${id}-${k.key}`;
-      label.textContent = k.label;
+      breakAtUnderscores(label, k.label);
       let input;
       if (k.kind === 'select') {
         input = document.createElement('select');
@@ -116,6 +141,11 @@ export class ConfigForm {
       }
       host.append(row);
     }
+    this.status = document.createElement('p');
+    this.status.className = 'error cfg-status';
+    this.status.setAttribute('role', 'alert');
+    host.append(this.status);
+    this.inEffect = null;
     this.set(config);
     this.setCapacity(capacity);
   }
@@ -138,7 +168,7 @@ export class ConfigForm {
       const input = this.inputs[k.key];
       const v = pairs.get(k.key);
       if (k.kind === 'checkbox') input.checked = v === 'True' || v === 'true';
-      else if (k.kind === 'select') input.value = v || 'pytorch';
+      else if (k.kind === 'select') input.value = v || defaultPolicy();
       else input.value = v || '';
     }
     this.extra = [...pairs].filter(([key]) => !KNOBS.some((k) => k.key === key));
@@ -161,5 +191,50 @@ export class ConfigForm {
   /** `{config, capacity}`; throws an Error naming a bad capacity. */
   value() {
     return { config: this.string.value.trim(), capacity: parseSize(this.capacity.value, this.unit.value) };
+  }
+
+  /** `value()` once the core accepts it (an allocator is built and dropped); throws an Error saying what was rejected. */
+  checked() {
+    let v;
+    try {
+      v = this.value();
+    } catch (e) {
+      throw new Error(`Device capacity rejected: ${clause(e.message)}.`);
+    }
+    try {
+      new Allocator(v.config, v.capacity).free();
+    } catch (e) {
+      throw new Error(`Config “${v.config}” on a ${bytes(v.capacity)} device rejected: ${clause(e.message)}.`);
+    }
+    return v;
+  }
+
+  /** True when the form shows something other than the config in effect. */
+  changed() {
+    if (!this.inEffect) return true;
+    try {
+      const v = this.value();
+      return v.config !== this.inEffect.config || v.capacity !== this.inEffect.capacity;
+    } catch {
+      return true;
+    }
+  }
+
+  /** Records `{config, capacity}` as the config in effect; a rejection shown earlier is over. */
+  accept(value) {
+    this.inEffect = { config: value.config, capacity: value.capacity };
+    this.status.textContent = '';
+  }
+
+  /** Says why the form's config was not applied, and shows the config in effect again. */
+  revert(reason) {
+    if (!this.inEffect) {
+      this.status.textContent = refusal(reason, 'No config is in effect yet.');
+      return;
+    }
+    const { config, capacity } = this.inEffect;
+    this.set(config);
+    this.setCapacity(capacity);
+    this.status.textContent = refusal(reason, `Still in effect, and shown again above: ${config || '(the defaults)'} on a ${bytes(capacity)} device.`);
   }
 }

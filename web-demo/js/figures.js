@@ -3,28 +3,40 @@
 // count) beside PyTorch's measured figures where they apply; `liveFigures` shows the
 // allocator's current and peak bytes on every frame.
 // Invariant: every byte figure is shown both rounded and exact, and carries its JSON
-// field name in `data-field` so a test can read it back.
+// field name in `data-field` so a test can read it back. PyTorch's row appears only where
+// it is comparable (see reference.js), and its ratio is of PyTorch's own figures.
 
 import { bytes, count } from './units.js';
-import { reference } from './reference.js';
+import { REFERENCE_CAPACITY, reference, referenceRatio } from './reference.js';
+
+/** "15,067,417,288 B" with a break opportunity after each comma, so a narrow column wraps it. */
+function exactBytes(value) {
+  const span = document.createElement('span');
+  span.className = 'exact';
+  const groups = count(value).split(',');
+  groups.forEach((g, i) => {
+    span.append(i < groups.length - 1 ? `${g},` : `${g} B`);
+    if (i < groups.length - 1) span.append(document.createElement('wbr'));
+  });
+  return span;
+}
 
 function cell(value, field, exact = true) {
   const td = document.createElement('td');
   td.dataset.field = field;
   td.dataset.value = String(value);
   td.textContent = typeof value === 'number' && exact ? bytes(value) : String(value);
-  if (typeof value === 'number' && exact) {
-    const e = document.createElement('span');
-    e.className = 'exact';
-    e.textContent = `${count(value)} B`;
-    td.append(e);
-  }
+  if (typeof value === 'number' && exact) td.append(exactBytes(value));
   return td;
 }
 
-/** Renders a ReplayRun's figures (parsed `figures_json`) into `host`. */
-export function outcomeTable(host, f, elapsedMs = null) {
-  const ref = reference(f.trace, f.config);
+/**
+ * Renders a ReplayRun's figures (parsed `figures_json`) into `host`; `embedded`: the trace is
+ * one of the page's own, so PyTorch's figures for it may apply.
+ */
+export function outcomeTable(host, f, elapsedMs = null, { embedded = false } = {}) {
+  const measured = embedded ? reference(f.trace, f.config) : null;
+  const ref = measured && f.capacity_bytes === REFERENCE_CAPACITY ? measured : null;
   host.innerHTML = '';
   const table = document.createElement('table');
   table.className = 'outcome';
@@ -51,7 +63,7 @@ export function outcomeTable(host, f, elapsedMs = null) {
     n.querySelector('code').textContent = ref.conf.replace(/,/g, ',\u200b');
     r.append(n, cell(ref.peak_requested, 'pytorch_peak_requested'), cell(ref.peak_allocated, 'pytorch_peak_allocated'),
       cell(ref.peak_reserved, 'pytorch_peak_reserved'),
-      cell((ref.peak_reserved / Math.max(1, f.peak_requested_bytes)).toFixed(3), 'pytorch_reserved_over_requested', false),
+      cell(referenceRatio(ref).toFixed(3), 'pytorch_reserved_over_requested', false),
       cell(ref.num_device_alloc, 'pytorch_device_allocs', false), cell('—', 'pytorch_ooms', false));
   }
   host.append(table);
@@ -61,6 +73,14 @@ export function outcomeTable(host, f, elapsedMs = null) {
   note.textContent = `${count(f.ops)} operations on a simulated device of ${bytes(f.capacity_bytes)}.${timing}`
     + (f.first_oom ? ` First out of memory: ${f.first_oom}` : '');
   host.append(note);
+  if (measured && !ref) {
+    const apart = document.createElement('p');
+    apart.className = 'note reference-apart';
+    apart.textContent = `PyTorch 2.11’s figures for this trace and config were measured on an H200 `
+      + `(${bytes(REFERENCE_CAPACITY)}); they are not shown beside a ${bytes(f.capacity_bytes)} device, `
+      + `where they would not be comparable.`;
+    host.append(apart);
+  }
 }
 
 /** Renders an Allocator's `figures()` (current and peak bytes) into `host`. */

@@ -3,13 +3,15 @@
 // stays pending, empty_cache, a memory fraction — and after every call the allocator's own
 // decisions, step by step, with any error's full message.
 // Invariant: the map, figures, list and summary always show the allocator after the last
-// call, whether that call succeeded or failed.
+// call, whether that call succeeded or failed. A value the page refuses (a stream, a
+// fraction, a config) changes nothing, and the controls show what is in effect: the config
+// form the allocator's config, the fraction box the fraction the allocator applies.
 
 import { Allocator } from '../pkg/cachalot_wasm.js';
-import { ConfigForm } from './config_form.js';
+import { ConfigForm, splitConfig } from './config_form.js';
 import { MemoryMap, STATE } from './memory_map.js';
 import { liveFigures } from './figures.js';
-import { showDecisions } from './explanation.js';
+import { emptyCacheTitle, showDecisions } from './explanation.js';
 import { bytes, hex, parseSize, UNITS } from './units.js';
 
 const $ = (id) => document.getElementById(id);
@@ -39,7 +41,10 @@ export class HandView {
       this.mallocFromForm();
     });
     for (const b of document.querySelectorAll('#view-hand .quick button')) {
-      b.addEventListener('click', () => this.malloc(Number(b.dataset.size), this.stream('hand-stream')));
+      b.addEventListener('click', () => {
+        const stream = this.stream('hand-stream');
+        if (stream !== null) this.malloc(Number(b.dataset.size), stream);
+      });
     }
     $('hand-free').addEventListener('click', () => {
       const v = $('hand-live').value;
@@ -51,46 +56,83 @@ export class HandView {
     });
     $('hand-record').addEventListener('click', () => {
       const v = $('hand-live').value;
-      const s = this.stream('hand-use-stream');
       if (!v) return this.fail('Pick a live allocation first.');
+      const s = this.stream('hand-use-stream');
+      if (s === null) return null;
       return this.act(`record_stream(${hex(Number(v))}, stream ${s})`, () => this.alloc.record_stream(Number(v), s));
     });
     $('hand-hold').addEventListener('click', () => {
       const s = this.stream('hand-busy-stream');
-      this.act(`stream ${s} is busy: events recorded on it stay pending`, () => this.alloc.hold_stream(s));
+      if (s !== null) this.act(`stream ${s} is busy: events recorded on it stay pending`, () => this.alloc.hold_stream(s));
     });
     $('hand-finish').addEventListener('click', () => {
       const s = this.stream('hand-busy-stream');
-      this.act(`stream ${s} finished its work: frees waiting on it complete at the next malloc`, () => this.alloc.finish_stream(s));
+      if (s !== null) this.act(`stream ${s} finished its work: frees waiting on it complete at the next malloc`, () => this.alloc.finish_stream(s));
     });
-    $('hand-empty').addEventListener('click', () => this.act('empty_cache()', () => this.alloc.empty_cache()));
-    $('hand-set-fraction').addEventListener('click', () => {
-      const f = Number($('hand-fraction').value);
-      this.act(`set_per_process_memory_fraction(${f}): at most ${bytes(Math.floor(f * this.alloc.capacity))} reserved`,
-        () => this.alloc.set_memory_fraction(f));
+    $('hand-empty').addEventListener('click', () => {
+      if (!this.alloc) return;
+      const before = this.alloc.figures();
+      this.act(() => emptyCacheTitle(before, this.alloc.figures()), () => this.alloc.empty_cache());
     });
+    $('hand-set-fraction').addEventListener('click', () => this.setFraction());
+    this.fraction = null;
     this.restart();
   }
 
+  /** The stream number typed in the box `id`, or null (and the problem shown) when it is not one. */
   stream(id) {
-    const v = Number($(id).value);
-    return Number.isInteger(v) && v >= 0 ? v : 0;
+    const text = $(id).value.trim();
+    const v = Number(text);
+    if (text !== '' && Number.isSafeInteger(v) && v >= 0) return v;
+    const label = document.querySelector(`label[for="${id}"]`).textContent;
+    this.fail(`“${label}”: ${text === '' ? 'an empty box' : `'${text}'`} is not a stream number; type a whole number, 0 or more.`);
+    return null;
   }
 
-  restart() {
-    try {
-      const { config, capacity } = this.form.value();
-      const a = new Allocator(config, capacity);
-      a.set_explain(true);
-      if (this.alloc) this.alloc.free();
-      this.alloc = a;
-      this.names.clear();
-      this.counter = 0;
-      showDecisions($('hand-explain'), [], { title: `A fresh allocator: ${a.config_string()} on a ${bytes(capacity)} device.` });
-      $('hand-error').textContent = '';
-    } catch (e) {
-      $('hand-error').textContent = e.message;
+  /** Shows the fraction in effect in its box (empty: no limit). */
+  showFraction() {
+    $('hand-fraction').value = this.fraction === null ? '' : String(this.fraction);
+  }
+
+  /** Applies the fraction typed in its box, or says why not and shows the one in effect again. */
+  setFraction() {
+    if (!this.alloc) return;
+    const text = $('hand-fraction').value.trim();
+    const f = Number(text);
+    if (text === '' || !Number.isFinite(f) || f < 0 || f > 1) {
+      const kept = this.fraction === null ? 'no fraction (no limit)' : `the fraction ${this.fraction}`;
+      this.fail(`A memory fraction is a number from 0 to 1${text === '' ? '' : `, not '${text}'`}; ${kept} stays in effect.`);
+      this.showFraction();
+      return;
     }
+    const applied = this.act(`set_per_process_memory_fraction(${f}): at most ${bytes(Math.floor(f * this.alloc.capacity))} reserved`,
+      () => { this.alloc.set_memory_fraction(f); return true; });
+    if (applied) this.fraction = f;
+    this.showFraction();
+  }
+
+  /** Starts a fresh allocator with the form's config, or keeps the one running and says why. */
+  restart() {
+    let value;
+    try {
+      value = this.form.checked();
+    } catch (e) {
+      this.form.revert(e.message);
+      this.render();
+      return;
+    }
+    const a = new Allocator(value.config, value.capacity);
+    a.set_explain(true);
+    if (this.alloc) this.alloc.free();
+    this.alloc = a;
+    this.names.clear();
+    this.counter = 0;
+    this.form.accept(value);
+    const fraction = new Map(splitConfig(a.config_string())).get('per_process_memory_fraction');
+    this.fraction = fraction === undefined ? null : Number(fraction);
+    this.showFraction();
+    showDecisions($('hand-explain'), [], { title: `A fresh allocator: ${a.config_string()} on a ${bytes(value.capacity)} device.` });
+    $('hand-error').textContent = '';
     this.render();
   }
 
@@ -98,7 +140,11 @@ export class HandView {
     $('hand-error').textContent = message;
   }
 
-  /** Runs one call, then shows its decisions (and its error, if it threw). */
+  /**
+   * Runs one call, then shows its decisions (and its error, if it threw). `title` names the
+   * call (a function: computed after it); a call refused before any decision (a bad
+   * address, a size past 2^53) gets no heading, only its error.
+   */
   act(title, fn) {
     if (!this.alloc) return null;
     let error = null;
@@ -109,7 +155,9 @@ export class HandView {
       error = e.message;
     }
     const decisions = JSON.parse(this.alloc.take_decisions());
-    showDecisions($('hand-explain'), decisions, { title, error });
+    const refused = error !== null && decisions.length === 0;
+    const heading = refused ? '' : typeof title === 'function' ? title() : title;
+    showDecisions($('hand-explain'), decisions, { title: heading, error });
     $('hand-error').textContent = error || '';
     this.render();
     return result;
@@ -123,7 +171,8 @@ export class HandView {
       this.fail(e.message);
       return;
     }
-    this.malloc(size, this.stream('hand-stream'));
+    const stream = this.stream('hand-stream');
+    if (stream !== null) this.malloc(size, stream);
   }
 
   malloc(size, stream) {

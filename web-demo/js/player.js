@@ -3,7 +3,8 @@
 // a speed in operations per second. Every animation frame while playing advances all
 // targets by the operations due and calls `onFrame` once, which redraws the views.
 // Invariant: every target's trace position equals `this.position` between calls; a
-// target that fails stops playback and the error is reported, never swallowed.
+// target that fails stops playback and the error is reported, never swallowed. A move
+// back replays the targets from a fresh start, and `onFrame` is told so (`rewound`).
 // It also counts drawn frames, for the frames-per-second figure the browser test reads.
 
 import { count } from './units.js';
@@ -21,7 +22,8 @@ function button(text, label) {
 
 export class Player {
   /**
-   * `onFrame(position, decisions)` redraws (decisions: per target, after a single step);
+   * `onFrame(position, decisions, rewound)` redraws (decisions: per target, after a single
+   * step; rewound: the targets were started afresh, as after a load or a move back);
    * `onError(error)` reports a failure; `describe(position)` names the next operation.
    */
   constructor(host, { onFrame, onError, describe = () => '' }) {
@@ -91,15 +93,15 @@ export class Player {
     this.position = 0;
     this.scrub.max = String(length);
     this.enable(targets.length > 0);
-    this.frame(null);
+    this.frame(null, true);
   }
 
-  frame(decisions) {
+  frame(decisions, rewound = false) {
     this.scrub.value = String(this.position);
     this.scrub.setAttribute('aria-valuetext', `operation ${count(this.position)} of ${count(this.length)}`);
     const next = this.position < this.length ? `next: ${this.describe(this.position)}` : 'end of the trace';
     this.where.textContent = `op ${count(this.position)} / ${count(this.length)} · ${next}`;
-    this.onFrame(this.position, decisions);
+    this.onFrame(this.position, decisions, rewound);
   }
 
   guard(fn) {
@@ -122,10 +124,11 @@ export class Player {
 
   seek(position) {
     const p = Math.max(0, Math.min(this.length, Math.round(position)));
+    const rewound = p < this.position;
     if (this.guard(() => {
       for (const t of this.targets) t.seek(p);
       this.position = p;
-    })) this.frame(null);
+    })) this.frame(null, rewound);
   }
 
   stepOne() {

@@ -38,7 +38,7 @@ export class ReplayPane {
     if (this.alloc) this.alloc.free();
     this.alloc = alloc;
     this.elapsedMs = elapsed;
-    outcomeTable(this.outcomeHost, this.figures, elapsed);
+    outcomeTable(this.outcomeHost, this.figures, elapsed, { embedded: trace.embedded === true });
     return alloc;
   }
 

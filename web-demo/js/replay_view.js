@@ -2,14 +2,18 @@
 // snapshot JSON), replayed under one config: play, pause, step (explained), scrub, speed,
 // the timeline with its peak, the map, memory_summary and empty_cache.
 // Invariant: the player drives exactly the pane's allocator; changing trace or config
-// replays afresh.
+// replays afresh, and a change that fails (a config the core rejects, a file it cannot
+// read) changes nothing: the trace list and the config form show again what is replayed.
+// The map shows the trace alone, or says that an empty_cache() the trace does not make has
+// been applied to it since the player last went back.
 
 import { ConfigForm } from './config_form.js';
 import { Player } from './player.js';
 import { ReplayPane } from './replay_pane.js';
-import { showDecisions } from './explanation.js';
+import { emptyCacheTitle, showDecisions, showNote } from './explanation.js';
 import { embedded, fillSelect, fromFile } from './trace_source.js';
 import { count } from './units.js';
+import { refusal } from './refusal.js';
 
 const $ = (id) => document.getElementById(id);
 
@@ -21,6 +25,8 @@ export const REPLAY_PRESETS = [
   ['expandable', 'policy:pytorch,expandable_segments:True'],
 ];
 
+const NO_STEP_YET = 'Use “Step” to see one operation\'s decisions.';
+
 export class ReplayView {
   constructor(setStatus) {
     this.setStatus = setStatus;
@@ -30,24 +36,20 @@ export class ReplayView {
       { onSeek: (p) => this.player.seek(p) },
     );
     this.player = new Player($('replay-player'), {
-      onFrame: (p, d) => this.frame(p, d),
+      onFrame: (p, d, rewound) => this.frame(p, d, rewound),
       onError: (e) => { $('replay-error').textContent = e.message; },
       describe: (i) => (this.trace ? this.trace.describe_op(i) : ''),
     });
     this.files = new Map();
     this.trace = null;
+    this.traceKey = null;
+    this.statusLine = '';
+    this.applying = 0;
     fillSelect($('replay-trace'));
     $('replay-trace').addEventListener('change', () => this.apply());
     $('replay-apply').addEventListener('click', () => this.apply());
     $('replay-file').addEventListener('change', () => this.loadFile());
-    $('replay-empty').addEventListener('click', () => {
-      if (!this.pane.alloc) return;
-      this.pane.alloc.set_explain(true);
-      this.pane.alloc.empty_cache();
-      showDecisions($('replay-explain'), JSON.parse(this.pane.alloc.take_decisions()), { title: 'empty_cache(): every cached segment with no allocation went back to the device.' });
-      this.pane.alloc.set_explain(false);
-      this.frame(this.player.position, null);
-    });
+    $('replay-empty').addEventListener('click', () => this.emptyCache());
     $('replay-snapshot').addEventListener('click', () => this.download());
   }
 
@@ -56,43 +58,94 @@ export class ReplayView {
   }
 
   async loadFile() {
-    const file = $('replay-file').files[0];
+    const input = $('replay-file');
+    const file = input.files[0];
     if (!file) return;
     $('replay-error').textContent = '';
+    let trace;
     try {
       this.setStatus(`Reading ${file.name}…`);
-      const trace = await fromFile(file);
-      const key = `file:${file.name}`;
-      this.files.set(key, trace);
-      const select = $('replay-trace');
-      if (![...select.options].some((o) => o.value === key)) select.append(new Option(`${file.name} (your file)`, key));
-      select.value = key;
-      await this.apply();
+      trace = await fromFile(file);
     } catch (e) {
-      $('replay-error').textContent = e.message;
-      this.setStatus('');
+      // The file is refused: the box says no file is chosen, the replay stays as it was.
+      input.value = '';
+      $('replay-error').textContent = refusal(e.message, `Still replaying ${this.trace ? this.trace.name : 'nothing'}.`);
+      this.setStatus(this.statusLine);
+      return;
     }
+    const key = `file:${file.name}`;
+    this.files.set(key, trace);
+    const select = $('replay-trace');
+    if (![...select.options].some((o) => o.value === key)) select.append(new Option(`${file.name} (your file)`, key));
+    select.value = key;
+    await this.apply();
   }
 
-  /** Replays the selected trace under the form's config. */
+  /** Puts the trace list back on the trace being replayed. */
+  keepTrace() {
+    if (this.traceKey !== null) $('replay-trace').value = this.traceKey;
+  }
+
+  /** Replays the selected trace under the form's config; on failure keeps the replay shown. */
   async apply() {
+    const applying = ++this.applying;
     $('replay-error').textContent = '';
+    let value;
     try {
-      const trace = await this.traceFor($('replay-trace').value);
-      const { config, capacity } = this.form.value();
-      this.setStatus(`Replaying ${trace.name}…`);
-      const alloc = this.pane.run(trace, config, capacity);
-      this.trace = trace;
-      $('replay-trace-info').textContent = `${trace.name}: ${trace.describe()}. Read in ${trace.parseMs.toFixed(0)} ms.`;
-      this.player.load([alloc], trace.length);
-      this.setStatus(`${trace.name}: ${count(trace.length)} operations under ${alloc.config_string()}.`);
+      value = this.form.checked();
     } catch (e) {
-      $('replay-error').textContent = e.message;
-      this.setStatus('');
+      this.form.revert(e.message);
+      this.keepTrace();
+      return;
+    }
+    const key = $('replay-trace').value;
+    try {
+      const trace = await this.traceFor(key);
+      // A later change (another trace picked while this one loaded) wins.
+      if (applying !== this.applying) return;
+      this.setStatus(`Replaying ${trace.name}…`);
+      const alloc = this.pane.run(trace, value.config, value.capacity);
+      this.trace = trace;
+      this.traceKey = key;
+      this.form.accept(value);
+      $('replay-trace-info').textContent = `${trace.name}: ${trace.describe()}. Read in ${trace.parseMs.toFixed(0)} ms.`;
+      showNote($('replay-explain'), NO_STEP_YET);
+      this.diverged(false);
+      this.player.load([alloc], trace.length);
+      this.statusLine = `${trace.name}: ${count(trace.length)} operations under ${alloc.config_string()}.`;
+      this.setStatus(this.statusLine);
+    } catch (e) {
+      if (applying !== this.applying) return;
+      $('replay-error').textContent = refusal(e.message, this.trace ? `Still replaying ${this.trace.name}.` : '');
+      this.keepTrace();
+      if (this.form.changed()) this.form.revert('Not applied: the replay failed.');
+      this.setStatus(this.statusLine);
     }
   }
 
-  frame(position, decisions) {
+  /** empty_cache() on the map's allocator: a call the trace does not make. */
+  emptyCache() {
+    const a = this.pane.alloc;
+    if (!a) return;
+    const before = a.figures();
+    a.set_explain(true);
+    a.empty_cache();
+    showDecisions($('replay-explain'), JSON.parse(a.take_decisions()), { title: emptyCacheTitle(before, a.figures()) });
+    a.set_explain(false);
+    this.diverged(true);
+    this.frame(this.player.position, null, false);
+  }
+
+  /** Shows or clears the note that the map has left the trace (an empty_cache() since the last rewind). */
+  diverged(on) {
+    $('replay-diverged').textContent = on
+      ? 'The map and live figures now include an empty_cache() the trace does not make, so they no longer match the '
+        + 'timeline and table above. ◀◀ Start (or any move back) replays the trace without it.'
+      : '';
+  }
+
+  frame(position, decisions, rewound) {
+    if (rewound) this.diverged(false);
     this.pane.frame(position);
     const a = this.pane.alloc;
     $('replay-summary').textContent = a.memory_summary(false);

@@ -1,14 +1,17 @@
 // Scenario context: what a guided scenario's script may do — start a fresh allocator,
 // allocate and free named tensors, empty_cache, set a memory fraction, read the figures,
 // and replay a real trace (a whole cold pass, or an allocator left at the trace's end for
-// the map). Each call returns a line of output for the step list. No DOM here: the view
-// passes `show(allocator)` to draw and `loadTrace(name)` to fetch, so the scripts also run
-// under Node in the tests.
+// the map). Each call returns a line of output for the step list, and notes the
+// allocator's decisions for it in `this.calls`, in order, until the next step begins. No
+// DOM here: the view passes `show(allocator)` to draw and `loadTrace(name)` to fetch, so the
+// scripts also run under Node in the tests.
 // Invariant: `this.alloc` is the allocator the map shows; tensor names map to the
-// addresses of live allocations only.
+// addresses of live allocations only. Once disposed, a context shows nothing more and
+// keeps no allocator: a step still running when its scenario was left fails instead.
 
 import { Allocator, ReplayRun } from '../pkg/cachalot_wasm.js';
 import { bytes, count } from './units.js';
+import { emptyCacheTitle } from './explanation.js';
 
 export const MiB = 1024 ** 2;
 export const GiB = 1024 ** 3;
@@ -19,18 +22,32 @@ export class ScenarioContext {
     this.loadTrace = loadTrace;
     this.alloc = null;
     this.names = new Map();
-    this.decisions = [];
+    this.calls = [];
     this.owned = [];
+    this.disposed = false;
   }
 
-  /** Drops every allocator this context made. */
+  /** Drops every allocator this context made; later calls fail. */
   dispose() {
     for (const a of this.owned) a.free();
     this.owned = [];
     this.alloc = null;
+    this.disposed = true;
+  }
+
+  /** Starts a step: the calls noted so far belong to the previous one. */
+  beginStep() {
+    this.calls = [];
+  }
+
+  /** Throws once the context is disposed: a step awaiting a trace stops there. */
+  live() {
+    if (this.disposed) throw new Error('the scenario was left while this step ran');
   }
 
   adopt(alloc) {
+    if (this.disposed) alloc.free();
+    this.live();
     this.owned.push(alloc);
     this.alloc = alloc;
     this.names = new Map();
@@ -46,8 +63,9 @@ export class ScenarioContext {
     return `a fresh allocator, ${a.config_string()}, on a ${bytes(capacity)} device`;
   }
 
-  note() {
-    this.decisions = JSON.parse(this.alloc.take_decisions());
+  /** Notes the decisions of the call just made, under `title`, and redraws. */
+  note(title) {
+    this.calls.push({ title, decisions: JSON.parse(this.alloc.take_decisions()) });
     this.show(this.alloc);
   }
 
@@ -58,7 +76,7 @@ export class ScenarioContext {
       this.names.set(name, addr);
       return addr;
     } finally {
-      this.note();
+      this.note(`${name} = malloc(${bytes(size)}${stream ? `, stream ${stream}` : ''})`);
     }
   }
 
@@ -79,21 +97,22 @@ export class ScenarioContext {
       this.alloc.free_block(addr);
       this.names.delete(name);
     } finally {
-      this.note();
+      this.note(`free ${name}`);
     }
   }
 
   emptyCache() {
+    const before = this.alloc.figures();
     try {
       this.alloc.empty_cache();
     } finally {
-      this.note();
+      this.note(emptyCacheTitle(before, this.alloc.figures()));
     }
   }
 
   setFraction(f) {
     this.alloc.set_memory_fraction(f);
-    this.note();
+    this.note(`set_per_process_memory_fraction(${f})`);
   }
 
   /** Current and peak figures of the shown allocator. */
@@ -112,6 +131,7 @@ export class ScenarioContext {
   /** A whole cold pass of an embedded trace: the figures `cachalot replay --json` prints. */
   async replay(trace, config, capacity = 140 * GiB) {
     const t = await this.loadTrace(trace);
+    this.live();
     const run = new ReplayRun(t, config, capacity);
     const figures = JSON.parse(run.figures_json());
     run.free();
@@ -121,11 +141,11 @@ export class ScenarioContext {
   /** Replays an embedded trace on a fresh allocator up to `position` (default: its end) and shows it. */
   async replayTo(trace, config, capacity = 140 * GiB, position = Infinity) {
     const t = await this.loadTrace(trace);
+    this.live();
     const a = new Allocator(config, capacity);
     a.load_trace(t);
     a.step(Math.min(position, t.length));
     this.adopt(a);
-    this.decisions = [];
     return a;
   }
 }

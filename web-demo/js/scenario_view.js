@@ -2,13 +2,15 @@
 // step through its script (or run it all) and watch the map, the figures and each step's
 // decisions; a conclusion computed from the live figures closes it.
 // Invariant: steps run strictly in order, one at a time; a step that throws marks the
-// scenario failed (`data-state="failed"`) and stops it, with the error shown.
+// scenario failed (`data-state="failed"`) and stops it, with the error shown. Selecting a
+// scenario (or Restart) starts a new generation: a step still in flight from an earlier one
+// (a real trace loading) is abandoned, and nothing it does reaches the page.
 
 import { SCENARIOS } from './scenarios.js';
 import { ScenarioContext } from './scenario_context.js';
 import { MemoryMap } from './memory_map.js';
 import { liveFigures } from './figures.js';
-import { showDecisions } from './explanation.js';
+import { showCalls } from './explanation.js';
 import { embedded } from './trace_source.js';
 
 const $ = (id) => document.getElementById(id);
@@ -18,6 +20,9 @@ export class ScenarioView {
     this.setStatus = setStatus;
     this.map = new MemoryMap($('scenario-map'), { caption: 'Memory map' });
     this.busy = null;
+    this.generation = 0;
+    // Steps dropped because their scenario was left or restarted (the browser tests read it).
+    this.abandoned = 0;
     const list = $('scenario-list');
     for (const s of SCENARIOS) {
       const li = document.createElement('li');
@@ -43,6 +48,8 @@ export class ScenarioView {
 
   select(id) {
     if (this.ctx) this.ctx.dispose();
+    this.generation += 1;
+    this.busy = null;
     this.scenario = SCENARIOS.find((s) => s.id === id);
     this.ctx = new ScenarioContext({ show: (a) => this.show(a), loadTrace: embedded });
     this.done = 0;
@@ -51,10 +58,17 @@ export class ScenarioView {
     const s = this.scenario;
     $('scenario-title').textContent = s.title;
     const claim = $('scenario-claim');
-    claim.innerHTML = '<span class="zh" lang="zh"></span><span class="en"></span><cite></cite>';
-    claim.querySelector('.zh').textContent = `“${s.claim.zh}”`;
-    claim.querySelector('.en').textContent = s.claim.en;
-    claim.querySelector('cite').textContent = s.claim.source;
+    claim.innerHTML = '';
+    // A claim is one quotation, or several from different articles, each with its source.
+    for (const quote of [].concat(s.claim)) {
+      const p = document.createElement('p');
+      p.className = 'quote';
+      p.innerHTML = '<span class="zh" lang="zh"></span><span class="en"></span><cite></cite>';
+      p.querySelector('.zh').textContent = `“${quote.zh}”`;
+      p.querySelector('.en').textContent = quote.en;
+      p.querySelector('cite').textContent = quote.source;
+      claim.append(p);
+    }
     $('scenario-text').textContent = s.text;
     const steps = $('scenario-steps');
     steps.innerHTML = '';
@@ -70,6 +84,7 @@ export class ScenarioView {
     this.map.update([0]);
     $('scenario-figures').innerHTML = '';
     $('scenario-summary').textContent = '';
+    this.setStatus(`${s.title}: ${s.steps.length} steps to run.`);
     this.mark();
   }
 
@@ -88,25 +103,40 @@ export class ScenarioView {
   async next() {
     if (this.busy) return this.busy;
     if (this.done >= this.scenario.steps.length || this.state === 'failed') return null;
-    this.busy = this.runStep();
+    const busy = this.runStep();
+    this.busy = busy;
     try {
-      await this.busy;
+      await busy;
     } finally {
-      this.busy = null;
+      if (this.busy === busy) this.busy = null;
     }
     return null;
   }
 
   async runStep() {
+    const generation = this.generation;
     const s = this.scenario;
+    const ctx = this.ctx;
     const step = s.steps[this.done];
     const li = $('scenario-steps').children[this.done];
     const out = document.createElement('span');
     out.className = 'out';
     this.state = 'running';
     this.setStatus(`${s.title}: step ${this.done + 1} of ${s.steps.length}…`);
+    ctx.beginStep();
+    let r;
+    let error = null;
     try {
-      const r = await step.run(this.ctx);
+      r = await step.run(ctx);
+    } catch (e) {
+      error = e;
+    }
+    if (generation !== this.generation) {
+      this.abandoned += 1;
+      return;
+    }
+    try {
+      if (error) throw error;
       const text = typeof r === 'string' ? r : r.text;
       out.textContent = text;
       if (r && r.expected === 'oom') {
@@ -115,7 +145,7 @@ export class ScenarioView {
       }
       this.done += 1;
       this.state = this.done === s.steps.length ? 'finished' : 'ready';
-      showDecisions($('scenario-explain'), this.ctx.decisions, { title: step.caption });
+      showCalls($('scenario-explain'), ctx.calls, { title: step.caption });
       if (this.state === 'finished') $('scenario-result').textContent = s.conclude(this.ctx);
       this.setStatus(`${s.title}: ${this.done} of ${s.steps.length} steps done.`);
     } catch (e) {
@@ -130,6 +160,7 @@ export class ScenarioView {
 
   /** Runs every remaining step. */
   async runAll() {
-    while (this.done < this.scenario.steps.length && this.state !== 'failed') await this.next();
+    const generation = this.generation;
+    while (generation === this.generation && this.done < this.scenario.steps.length && this.state !== 'failed') await this.next();
   }
 }

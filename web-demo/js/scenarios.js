@@ -3,12 +3,14 @@
 // decisions) followed, wherever a real trace can show it, by the same effect on a real
 // training run. Where a claim does not hold on the real traces, the scenario says so.
 // A step returns its output line; `{ text, expected: 'oom' }` marks an out-of-memory error
-// the script means to provoke. Every figure quoted is computed live, never written in.
+// the script means to provoke. A claim is one quotation, or a list of them where it draws
+// on two articles, each quoted apart with its own source. Every figure quoted is computed
+// live, never written in.
 // Invariant: scripts use only ScenarioContext, so they run in the page and under Node.
 
 import { GiB, MiB } from './scenario_context.js';
 import { bytes, count } from './units.js';
-import { reference } from './reference.js';
+import { comparableReference, referenceRatio } from './reference.js';
 
 const PT = 'policy:pytorch';
 const GPT2 = 'gpt2_train.csv.gz';
@@ -18,9 +20,16 @@ function oom(message) {
   return { text: message, expected: 'oom' };
 }
 
-function versus(f, config) {
-  const ref = reference(f.trace, config);
-  return ref ? ` (PyTorch 2.11 on an H200: ${bytes(ref.peak_reserved)}, ${(ref.peak_reserved / f.peak_requested_bytes).toFixed(3)}×)` : '';
+/** PyTorch's own peak reserved and ratio for the same replay, where they are comparable. */
+function versus(f) {
+  const ref = comparableReference(f);
+  return ref ? ` (PyTorch 2.11 on an H200: ${bytes(ref.peak_reserved)}, ${referenceRatio(ref).toFixed(3)}×)` : '';
+}
+
+/** The share of the device's memory not reserved, as "71% of the 1.00 GiB device". */
+function freeShare(ctx) {
+  const capacity = ctx.alloc.capacity;
+  return `${Math.round(100 * (1 - ctx.fig().reserved / capacity))}% of the ${bytes(capacity)} device`;
 }
 
 /** One line per replayed figure set: "peak reserved X = r× peak requested". */
@@ -78,11 +87,18 @@ export const SCENARIOS = [
   {
     id: 'splitting',
     title: 'Splitting: one 2 MiB and one 20 MiB segment serve many tensors',
-    claim: {
-      zh: '在缓存中查找合适大小的空闲block；如果失败尝试分割更大的block；仍不满足则向系统请求新内存。……每个段默认2MB，大张量会申请大段。',
-      en: 'Look for a cached free block of a fitting size; failing that, split a larger block; failing that, ask the system for new memory. Segments are 2 MB by default; large tensors get large segments.',
-      source: '“GPU显存不够用？PyTorch内存管理全解析”, §1.1; “PyTorch显存分配器探秘”, §2.3',
-    },
+    claim: [
+      {
+        zh: '在缓存中查找合适大小的空闲block；如果失败尝试分割更大的block；仍不满足则向系统请求新内存。',
+        en: 'Look for a cached free block of a fitting size; failing that, split a larger block; failing that, ask the system for new memory.',
+        source: '“GPU显存不够用？PyTorch内存管理全解析”, §1.1',
+      },
+      {
+        zh: '每个段默认2MB，大张量会申请大段。',
+        en: 'Segments are 2 MB by default; large tensors get large segments.',
+        source: '“PyTorch显存分配器探秘”, §2.3 (the table of memory_summary() fields)',
+      },
+    ],
     text: 'Requests of at most 1 MiB come from the small pool, whose segments are 2 MiB; larger ones from the large pool, whose segments are 20 MiB for requests under 10 MiB and the request’s own size (rounded to 2 MiB) above that. A block is split when the remainder is worth keeping (at least 512 B in the small pool, more than 1 MiB in the large one); a freed block merges with free neighbours. Watch the map: the step list shows each call, the decision list each step of its reasoning.',
     steps: [
       { caption: 'malloc 1000 B', run: (ctx) => { ctx.fresh(PT, GiB); ctx.malloc('s1', 1000); return ctx.line(); } },
@@ -140,7 +156,7 @@ export const SCENARIOS = [
       en: 'Setting max_split_size_mb:128 stops the allocator from cutting large blocks into small pieces, reducing fragmentation.',
       source: '“PyTorch显存分配器探秘”, §2.5 (and max_split_size_mb:32 in “GPU显存不够用？”, §1.2)',
     },
-    text: 'With max_split_size_mb, a request below the limit never takes (and so never splits) a cached block at or above it; it gets a segment of its own instead. That keeps big blocks whole for big requests — and costs memory whenever the big cached blocks could have served the small ones. The small script shows the first effect; the real traces show the second.',
+    text: 'With max_split_size_mb, a request below the limit never takes (and so never splits) a cached block at or above it: it is served from a smaller cached block if one fits, or else from a new segment sized by the usual rules (a 20 MiB segment for a request under 10 MiB, which later requests may share). That keeps big blocks whole for big requests — and costs memory whenever the big cached blocks could have served the small ones. The small script shows the first effect; the real traces show the second.',
     steps: [
       {
         caption: 'PyTorch default, 300 MiB device: cache a 200 MiB block, take 50 MiB, then ask for 200 MiB',
@@ -160,7 +176,7 @@ export const SCENARIOS = [
           ctx.free('A');
           ctx.malloc('B', 50 * MiB);
           ctx.malloc('C', 200 * MiB);
-          return `${ctx.line()}: B got its own segment, so C found the 200 MiB block whole`;
+          return `${ctx.line()}: B could not take the cached 200 MiB block and got a new segment of the usual size for its request, so C found the 200 MiB block whole`;
         },
       },
       {
@@ -170,7 +186,7 @@ export const SCENARIOS = [
           const b = await ctx.replay(GPT2, `${PT},max_split_size_mb:128`);
           await ctx.replayTo(GPT2, `${PT},max_split_size_mb:128`);
           ctx.gpt2 = [a, b];
-          return `default: ${peakLine(a)}${versus(a, PT)}\nmax_split_size_mb:128: ${peakLine(b)}${versus(b, `${PT},max_split_size_mb:128`)}`;
+          return `default: ${peakLine(a)}${versus(a)}\nmax_split_size_mb:128: ${peakLine(b)}${versus(b)}`;
         },
       },
       {
@@ -189,8 +205,8 @@ export const SCENARIOS = [
     conclude: (ctx) => {
       const [a, b] = ctx.gpt2;
       const ratio = (b.peak_reserved_bytes / a.peak_reserved_bytes).toFixed(2);
-      const ra = reference(a.trace, a.config);
-      const rb = reference(b.trace, b.config);
+      const ra = comparableReference(a);
+      const rb = comparableReference(b);
       const theirs = ra && rb ? ` (PyTorch measured ${(rb.peak_reserved / ra.peak_reserved).toFixed(2)}× on an H200)` : '';
       return `It helps in the made-up case. On the real runs it backfires: GPT-2’s peak reserved memory grows ${ratio}×${theirs}, ResNet-50’s grows too, and the mixed run does not change. Measure before setting it.`;
     },
@@ -266,7 +282,7 @@ export const SCENARIOS = [
     steps: [
       { caption: '1 GiB device; set_per_process_memory_fraction(0.5)', run: (ctx) => { ctx.fresh(PT, GiB); ctx.setFraction(0.5); return `at most ${bytes(GiB / 2)} may be reserved`; } },
       { caption: 'x = 300 MiB', run: (ctx) => { ctx.malloc('x', 300 * MiB); return ctx.line(); } },
-      { caption: 'y = 300 MiB', run: (ctx) => oom(ctx.tryMalloc('y', 300 * MiB)) },
+      { caption: 'y = 300 MiB', run: (ctx) => { const r = oom(ctx.tryMalloc('y', 300 * MiB)); ctx.freeSmall = freeShare(ctx); return r; } },
       {
         caption: 'A real run: gpt2_train with per_process_memory_fraction:0.1 of 140 GiB',
         run: async (ctx) => {
@@ -274,10 +290,11 @@ export const SCENARIOS = [
           const f = await ctx.replay(GPT2, conf);
           if (!f.first_oom) throw new Error('expected an out-of-memory error under a 0.1 fraction');
           await ctx.replayTo(GPT2, conf, 140 * GiB, f.first_oom_op + 1);
+          ctx.freeReal = freeShare(ctx);
           return { text: `${count(f.ooms)} refused allocation(s); the first: ${f.first_oom}`, expected: 'oom' };
         },
       },
     ],
-    conclude: () => 'The limit works as the article says: requests past it fail with the device still half empty, and the message shows “allowed” beside the free memory, so the cause is plain.',
+    conclude: (ctx) => `The limit works as the article says: requests past it fail with most of the device still free (${ctx.freeSmall} in the script, ${ctx.freeReal} on GPT-2’s trace), and the message shows “allowed” beside the free memory, so the cause is plain.`,
   },
 ];

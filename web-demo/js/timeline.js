@@ -20,8 +20,9 @@ export class Timeline {
     this.canvas.setAttribute('aria-label', 'Timeline of requested, allocated and reserved bytes; the scrub slider below moves through it');
     const legend = document.createElement('div');
     legend.className = 'legend';
-    legend.innerHTML = `<i style="background:${COLORS.requested}"></i>requested<i style="background:${COLORS.allocated}"></i>allocated`
-      + `<i style="background:${COLORS.reserved}"></i>reserved<i style="background:${COLORS.peak}"></i>peak reserved`;
+    // Each swatch stays on the line of its name.
+    legend.innerHTML = [['requested', COLORS.requested], ['allocated', COLORS.allocated], ['reserved', COLORS.reserved], ['peak reserved', COLORS.peak]]
+      .map(([name, colour]) => `<span class="legend-item"><i style="background:${colour}"></i>${name}</span>`).join(' ');
     host.append(this.canvas, legend);
     this.ctx = this.canvas.getContext('2d');
     this.series = null;

@@ -2,19 +2,49 @@
 // time, under pkg/traces/) and any file a person picks, plain or gzip (decompressed with
 // the browser's DecompressionStream, detected by gzip's magic bytes, not the file name).
 // Every trace is parsed by the core's reader in wasm (TraceFile.parse).
-// Invariant: an embedded trace is fetched and parsed at most once per page load.
+// Invariant: an embedded trace is fetched and parsed at most once per page load, and is
+// marked `embedded` (PyTorch's reference figures may apply to it, never to a file); a file
+// that is not valid gzip, or holds no allocation event, is refused with its name.
 
 import { TraceFile } from '../pkg/cachalot_wasm.js';
+import { clause } from './refusal.js';
 
 export const EMBEDDED = ['gpt2_train.csv.gz', 'resnet50_train.csv.gz', 'mixed_fc_conv.csv.gz'];
 const cache = new Map();
 
-/** Bytes of a Blob or Response body, gunzipped when they start with gzip's magic bytes. */
-export async function textBytes(blob) {
+/** All of a stream's chunks as one array; a failing stream throws its own error. */
+async function drain(stream) {
+  const reader = stream.getReader();
+  const chunks = [];
+  let length = 0;
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    chunks.push(value);
+    length += value.length;
+  }
+  const out = new Uint8Array(length);
+  let at = 0;
+  for (const c of chunks) {
+    out.set(c, at);
+    at += c.length;
+  }
+  return out;
+}
+
+/**
+ * Bytes of a Blob or Response body, gunzipped when they start with gzip's magic bytes;
+ * throws "NAME: not a valid gzip file (why)" when they cannot be.
+ */
+export async function textBytes(blob, name = 'the file') {
   const raw = new Uint8Array(await blob.arrayBuffer());
   if (raw.length >= 2 && raw[0] === 0x1f && raw[1] === 0x8b) {
-    const stream = new Blob([raw]).stream().pipeThrough(new DecompressionStream('gzip'));
-    return new Uint8Array(await new Response(stream).arrayBuffer());
+    // Read the stream itself: through a Response, every gzip error reads "Failed to fetch".
+    try {
+      return await drain(new Blob([raw]).stream().pipeThrough(new DecompressionStream('gzip')));
+    } catch (e) {
+      throw new Error(`${name}: not a valid gzip file (${clause(e.message || e)})`);
+    }
   }
   return raw;
 }
@@ -33,7 +63,9 @@ export async function embedded(name) {
     cache.set(name, (async () => {
       const response = await fetch(`pkg/traces/${name}`);
       if (!response.ok) throw new Error(`cannot fetch the embedded trace ${name}: HTTP ${response.status}`);
-      return parse(await textBytes(await response.blob()), name);
+      const trace = parse(await textBytes(await response.blob(), name), name);
+      trace.embedded = true;
+      return trace;
     })());
   }
   try {
@@ -44,9 +76,14 @@ export async function embedded(name) {
   }
 }
 
-/** A trace from a File the person picked. */
+/** A trace from a File the person picked; throws an Error naming the file if it is unusable. */
 export async function fromFile(file) {
-  return parse(await textBytes(file), file.name);
+  const trace = parse(await textBytes(file, file.name), file.name);
+  if (trace.length === 0) {
+    trace.free();
+    throw new Error(`${file.name} holds no allocation events: nothing to replay`);
+  }
+  return trace;
 }
 
 /** Fills a <select> with the embedded traces (and a slot for a loaded file). */
