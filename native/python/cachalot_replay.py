@@ -7,8 +7,10 @@ device allocations and frees, out-of-memory count, the summary at the end of the
 
 Used by the local test (a simulated allocator stands in for the GPU) and by the GPU check
 (native/gpu/pytorch_run.py, after a workload). No torch needed. One device at a time:
-`trace_ops(snap, device)` and `compare(..., device=N)` read device N's history and segments;
-a replay's summary (a simulated device is device 0) is compared as if headed device N.
+`trace_ops(snap, device)` and `compare(..., device=N)` read device N's history and segments,
+and `replay_cli(..., device=N)` has the CLI replay device N's history (`--device N`); a
+replay's summary (a simulated device is device 0) is compared as if headed device N. A config
+of None means $CACHALOT_ALLOC_CONF for both replays.
 
 Invariant: the history is read as the core's trace reader reads it (`alloc` allocates,
 `free_requested` frees, `oom` is a skipped failure, zero sizes and frees of unknown addresses
@@ -17,6 +19,8 @@ allocator, the simulated replay and the CLI's — end in the same state.
 """
 import collections
 import json
+import operator
+import os
 import re
 import subprocess
 
@@ -63,7 +67,8 @@ def segment_placements(snap, device=0):
 
 
 def replay_simulated(lib, ops, config, capacity, placements=()):
-    """The figures of a simulated allocator (`capacity` bytes, `config`) after `ops`; with
+    """The figures of a simulated allocator (`capacity` bytes, `config`, None for
+    $CACHALOT_ALLOC_CONF) after `ops`; with
     `placements` (from `segment_placements`) its segments go where the run's device put them,
     so best fit breaks ties between equal cached blocks as the run did."""
     handle = lib.new_simulated(capacity, config, placements)
@@ -84,11 +89,17 @@ def replay_simulated(lib, ops, config, capacity, placements=()):
         lib.free_allocator(handle)
 
 
-def replay_cli(cli, trace_path, config, capacity):
-    """`cachalot replay TRACE --config C --capacity N --json --summary`: its JSON report and
-    the summary it prints for the end of the trace."""
+def replay_cli(cli, trace_path, config, capacity, device=None):
+    """`cachalot replay TRACE --config C --capacity N [--device D] --json --summary`: its
+    JSON report and the summary it prints for the end of the trace. `config` None reads
+    $CACHALOT_ALLOC_CONF, as `replay_simulated` does (the CLI itself would take the
+    defaults); `device` picks one GPU's history of a snapshot that recorded several."""
+    if config is None:
+        config = os.environ.get(cachalot_torch.CONFIG_ENV, "")
     cmd = [cli, "replay", trace_path, "--config", config, "--capacity", str(capacity), "--passes", "3",
            "--json", "--summary"]
+    if device is not None:
+        cmd += ["--device", str(operator.index(device))]
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     if p.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)} failed ({p.returncode}): {p.stderr.strip()}")
@@ -97,7 +108,10 @@ def replay_cli(cli, trace_path, config, capacity):
 
 
 def history_capacity(config):
-    m = re.search(r"record_history:(\d+)", config or "")
+    """record_history's N in `config` (None: $CACHALOT_ALLOC_CONF); 0 when it is off."""
+    if config is None:
+        config = os.environ.get(cachalot_torch.CONFIG_ENV, "")
+    m = re.search(r"record_history:(\d+)", config)
     return int(m.group(1)) if m else 0
 
 
@@ -108,7 +122,8 @@ def _segment_key(s):
 
 
 def _history_key(entries):
-    return [(e["action"], e["size"], e["stream"]) for e in entries]
+    # A missing stream is the default stream, as trace_ops reads it.
+    return [(e["action"], e["size"], e.get("stream", 0)) for e in entries]
 
 
 def _check(name, ours, theirs, ok=None, detail=""):
@@ -138,8 +153,14 @@ def compare(figures, config, sim=None, cli=None, device=0):
     entries = snap["device_traces"][device]
     checks = []
     cap = history_capacity(config)
+    if cap == 0:
+        history_detail = "history not recorded (record_history off in the config)"
+    elif len(entries) >= cap:
+        history_detail = "history full: oldest dropped"
+    else:
+        history_detail = "" if entries else "history empty"
     checks.append(_check("history complete (entries < record_history)", len(entries), cap,
-                         ok=0 < len(entries) < cap, detail="" if len(entries) < cap else "history full: oldest dropped"))
+                         ok=0 < len(entries) < cap, detail=history_detail))
     segs = [s for s in snap["segments"] if s["device"] == device]
     blocks = [b for s in segs for b in s["blocks"]]
     checks.append(_check("snapshot allocated bytes = allocated_bytes.all.current",

@@ -17,12 +17,29 @@ Invariants: only `install()` imports torch; everything else works without it, an
 only when the caller has imported it already. Figures come from the process-wide allocator
 of each device (`cachalot_torch_allocator`), which only cachalot's PyTorch entry points
 create; a device they have not used reads as an allocator that has served nothing. The
-library is loaded once per process, and `install()` takes effect once.
+library is loaded once per process, after a check that it exports every function this module
+calls, and `install()` takes effect once, with the config it was given.
+
+Devices: every reader takes a device as torch.cuda's functions do (None for the current
+device, an ordinal, "cuda:N", a torch.device) and checks it in Python before any list is
+built or any C call made: another device type raises ValueError, a malformed device string
+RuntimeError("Invalid device string: ..."), an ordinal out of range RuntimeError("Invalid
+device argument N"), anything else TypeError. Out of range means past
+torch.cuda.device_count() once torch is imported and CUDA initialised, else past cachalot's
+63. Before CUDA is initialised the current device is 0.
+
+CUDA not initialised (torch imported, `torch.cuda.is_initialized()` false): as in PyTorch,
+`memory_stats()` is empty and so `memory_allocated()` and its three relatives are 0. The
+others read cachalot whatever CUDA's state: `memory_summary()` is the table of an allocator
+that has served nothing, `snapshot()` lists no segments and no history, and
+`reset_peak_memory_stats()` has nothing to reset (only CUDA work creates an allocator).
 """
 import collections
 import ctypes
 import json
+import operator
 import os
+import re
 import sys
 import warnings
 
@@ -36,6 +53,15 @@ CONFIG_ENV = "CACHALOT_ALLOC_CONF"
 LIB_ENV = "CACHALOT_LIB"
 LIB_NAME = "libcachalot.so"
 _HERE = os.path.dirname(os.path.abspath(__file__))
+
+# cachalot_torch_allocator serves CUDA ordinals 0 to 63 (include/cachalot.h).
+DEVICE_LIMIT = 64
+# The `cachalot_stats` layout this module reads (CACHALOT_STATS_VERSION of include/cachalot.h).
+STATS_VERSION = 1
+# cachalot_status codes this module acts on (fixed forever, include/cachalot.h).
+STATUS_BUFFER_TOO_SMALL = 9
+# How many times a text reader sizes and fills again when other threads outgrow its buffer.
+TEXT_ATTEMPTS = 8
 
 # torch.cuda.memory_stats()'s names: nine statistics per pool, two without pools, six counters.
 STAT_ARRAYS = ("allocation", "segment", "active", "inactive_split", "allocated_bytes", "reserved_bytes",
@@ -60,7 +86,7 @@ class _StatArray(ctypes.Structure):
 
 
 class _Stats(ctypes.Structure):
-    """`cachalot_stats`, layout version 1 (include/cachalot.h)."""
+    """`cachalot_stats`, layout version STATS_VERSION (include/cachalot.h)."""
     _fields_ = ([("struct_size", ctypes.c_uint32), ("version", ctypes.c_uint32)]
                 + [(n, _StatArray) for n in STAT_ARRAYS] + [(n, ctypes.c_uint64) for n in COUNTERS]
                 + [(n, _Stat) for n in SINGLE_STATS] + [("max_split_size", ctypes.c_int64)])
@@ -77,37 +103,58 @@ class CachalotError(RuntimeError):
         self.status, self.message = status, message
 
 
+def _signatures():
+    """Every function of libcachalot.so this module calls, by name or by address (the
+    PyTorch entry points install() hands to torch), with its ctypes signature."""
+    handle, p, size, status = ctypes.c_void_p, ctypes.POINTER, ctypes.c_size_t, ctypes.c_int32
+    return [
+        ("cachalot_torch_allocator", [ctypes.c_int, p(handle)], status),
+        ("cachalot_allocator_new_simulated", [ctypes.c_uint64, ctypes.c_char_p, p(handle)], status),
+        ("cachalot_allocator_new_simulated_placed",
+         [ctypes.c_uint64, ctypes.c_char_p, p(ctypes.c_uint64), size, p(handle)], status),
+        ("cachalot_allocator_free", [handle], None),
+        ("cachalot_get_stats", [handle, p(_Stats)], status),
+        ("cachalot_memory_summary", [handle, ctypes.c_bool, ctypes.c_char_p, size, p(size)], status),
+        ("cachalot_snapshot_json", [handle, ctypes.c_char_p, size, p(size)], status),
+        ("cachalot_reset_peak_stats", [handle], status),
+        ("cachalot_malloc", [handle, size, ctypes.c_void_p, p(ctypes.c_void_p)], status),
+        ("cachalot_free", [handle, ctypes.c_void_p], status),
+        ("cachalot_last_error_message", [ctypes.c_char_p, size], size),
+        ("cachalot_status_name", [ctypes.c_int], ctypes.c_char_p),
+        ("cachalot_version", [], ctypes.c_char_p),
+        ("cachalot_torch_malloc", [ctypes.c_ssize_t, ctypes.c_int, ctypes.c_void_p], ctypes.c_void_p),
+        ("cachalot_torch_free", [ctypes.c_void_p, ctypes.c_ssize_t, ctypes.c_int, ctypes.c_void_p], None),
+        ("cachalot_torch_empty_cache", [], None),
+        ("cachalot_torch_set_memory_fraction", [ctypes.c_double, ctypes.c_int], None),
+        ("cachalot_torch_record_stream", [ctypes.c_void_p, ctypes.c_void_p], None),
+    ]
+
+
 class Library:
-    """libcachalot.so through ctypes: the calls this module makes, typed, with errors raised."""
+    """libcachalot.so through ctypes: the calls this module makes, typed, with errors raised.
+
+    Loading checks every function of `_signatures()` up front: a file that is no shared
+    library raises OSError, one that is not cachalot or is an older cachalot RuntimeError,
+    each naming the path and what is wrong."""
 
     def __init__(self, path):
         self.path = path
-        self.dll = d = ctypes.CDLL(path)
-        handle, p, size = ctypes.c_void_p, ctypes.POINTER, ctypes.c_size_t
-        for name, args in [
-            ("cachalot_torch_allocator", [ctypes.c_int, p(handle)]),
-            ("cachalot_allocator_new_simulated", [ctypes.c_uint64, ctypes.c_char_p, p(handle)]),
-            ("cachalot_allocator_new_simulated_placed",
-             [ctypes.c_uint64, ctypes.c_char_p, p(ctypes.c_uint64), size, p(handle)]),
-            ("cachalot_get_stats", [handle, p(_Stats)]),
-            ("cachalot_memory_summary", [handle, ctypes.c_bool, ctypes.c_char_p, size, p(size)]),
-            ("cachalot_snapshot_json", [handle, ctypes.c_char_p, size, p(size)]),
-            ("cachalot_reset_peak_stats", [handle]),
-            ("cachalot_malloc", [handle, size, ctypes.c_void_p, p(ctypes.c_void_p)]),
-            ("cachalot_free", [handle, ctypes.c_void_p]),
-        ]:
-            try:
-                fn = getattr(d, name)
-            except AttributeError:
-                raise RuntimeError(f"cachalot: {path} has no {name}: it is older than this module; rebuild it with "
-                                   f"`cargo build --release -p cachalot`") from None
-            fn.argtypes, fn.restype = args, ctypes.c_int32
-        d.cachalot_allocator_free.argtypes, d.cachalot_allocator_free.restype = [handle], None
-        d.cachalot_last_error_message.argtypes = [ctypes.c_char_p, size]
-        d.cachalot_last_error_message.restype = size
-        d.cachalot_status_name.argtypes, d.cachalot_status_name.restype = [ctypes.c_int], ctypes.c_char_p
-        d.cachalot_version.argtypes, d.cachalot_version.restype = [], ctypes.c_char_p
-        d.cachalot_torch_empty_cache.argtypes, d.cachalot_torch_empty_cache.restype = [], None
+        try:
+            self.dll = d = ctypes.CDLL(path)
+        except OSError as e:
+            raise OSError(f"cachalot: cannot load {path} as a shared library: {e}") from e
+        signatures = _signatures()
+        missing = [name for name, _, _ in signatures if not hasattr(d, name)]
+        if missing:
+            if "cachalot_version" in missing:
+                raise RuntimeError(f"cachalot: {path} is not a cachalot library (no {missing[0]})")
+            d.cachalot_version.argtypes, d.cachalot_version.restype = [], ctypes.c_char_p
+            raise RuntimeError(f"cachalot: {path} is cachalot {d.cachalot_version().decode()}, older than this "
+                               f"module: it lacks {', '.join(missing)}; rebuild it with "
+                               f"`cargo build --release -p cachalot`")
+        for name, args, result in signatures:
+            fn = getattr(d, name)
+            fn.argtypes, fn.restype = args, result
 
     def version(self):
         return self.dll.cachalot_version().decode()
@@ -116,12 +163,16 @@ class Library:
         """The address of an exported function, for PyTorch's hook setters."""
         return ctypes.cast(getattr(self.dll, symbol), ctypes.c_void_p).value
 
+    def last_error(self):
+        """This thread's message of its most recent failed cachalot call."""
+        n = self.dll.cachalot_last_error_message(None, 0)
+        buf = ctypes.create_string_buffer(n + 1)
+        self.dll.cachalot_last_error_message(buf, n + 1)
+        return buf.value.decode()
+
     def check(self, call, status):
         if status != 0:
-            n = self.dll.cachalot_last_error_message(None, 0)
-            buf = ctypes.create_string_buffer(n + 1)
-            self.dll.cachalot_last_error_message(buf, n + 1)
-            raise CachalotError(call, self.dll.cachalot_status_name(status).decode(), buf.value.decode())
+            raise CachalotError(call, self.dll.cachalot_status_name(status).decode(), self.last_error())
 
     def torch_allocator(self, device):
         """The borrowed handle of device `device`'s process-wide allocator, or None."""
@@ -157,22 +208,34 @@ class Library:
         self.check("cachalot_free", self.dll.cachalot_free(handle, ptr))
 
     def stats(self, handle):
-        """The allocator's statistics as `torch.cuda.memory_stats()` gives them."""
+        """The allocator's statistics as `torch.cuda.memory_stats()` gives them. Raises
+        RuntimeError when the library wrote another layout than the one `_Stats` reads."""
         s = _Stats(struct_size=ctypes.sizeof(_Stats))
         self.check("cachalot_get_stats", self.dll.cachalot_get_stats(handle, ctypes.byref(s)))
+        if s.version != STATS_VERSION or s.struct_size != ctypes.sizeof(_Stats):
+            raise RuntimeError(f"cachalot: {self.path} wrote cachalot_stats version {s.version} ({s.struct_size} "
+                               f"bytes); this module reads version {STATS_VERSION} ({ctypes.sizeof(_Stats)} bytes): "
+                               f"the library and this module come from different builds of cachalot")
         return stats_dict(s)
 
     def _text(self, call, fn, *args):
-        # Ask for the size, then fill; grow and retry if other threads changed the state between.
+        """The text `fn` writes (`cachalot_memory_summary` or `cachalot_snapshot_json`): ask
+        for its size, then fill a buffer with room to spare. Other threads may allocate in
+        between and outgrow the buffer; a failed call leaves the size unwritten, so each
+        attempt asks for the size again, with a wider margin, TEXT_ATTEMPTS times at most."""
         need = ctypes.c_size_t()
-        self.check(call, fn(*args, None, 0, ctypes.byref(need)))
-        for _ in range(8):
-            buf = ctypes.create_string_buffer(need.value + need.value // 4 + 4096)
+        for attempt in range(TEXT_ATTEMPTS):
+            self.check(call, fn(*args, None, 0, ctypes.byref(need)))
+            # A quarter of the text to spare, doubled at each attempt up to twice the text.
+            margin = min((need.value // 4) << attempt, 2 * need.value) + 4096
+            buf = ctypes.create_string_buffer(need.value + margin)
             status = fn(*args, buf, len(buf), ctypes.byref(need))
-            if status != 9:  # CACHALOT_STATUS_BUFFER_TOO_SMALL
+            if status != STATUS_BUFFER_TOO_SMALL:
                 self.check(call, status)
                 return buf.value.decode()
-        self.check(call, status)
+        raise CachalotError(call, "CACHALOT_STATUS_BUFFER_TOO_SMALL",
+                            f"gave up after {TEXT_ATTEMPTS} attempts: the text outgrew each buffer made for it "
+                            f"(other threads kept allocating); the last: {self.last_error()}")
 
     def summary(self, handle, abbreviated=False):
         return self._text("cachalot_memory_summary", self.dll.cachalot_memory_summary, handle, bool(abbreviated))
@@ -200,8 +263,9 @@ def stats_dict(s):
 
 # ---- the library ----------------------------------------------------------------------------
 
-_LIB = None        # the Library loaded in this process
-_INSTALLED = None  # the CUDAPluggableAllocator install() plugged in
+_LIB = None               # the Library loaded in this process
+_INSTALLED = None         # the CUDAPluggableAllocator install() plugged in
+_INSTALLED_CONFIG = None  # the $CACHALOT_ALLOC_CONF it was plugged in with ("" for the defaults)
 
 
 def find_library(lib_path=None):
@@ -247,15 +311,20 @@ def install(lib_path=None, config=None):
     `config` (PYTORCH_CUDA_ALLOC_CONF syntax plus cachalot's keys, e.g. "policy:pytorch")
     is set as $CACHALOT_ALLOC_CONF, which cachalot reads at its first allocation; without it
     the variable's value (or the defaults) applies. The config is checked here: a bad one
-    raises ValueError naming the key. Raises FileNotFoundError when the library is missing
-    and RuntimeError when PyTorch has already initialised its allocator."""
-    global _INSTALLED
+    raises ValueError naming the key. A second call returns the same allocator; given a
+    config, it must be the one installed (spaces around keys and values aside).
+
+    Raises FileNotFoundError when the library is missing, OSError when the file cannot be
+    loaded as a shared library, RuntimeError when it is not cachalot or an older cachalot
+    than this module, RuntimeError when PyTorch has already initialised its allocator, and
+    RuntimeError when called again with another config."""
+    global _INSTALLED, _INSTALLED_CONFIG
     path = find_library(lib_path)
     lib = load_library(path)
     if _INSTALLED is not None:
-        if config is not None and config != os.environ.get(CONFIG_ENV):
-            raise RuntimeError(f"cachalot is already installed with {CONFIG_ENV}="
-                               f"{os.environ.get(CONFIG_ENV, '')!r}; the config cannot change afterwards")
+        if config is not None and not _same_config(config, _INSTALLED_CONFIG):
+            raise RuntimeError(f"cachalot is already installed with {CONFIG_ENV}={_INSTALLED_CONFIG!r}; "
+                               f"the config cannot change afterwards (asked for {config!r})")
         return _INSTALLED
     import torch  # the one place torch is imported
 
@@ -267,7 +336,7 @@ def install(lib_path=None, config=None):
             pass
         raise RuntimeError(_TOO_LATE.format(why=why))
     if config is not None:
-        if any(lib.torch_allocator(d) for d in range(64)):
+        if any(lib.torch_allocator(d) for d in range(DEVICE_LIMIT)):
             raise RuntimeError("cachalot: its allocator was created already (by an earlier allocation); "
                                "a config set now would not apply")
         previous = os.environ.get(CONFIG_ENV)
@@ -293,8 +362,55 @@ def install(lib_path=None, config=None):
             else:
                 os.environ[CONFIG_ENV] = previous
         raise
-    _INSTALLED = alloc
+    _INSTALLED, _INSTALLED_CONFIG = alloc, os.environ.get(CONFIG_ENV, "")
     return alloc
+
+
+def _config_pairs(text):
+    """The (key, value) pairs of a config string, split as the core's parser splits them
+    (core/src/config.rs, split_pairs): spaces around the whole, each key and each value do
+    not count, and a bracketed value ("[a:b,c:d]") stays whole. None when that parser
+    would refuse the text's shape."""
+    pairs, rest = [], text.strip()
+    while rest:
+        colon = rest.find(":")
+        if colon < 0:
+            return None
+        key, after = rest[:colon].strip(), rest[colon + 1:].lstrip()
+        if not key:
+            return None
+        if after.startswith("["):
+            close = after.find("]")
+            if close < 0:
+                return None
+            value, tail = after[:close + 1], after[close + 1:]
+        else:
+            comma = after.find(",")
+            value, tail = (after, "") if comma < 0 else (after[:comma], after[comma:])
+        value = value.strip()
+        if not value:
+            return None
+        pairs.append((key, value))
+        tail = tail.lstrip()
+        if tail and not tail.startswith(","):
+            return None
+        rest = tail[1:].lstrip()
+    return pairs
+
+
+def _same_config(a, b):
+    """Whether two config strings say the same, as the core's parser reads them."""
+    pairs_a, pairs_b = _config_pairs(a), _config_pairs(b)
+    if pairs_a is None or pairs_b is None:
+        return a.strip() == b.strip()
+    return pairs_a == pairs_b
+
+
+def _invalid_config(error):
+    """The ValueError for a config that cachalot refused (`error`, INVALID_CONFIG), naming
+    $CACHALOT_ALLOC_CONF and, through the core's message, the key."""
+    where = "" if CONFIG_ENV in error.message else f"{CONFIG_ENV}={os.environ.get(CONFIG_ENV, '')!r}: "
+    return ValueError(f"cachalot: invalid config: {where}{error.message}")
 
 
 def _check_config(lib):
@@ -304,7 +420,7 @@ def _check_config(lib):
         lib.free_allocator(lib.new_simulated(1 << 30))
     except CachalotError as e:
         if e.status == "CACHALOT_STATUS_INVALID_CONFIG":
-            raise ValueError(f"cachalot: invalid config: {e.message}") from None
+            raise _invalid_config(e) from None
         raise
 
 
@@ -315,37 +431,94 @@ def _torch():
     return sys.modules.get("torch")
 
 
+def _cuda_initialised(torch):
+    """True when `torch` (None: not imported) has initialised CUDA."""
+    return torch is not None and torch.cuda.is_initialized()
+
+
 def _cuda_unused():
     """True when torch is imported and CUDA is not initialised: PyTorch reports no stats then."""
     torch = _torch()
-    return torch is not None and not torch.cuda.is_initialized()
+    return torch is not None and not _cuda_initialised(torch)
+
+
+# c10::Device's grammar for a device string: a type, then optionally ":" and an index without
+# leading zeros (so "cuda:-1" and "cuda:01" are malformed, as torch.device finds them).
+_DEVICE_STRING = re.compile(r"([A-Za-z_]+)(?::(0|[1-9][0-9]*))?")
+_DEVICE_KINDS = "None, a CUDA ordinal (int), a device string such as 'cuda:0', or a torch.device"
+
+
+def _parsed_device(device):
+    """The ordinal `device` names, read as torch.cuda reads it, or None for the current
+    device (None, "cuda", a torch.device without an index)."""
+    if device is None:
+        return None
+    if isinstance(device, str):
+        match = _DEVICE_STRING.fullmatch(device)
+        if match is None:
+            raise RuntimeError(f"Invalid device string: {device!r}")
+        kind, index = match.groups()
+        if kind != "cuda":
+            raise ValueError(f"Expected a cuda device, but got: {device}")
+        return None if index is None else int(index)
+    if isinstance(device, bool):  # an int to Python, but no ordinal to torch
+        raise TypeError(f"cachalot: device must be {_DEVICE_KINDS}; got {device!r}")
+    if hasattr(device, "type") and hasattr(device, "index"):  # torch.device, or one like it
+        index = device.index
+        if device.type != "cuda":
+            raise ValueError(f"Expected a cuda device, but got: {device.type}{'' if index is None else f':{index}'}")
+        device = index
+        if device is None:
+            return None
+    else:
+        torch = _torch()
+        cuda_device = getattr(torch.cuda, "device", None) if torch is not None else None
+        if isinstance(cuda_device, type) and isinstance(device, cuda_device):  # torch.cuda.device(N)
+            device = device.idx
+    if isinstance(device, bool):
+        raise TypeError(f"cachalot: device must be {_DEVICE_KINDS}; got {device!r}")
+    try:
+        return operator.index(device)  # an int, or an integer type such as numpy's
+    except TypeError:
+        raise TypeError(f"cachalot: device must be {_DEVICE_KINDS}; got {device!r} "
+                        f"({type(device).__name__})") from None
 
 
 def _device_index(device):
-    """An ordinal from None (the current device), an int, "cuda:N" or a torch.device."""
+    """The CUDA ordinal `device` names, checked before anything uses it (see the module's
+    "Devices"). The current device is torch.cuda.current_device() once torch is imported and
+    CUDA initialised (asking earlier would initialise it), else 0."""
     torch = _torch()
-    if torch is not None and torch.cuda.is_initialized():
-        return torch.cuda._get_device_index(device, optional=True)
-    if device is None:
-        return 0
-    if isinstance(device, int):
-        return device
-    if isinstance(device, str):
-        return int(device.split(":", 1)[1]) if ":" in device else 0
-    return getattr(device, "index", None) or 0
+    initialised = _cuda_initialised(torch)
+    index = _parsed_device(device)
+    if index is None:
+        index = torch.cuda.current_device() if initialised else 0
+    if initialised and not 0 <= index < torch.cuda.device_count():
+        raise RuntimeError(f"Invalid device argument {index}: this process has {torch.cuda.device_count()} CUDA "
+                           f"device(s) (torch.cuda.device_count())")
+    if not 0 <= index < DEVICE_LIMIT:
+        raise RuntimeError(f"Invalid device argument {index}: cachalot serves CUDA devices 0 to {DEVICE_LIMIT - 1}")
+    return index
 
 
 class _Allocator:
-    """The allocator whose figures a call reads: device N's, or, where it has none yet, a
-    fresh simulated one with the same config (it has served nothing, as device N has not)."""
+    """The allocator whose figures a call reads: device N's (N from `_device_index`), or,
+    where it has none yet, a fresh simulated one with the same config (it has served
+    nothing, as device N has not). A bad $CACHALOT_ALLOC_CONF raises ValueError, as it
+    would at device N's first allocation."""
 
-    def __init__(self, device):
+    def __init__(self, index):
+        self.device = index
         self.lib = load_library()
-        self.device = _device_index(device)
         self.handle = self.lib.torch_allocator(self.device)
         self.idle = self.handle is None
         if self.idle:
-            self.handle = self.lib.new_simulated(1 << 30)
+            try:
+                self.handle = self.lib.new_simulated(1 << 30)
+            except CachalotError as e:
+                if e.status == "CACHALOT_STATUS_INVALID_CONFIG":
+                    raise _invalid_config(e) from None
+                raise
 
     def __enter__(self):
         return self
@@ -357,16 +530,19 @@ class _Allocator:
 
 def memory_stats(device=None):
     """torch.cuda.memory_stats() for cachalot: an OrderedDict with the same keys, meanings
-    and order (empty while CUDA is not initialised, as PyTorch's)."""
+    and order; empty while CUDA is not initialised, as PyTorch's (the device is checked
+    all the same)."""
+    index = _device_index(device)
     if _cuda_unused():
         return collections.OrderedDict()
-    with _Allocator(device) as a:
+    with _Allocator(index) as a:
         return a.lib.stats(a.handle)
 
 
 def memory_summary(device=None, abbreviated=False):
-    """torch.cuda.memory_summary() for cachalot: the same table, from cachalot's statistics."""
-    with _Allocator(device) as a:
+    """torch.cuda.memory_summary() for cachalot: the same table, from cachalot's statistics
+    (whatever CUDA's state: before any CUDA work, an allocator's that has served nothing)."""
+    with _Allocator(_device_index(device)) as a:
         text = a.lib.summary(a.handle, abbreviated)
         if a.idle and a.device != 0:  # the simulated stand-in reports device 0
             text = text.replace(f"device ID {0:<21}", f"device ID {a.device:<21}", 1)
@@ -376,18 +552,18 @@ def memory_summary(device=None, abbreviated=False):
 def snapshot(device=None):
     """torch.cuda.memory._snapshot() for cachalot: {"segments": [...], "device_traces":
     [[...] per device]}. Without `device`, every device's segments (each names its `device`)
-    and one history list per device (torch.cuda.device_count() of them when torch is
-    imported); with one, that device's segments and history only. History is recorded only
-    with `record_history:N` in the config."""
-    lib = load_library()
+    and one history list per device: as many as torch.cuda.device_count() when torch is
+    imported, and always enough to cover every device that has an allocator; with one,
+    that device's segments and history only (the lists before it empty). History is
+    recorded only with `record_history:N` in the config. Read whatever CUDA's state."""
     if device is not None:
-        devices = [_device_index(device)]
+        devices = [_device_index(device)]  # checked before any list is built
         count = devices[0] + 1
-    else:
+    lib = load_library()
+    if device is None:
+        devices = [d for d in range(DEVICE_LIMIT) if lib.torch_allocator(d)]
         torch = _torch()
-        live = [d for d in range(64) if lib.torch_allocator(d)]
-        count = torch.cuda.device_count() if torch is not None else max(live, default=0) + 1
-        devices = range(count)
+        count = max(torch.cuda.device_count() if torch is not None else 1, max(devices, default=-1) + 1)
     out = {"segments": [], "device_traces": [[] for _ in range(count)]}
     for d in devices:
         handle = lib.torch_allocator(d)
@@ -404,9 +580,11 @@ def empty_cache():
 
 
 def reset_peak_memory_stats(device=None):
-    """Restarts the peak statistics at their current values."""
+    """torch.cuda.reset_peak_memory_stats() for cachalot: restarts device `device`'s peak
+    statistics at their current values (nothing to do for a device without an allocator)."""
+    index = _device_index(device)
     lib = load_library()
-    handle = lib.torch_allocator(_device_index(device))
+    handle = lib.torch_allocator(index)
     if handle:
         lib.reset_peak_stats(handle)
 
@@ -416,16 +594,27 @@ def _stat(key, device):
 
 
 def memory_allocated(device=None):
+    """torch.cuda.memory_allocated() for cachalot: the bytes device `device`'s tensors occupy
+    now (`allocated_bytes.all.current`); 0 while CUDA is not initialised."""
     return _stat("allocated_bytes.all.current", device)
 
 
 def max_memory_allocated(device=None):
+    """torch.cuda.max_memory_allocated() for cachalot: the most bytes device `device`'s
+    tensors occupied at once since the start or the last reset_peak_memory_stats()
+    (`allocated_bytes.all.peak`); 0 while CUDA is not initialised."""
     return _stat("allocated_bytes.all.peak", device)
 
 
 def memory_reserved(device=None):
+    """torch.cuda.memory_reserved() for cachalot: the bytes device `device`'s allocator
+    holds from the driver now, cached or in use (`reserved_bytes.all.current`); 0 while CUDA
+    is not initialised."""
     return _stat("reserved_bytes.all.current", device)
 
 
 def max_memory_reserved(device=None):
+    """torch.cuda.max_memory_reserved() for cachalot: the most bytes device `device`'s
+    allocator held from the driver at once since the start or the last
+    reset_peak_memory_stats() (`reserved_bytes.all.peak`); 0 while CUDA is not initialised."""
     return _stat("reserved_bytes.all.peak", device)

@@ -9,20 +9,29 @@ read from the versioned stats struct; memory_summary() is the 77-column table; s
 has torch.cuda.memory._snapshot()'s schema; on a generated workload over a simulated
 allocator (standing in for the GPU) the readers agree with a simulated replay of the recorded
 history and with `cachalot replay --json --summary`, under four configs — the same checks
-the GPU check runs after a real workload; the module-level functions before any device was
-used; a missing library; and install() against a stand-in `torch` module: too late (CUDA
-initialised, or the swap refused), a bad config, the hooks wired to cachalot's entry points.
+the GPU check runs after a real workload; a text reader racing a writer that outgrows its
+buffer; the CLI replaying one device of several; the module-level functions before any
+device was used, the device arguments they accept and refuse, and a bad config in the
+environment; a missing library, a file that is not one, a library that is not cachalot or is
+an older one, a stats layout of another build; and install() against a stand-in `torch`
+module: too late (CUDA initialised, or the swap refused), a bad config, a second call with
+another config, the hooks wired to cachalot's entry points.
 """
 import collections
+import copy
 import ctypes
+import ctypes.util
 import json
 import os
+import queue
 import random
 import subprocess
 import sys
 import tempfile
+import threading
 import types
 import unittest
+from unittest import mock
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -36,6 +45,45 @@ import cachalot_replay  # noqa: E402
 import cachalot_torch  # noqa: E402
 
 GiB = 1 << 30
+CONFIG_ENV = "CACHALOT_ALLOC_CONF"
+
+
+class DllProxy:
+    """A loaded library's stand-in: its functions, some replaced (`overrides`, name to a
+    Python function) or hidden (`hidden`), and the names asked for recorded in `asked`."""
+
+    def __init__(self, dll, overrides=None, hidden=()):
+        self._dll, self._overrides, self._hidden, self.asked = dll, dict(overrides or {}), set(hidden), []
+
+    def __getattr__(self, name):
+        self.asked.append(name)
+        if name in self._hidden:
+            raise AttributeError(name)
+        return self._overrides[name] if name in self._overrides else getattr(self._dll, name)
+
+
+def library_with(lib, **overrides):
+    """A copy of the Library `lib` whose C functions named in `overrides` are replaced."""
+    other = copy.copy(lib)
+    other.dll = DllProxy(lib.dll, overrides)
+    return other
+
+
+class EnvVar:
+    """Sets (or, with None, removes) an environment variable for a `with` block."""
+
+    def __init__(self, name, value):
+        self.name, self.value = name, value
+
+    def __enter__(self):
+        self.saved = os.environ.pop(self.name, None)
+        if self.value is not None:
+            os.environ[self.name] = self.value
+
+    def __exit__(self, *exc):
+        os.environ.pop(self.name, None)
+        if self.saved is not None:
+            os.environ[self.name] = self.saved
 
 
 def pytorch_stat_keys():
@@ -189,6 +237,166 @@ class Readers(unittest.TestCase):
         self.assertFalse(history["ok"])
         self.assertEqual(history["ours"] - history["theirs"], 2)  # the last free: requested and completed
 
+    def test_compare_says_when_the_history_was_not_recorded(self):
+        h = self.lib.new_simulated(GiB, "")
+        try:
+            self.lib.malloc(h, 1000)
+            figures = dict(stats=self.lib.stats(h), summary=self.lib.summary(h), snapshot=self.lib.snapshot(h))
+        finally:
+            self.lib.free_allocator(h)
+        first = cachalot_replay.compare(figures, "policy:cachalot")[0]
+        self.assertFalse(first["ok"])
+        self.assertEqual(first["detail"], "history not recorded (record_history off in the config)")
+
+    def test_history_entries_without_a_stream_are_on_the_default_stream(self):
+        entry = {"action": "alloc", "addr": 1 << 40, "size": 512}
+        ops, _ = cachalot_replay.trace_ops({"device_traces": [[entry]]})
+        self.assertEqual(ops, [("alloc", 0, 512, 0)])
+        h = self.lib.new_simulated(GiB, "")
+        try:
+            figures = dict(stats=self.lib.stats(h), summary=self.lib.summary(h), snapshot=self.lib.snapshot(h))
+        finally:
+            self.lib.free_allocator(h)
+        ours = dict(figures, snapshot={"segments": [], "device_traces": [[entry]]})
+        sim = dict(figures, snapshot={"segments": [], "device_traces": [[dict(entry, stream=0)]]})
+        checks = {c["check"]: c for c in cachalot_replay.compare(ours, "record_history:9", sim=sim)}
+        self.assertTrue(checks["snapshot history = simulated replay's (actions, sizes)"]["ok"])
+
+    def test_replay_cli_replays_one_device_of_several(self):
+        two_devices = {"segments": [], "device_traces": [
+            [{"action": "alloc", "addr": 1 << 40, "size": 1000, "stream": 0}],
+            [{"action": "alloc", "addr": 2 << 40, "size": 50 << 20, "stream": 0},
+             {"action": "alloc", "addr": 3 << 40, "size": 30 << 20, "stream": 0}]]}
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "trace.json")
+            with open(path, "w") as fh:
+                json.dump(two_devices, fh)
+            with self.assertRaisesRegex(RuntimeError, "--device"):
+                cachalot_replay.replay_cli(CLI, path, "", GiB)  # the CLI asks which device
+            for device, allocs in [(0, 1), (1, 2)]:
+                replay = cachalot_replay.replay_cli(CLI, path, "", GiB, device=device)
+                self.assertEqual(replay["json"]["trace_report"]["allocs"], allocs)
+                self.assertIn(f"--device {device}", replay["cmd"])
+
+    def test_replay_cli_without_a_config_reads_the_environment(self):
+        trace = {"segments": [], "device_traces": [[{"action": "alloc", "addr": 1 << 40, "size": 100, "stream": 0}]]}
+        with tempfile.TemporaryDirectory() as tmp, EnvVar(CONFIG_ENV, "policy:pytorch"):
+            path = os.path.join(tmp, "trace.json")
+            with open(path, "w") as fh:
+                json.dump(trace, fh)
+            self.assertEqual(cachalot_replay.replay_cli(CLI, path, None, GiB)["json"]["config"], "policy:pytorch")
+
+    def test_a_reader_racing_a_writer_asks_the_size_again(self):
+        """Another thread allocates between the reader's size query and its fill, outgrowing
+        the buffer three times in a row: the reader sizes again each time, then succeeds."""
+        h = self.lib.new_simulated(64 * GiB, "policy:pytorch")
+        real = self.lib.dll.cachalot_snapshot_json
+
+        def text_size():
+            need = ctypes.c_size_t()
+            self.lib.check("cachalot_snapshot_json", real(h, None, 0, ctypes.byref(need)))
+            return need.value
+
+        grow_past, grown, allocated = queue.Queue(), queue.Queue(), []
+
+        def writer():  # allocates until the text no longer fits the buffer the reader just made
+            for limit in iter(grow_past.get, None):
+                while text_size() <= limit:
+                    allocated.extend(self.lib.malloc(h, 1024) for _ in range(16))
+                grown.put(True)
+
+        fills = []
+
+        def racing(handle, buf, buf_len, out_len):
+            if buf is not None:
+                if len(fills) < 3:
+                    grow_past.put(buf_len)
+                    grown.get(timeout=120)
+                fills.append(buf_len)
+            return real(handle, buf, buf_len, out_len)
+
+        thread = threading.Thread(target=writer)
+        thread.start()
+        try:
+            snap = library_with(self.lib, cachalot_snapshot_json=racing).snapshot(h)
+        finally:
+            grow_past.put(None)
+            thread.join()
+            self.lib.free_allocator(h)
+        self.assertEqual(len(fills), 4, "three buffers outgrown, the fourth sized after the writer stopped")
+        self.assertEqual(sum(b["state"] == "active_allocated" for s in snap["segments"] for b in s["blocks"]),
+                         len(allocated))
+
+    def test_a_reader_outgrown_every_time_gives_up_and_says_so(self):
+        h = self.lib.new_simulated(GiB, "")
+        real = self.lib.dll.cachalot_memory_summary
+        fills = []
+
+        def always_outgrown(handle, abbreviated, buf, buf_len, out_len):
+            if buf is None:
+                return real(handle, abbreviated, buf, buf_len, out_len)
+            fills.append(buf_len)
+            return real(handle, abbreviated, buf, 1, out_len)  # as if the text had grown past the buffer
+
+        try:
+            with self.assertRaises(cachalot_torch.CachalotError) as e:
+                library_with(self.lib, cachalot_memory_summary=always_outgrown).summary(h)
+        finally:
+            self.lib.free_allocator(h)
+        self.assertEqual(e.exception.status, "CACHALOT_STATUS_BUFFER_TOO_SMALL")
+        self.assertIn(f"gave up after {cachalot_torch.TEXT_ATTEMPTS} attempts", str(e.exception))
+        self.assertEqual(len(fills), cachalot_torch.TEXT_ATTEMPTS)
+        self.assertEqual(fills, sorted(fills))
+        self.assertLess(fills[0], fills[-1], "each attempt leaves a wider margin")
+
+
+class LoadingTheLibrary(unittest.TestCase):
+    """What loading checks: a shared library, cachalot, every function this module calls,
+    the stats layout this module reads."""
+
+    def test_a_file_that_is_no_shared_library_is_an_oserror_naming_it(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "libcachalot.so")
+            with open(path, "w") as fh:
+                fh.write("not a library")
+            with self.assertRaises(OSError) as e:
+                cachalot_torch.Library(path)
+        self.assertTrue(str(e.exception).startswith(f"cachalot: cannot load {path} as a shared library: "),
+                        str(e.exception))
+
+    def test_a_library_that_is_not_cachalot_is_named(self):
+        libc = ctypes.util.find_library("c") or "libc.so.6"
+        with self.assertRaises(RuntimeError) as e:
+            cachalot_torch.Library(libc)
+        self.assertEqual(str(e.exception), f"cachalot: {libc} is not a cachalot library (no cachalot_torch_allocator)")
+
+    def test_an_older_cachalot_is_named_with_what_it_lacks(self):
+        real_cdll = ctypes.CDLL
+        lib = cachalot_torch.load_library()
+        for lacking in ["cachalot_torch_record_stream", "cachalot_torch_empty_cache", "cachalot_status_name"]:
+            with self.subTest(lacking=lacking), mock.patch.object(
+                    cachalot_torch.ctypes, "CDLL", lambda path: DllProxy(real_cdll(path), hidden=[lacking])):
+                with self.assertRaises(RuntimeError) as e:
+                    cachalot_torch.Library(lib.path)
+                self.assertIn(f"is cachalot {lib.version()}, older than this module: it lacks {lacking};",
+                              str(e.exception))
+
+    def test_a_stats_layout_of_another_build_is_refused(self):
+        lib = cachalot_torch.load_library()
+        real = lib.dll.cachalot_get_stats
+
+        def newer_layout(handle, out):
+            status = real(handle, out)
+            out._obj.version = 2  # a layout this module does not read
+            return status
+
+        h = lib.new_simulated(GiB, "")
+        try:
+            with self.assertRaisesRegex(RuntimeError, "wrote cachalot_stats version 2 .*this module reads version 1"):
+                library_with(lib, cachalot_get_stats=newer_layout).stats(h)
+        finally:
+            lib.free_allocator(h)
+
 
 class FakeCuda(unittest.TestCase):
     """PyTorch's entry points over native/tests/fake_cuda, a stand-in libcuda: each config in a
@@ -219,6 +427,41 @@ class FakeCuda(unittest.TestCase):
         self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
         self.assertIn("OK", p.stderr)
         self.assertNotIn("skipped", p.stderr)
+
+
+    def test_snapshot_covers_devices_past_torchs_device_count(self):
+        if not FAKE_CUDA:
+            self.skipTest("set CACHALOT_FAKE_CUDA to the stand-in libcuda.so (make python-test does)")
+        env = dict(os.environ, CACHALOT_FAKE_CUDA_LIVE_CHILD="1", CACHALOT_ALLOC_CONF=DEVICES_CONFIG,
+                   FAKE_CUDA_DEVICES="3", FAKE_CUDA_CAPACITY=str(4 * GiB))
+        p = subprocess.run([sys.executable, os.path.abspath(__file__), "FakeCudaLiveChild"], env=env,
+                           capture_output=True, text=True, timeout=300)
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        self.assertIn("OK", p.stderr)
+        self.assertNotIn("skipped", p.stderr)
+
+
+class FakeCudaLiveChild(unittest.TestCase):
+    """Allocators on devices 0 and 2 while torch says there is one device."""
+
+    @unittest.skipUnless(os.environ.get("CACHALOT_FAKE_CUDA_LIVE_CHILD"), "run by FakeCuda in a process of its own")
+    def test_snapshot_covers_every_device_with_an_allocator(self):
+        ctypes.CDLL(FAKE_CUDA, mode=ctypes.RTLD_GLOBAL)
+        lib = cachalot_torch.load_library()
+        malloc = lib.dll.cachalot_torch_malloc
+        for device in (0, 2):
+            self.assertTrue(malloc(3 << 20, device, None))
+        try:
+            for initialized in (False, True):
+                with self.subTest(cuda_initialised=initialized):
+                    sys.modules["torch"] = fake_torch(initialized=initialized, device_count=1)
+                    snap = cachalot_torch.snapshot()
+                    self.assertEqual(len(snap["device_traces"]), 3)
+                    self.assertEqual(sorted({s["device"] for s in snap["segments"]}), [0, 2])
+                    self.assertEqual(snap["device_traces"][1], [])
+                    self.assertTrue(snap["device_traces"][0] and snap["device_traces"][2])
+        finally:
+            sys.modules.pop("torch", None)
 
 
 DEVICES_CONFIG = "policy:pytorch,record_history:100000"
@@ -356,6 +599,105 @@ class ModuleFunctions(unittest.TestCase):
     def setUp(self):
         sys.modules.pop("torch", None)
 
+    def tearDown(self):
+        sys.modules.pop("torch", None)
+
+    READERS = (cachalot_torch.memory_stats, cachalot_torch.memory_summary, cachalot_torch.snapshot,
+               cachalot_torch.reset_peak_memory_stats, cachalot_torch.memory_allocated,
+               cachalot_torch.max_memory_allocated, cachalot_torch.memory_reserved,
+               cachalot_torch.max_memory_reserved)
+
+    def test_devices_are_read_as_torch_reads_them(self):
+        for device, expected in [(None, 0), (3, 3), ("cuda", 0), ("cuda:5", 5), (types.SimpleNamespace(type="cuda",
+                                 index=None), 0), (types.SimpleNamespace(type="cuda", index=2), 2)]:
+            with self.subTest(device=device):
+                self.assertEqual(cachalot_torch._device_index(device), expected)
+        refused = [("cpu", ValueError, "Expected a cuda device, but got: cpu"),
+                   ("cpu:1", ValueError, "Expected a cuda device, but got: cpu:1"),
+                   ("meta:1", ValueError, "Expected a cuda device, but got: meta:1"),
+                   (types.SimpleNamespace(type="cpu", index=1), ValueError, "Expected a cuda device, but got: cpu:1"),
+                   (types.SimpleNamespace(type="cpu", index=None), ValueError, "Expected a cuda device, but got: cpu"),
+                   ("cuda:x", RuntimeError, "Invalid device string: 'cuda:x'"),
+                   ("cuda:-2", RuntimeError, "Invalid device string: 'cuda:-2'"),
+                   ("cuda:01", RuntimeError, "Invalid device string: 'cuda:01'"),
+                   ("", RuntimeError, "Invalid device string: ''"),
+                   ([1], TypeError, "device must be"), (1.7, TypeError, "device must be"),
+                   (True, TypeError, "device must be"), (object(), TypeError, "device must be")]
+        for device, error, message in refused:
+            for reader in self.READERS:
+                with self.subTest(device=device, reader=reader.__name__):
+                    with self.assertRaises(error) as e:
+                        reader(device)
+                    self.assertIn(message, str(e.exception))
+                    self.assertNotIsInstance(e.exception, ctypes.ArgumentError)
+
+    def test_ordinals_out_of_range_raise_before_any_call(self):
+        lib = cachalot_torch.load_library()
+        watched = copy.copy(lib)
+        watched.dll = DllProxy(lib.dll)
+        try:
+            cachalot_torch._LIB = watched
+            # No subTest: the first failure ends the test, before snapshot(2**32) could build
+            # 2**32 lists, as it did when the ordinal was checked only by the C call.
+            for ordinal in [2 ** 32, 2 ** 32 + 1, 2 ** 31, 64, -1, "cuda:64", "cuda:4294967296"]:
+                for reader in self.READERS:
+                    call = f"{reader.__name__}({ordinal!r})"
+                    with self.assertRaises(RuntimeError, msg=call) as e:
+                        reader(ordinal)
+                    self.assertRegex(str(e.exception), r"^Invalid device argument -?\d+: cachalot serves "
+                                                       r"CUDA devices 0 to 63$", call)
+            self.assertEqual(watched.dll.asked, [], "no C call for an ordinal out of range")
+        finally:
+            cachalot_torch._LIB = lib
+
+    def test_ordinals_past_torchs_device_count_raise_once_cuda_is_initialised(self):
+        sys.modules["torch"] = fake_torch(initialized=True, device_count=2, current_device=1)
+        for reader in self.READERS:
+            with self.subTest(reader=reader.__name__):
+                with self.assertRaisesRegex(RuntimeError, r"^Invalid device argument 2: this process has 2 CUDA"):
+                    reader(2)
+        self.assertEqual(list(cachalot_torch.memory_stats(1)), pytorch_stat_keys())
+        self.assertEqual(len(cachalot_torch.snapshot()["device_traces"]), 2)
+        self.assertIn("device ID 1 ", cachalot_torch.memory_summary(), "None is torch's current device")
+
+    def test_once_cuda_is_initialised_the_device_is_still_checked_here(self):
+        sys.modules["torch"] = fake_torch(initialized=True, device_count=2, current_device=1)
+        self.assertIn("device ID 1 ", cachalot_torch.memory_summary("cuda"),
+                      "an index-less 'cuda' is the current device")
+        with self.assertRaises(ValueError):
+            cachalot_torch.memory_stats("cpu")
+        with self.assertRaises(TypeError):
+            cachalot_torch.memory_stats(1.7)  # not the current device, as torch's optional reading would have it
+
+    def test_a_bad_config_in_the_environment_is_a_valueerror_naming_it(self):
+        with EnvVar(CONFIG_ENV, "policy:nope"):
+            for reader in (cachalot_torch.memory_stats, cachalot_torch.memory_summary,
+                           cachalot_torch.memory_allocated, cachalot_torch.max_memory_reserved):
+                with self.subTest(reader=reader.__name__):
+                    with self.assertRaises(ValueError) as e:
+                        reader(0)
+                    self.assertIn("CACHALOT_ALLOC_CONF", str(e.exception))
+                    self.assertIn("'policy'", str(e.exception))
+
+    def test_before_cuda_is_initialised(self):
+        """The rule of the module's docstring: memory_stats() and the four figures read from it
+        are empty, as PyTorch's; the summary, the snapshot and the reset read cachalot, which
+        has no allocator yet; a bad device is refused all the same."""
+        sys.modules["torch"] = fake_torch(initialized=False, device_count=1)
+        self.assertEqual(cachalot_torch.memory_stats(), collections.OrderedDict())
+        for figure in (cachalot_torch.memory_allocated, cachalot_torch.max_memory_allocated,
+                       cachalot_torch.memory_reserved, cachalot_torch.max_memory_reserved):
+            with self.subTest(figure=figure.__name__):
+                self.assertEqual(figure(), 0)
+                doc = " ".join((figure.__doc__ or "").split())
+                self.assertIn(f"torch.cuda.{figure.__name__}() for cachalot", doc)
+                self.assertIn("0 while CUDA is not initialised", doc)
+        self.assertIn("Allocated memory", cachalot_torch.memory_summary())
+        self.assertEqual(cachalot_torch.snapshot(), {"segments": [], "device_traces": [[]]})
+        cachalot_torch.reset_peak_memory_stats()
+        with self.assertRaises(ValueError):
+            cachalot_torch.memory_stats("cpu")
+
     def test_unused_devices_read_as_an_idle_allocator(self):
         lib = cachalot_torch.load_library()
         self.assertIsNone(lib.torch_allocator(0))
@@ -396,8 +738,9 @@ class ModuleFunctions(unittest.TestCase):
             os.environ["CACHALOT_LIB"], cachalot_torch._HERE = saved
 
 
-def fake_torch(initialized=False, refuse_swap=False, lacking=()):
-    """A stand-in for the parts of torch that install() uses, recording what it is asked."""
+def fake_torch(initialized=False, refuse_swap=False, lacking=(), device_count=1, current_device=0):
+    """A stand-in for the parts of torch that install() and the readers use, recording what
+    it is asked."""
     torch = types.ModuleType("torch")
     torch.__version__ = "fake"
     calls = torch.calls = {"hooks": {}, "swapped": []}
@@ -423,7 +766,12 @@ def fake_torch(initialized=False, refuse_swap=False, lacking=()):
     def memory_allocated():
         return 4096
 
+    def get_device_index(device, optional=False):  # torch.cuda._get_device_index, for ordinals
+        return current_device if device is None else device
+
     torch.cuda = types.SimpleNamespace(is_initialized=lambda: initialized, memory_allocated=memory_allocated,
+                                       device_count=lambda: device_count, current_device=lambda: current_device,
+                                       _get_device_index=get_device_index,
                                        memory=types.SimpleNamespace(CUDAPluggableAllocator=Pluggable,
                                                                     change_current_allocator=change_current_allocator))
     return torch
@@ -432,11 +780,11 @@ def fake_torch(initialized=False, refuse_swap=False, lacking=()):
 class Install(unittest.TestCase):
     def setUp(self):
         self.saved_conf = os.environ.pop("CACHALOT_ALLOC_CONF", None)
-        cachalot_torch._INSTALLED = None
+        cachalot_torch._INSTALLED = cachalot_torch._INSTALLED_CONFIG = None
 
     def tearDown(self):
         sys.modules.pop("torch", None)
-        cachalot_torch._INSTALLED = None
+        cachalot_torch._INSTALLED = cachalot_torch._INSTALLED_CONFIG = None
         os.environ.pop("CACHALOT_ALLOC_CONF", None)
         if self.saved_conf is not None:
             os.environ["CACHALOT_ALLOC_CONF"] = self.saved_conf
@@ -483,6 +831,26 @@ class Install(unittest.TestCase):
         with self.assertRaises(RuntimeError):
             cachalot_torch.install(config="policy:cachalot")
         self.assertEqual(cachalot_torch.memory_stats(), collections.OrderedDict(), "CUDA not initialised yet")
+
+    def test_a_second_install_compares_with_the_config_installed(self):
+        sys.modules["torch"] = fake_torch()
+        alloc = cachalot_torch.install(config="policy:pytorch,max_split_size_mb:128")
+        self.assertIs(cachalot_torch.install(config=" policy : pytorch , max_split_size_mb:128 "), alloc,
+                      "spaces around keys and values do not count, as in the core's parser")
+        os.environ["CACHALOT_ALLOC_CONF"] = "policy:cachalot"  # changed behind install()'s back
+        with self.assertRaises(RuntimeError) as e:
+            cachalot_torch.install(config="policy:cachalot")
+        self.assertIn("already installed with CACHALOT_ALLOC_CONF='policy:pytorch,max_split_size_mb:128'",
+                      str(e.exception))
+        with self.assertRaises(RuntimeError):
+            cachalot_torch.install(config="policy:pytorch")
+
+    def test_a_config_is_split_as_the_core_splits_it(self):
+        pairs = cachalot_torch._config_pairs
+        self.assertEqual(pairs(" a : 1 ,b:[x:1,y:2] , c:3"), [("a", "1"), ("b", "[x:1,y:2]"), ("c", "3")])
+        self.assertEqual(pairs(""), [])
+        for refused in ["garbage", ":1", "a:", "a:[1", "a:[1]x"]:
+            self.assertIsNone(pairs(refused), refused)
 
     def test_a_missing_hook_is_a_warning(self):
         torch = sys.modules["torch"] = fake_torch(lacking=("set_record_stream_fn",))
