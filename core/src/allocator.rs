@@ -75,7 +75,11 @@ impl<D: Device> Allocator<D> {
             stream_uses: Default::default(),
             events: PendingEvents::default(),
             stats: Counters {
-                max_split_size: if config.max_split_size == u64::MAX { -1 } else { config.max_split_size as i64 },
+                max_split_size: if config.max_split_size == u64::MAX {
+                    -1
+                } else {
+                    i64::try_from(config.max_split_size).unwrap_or(i64::MAX)
+                },
                 ..Counters::default()
             },
             reserved: 0,
@@ -173,6 +177,7 @@ impl<D: Device> Allocator<D> {
     /// returns theirs to the device first, so that together they do what PyTorch's one
     /// allocator does (the native library's per-stream shards).
     pub fn malloc_after_release(&mut self, size: u64, stream: Stream) -> Result<u64, AllocError> {
+        check_request(size)?;
         let rounded = round_size(size, &self.config.roundup_power2_divisions);
         match self.grow_after_release(Pool::for_size(rounded), stream, rounded)? {
             Some(id) => Ok(self.hand_out::<false>(id, rounded, size)),
@@ -214,12 +219,7 @@ impl<D: Device> Allocator<D> {
     /// [`Allocator::malloc_short_of_release`]'s work; `PLAIN` as [`Allocator::plain`] says.
     #[inline(always)]
     fn malloc_served<const PLAIN: bool>(&mut self, size: u64, stream: Stream) -> Result<Option<u64>, AllocError> {
-        if size == 0 {
-            return Err(AllocError::ZeroSize);
-        }
-        if size > MAX_REQUEST {
-            return Err(AllocError::TooLarge { requested: size });
-        }
+        check_request(size)?;
         if !self.events.is_empty() {
             let completed = self.process_events()?;
             if completed > 0 {
@@ -861,4 +861,16 @@ impl<D: Device> Allocator<D> {
     pub fn segment_size_for(&self, size: u64) -> u64 {
         segment_size(round_size(size, &self.config.roundup_power2_divisions))
     }
+}
+
+/// Refuses a request of 0 bytes or of more than any device holds.
+#[inline(always)]
+fn check_request(size: u64) -> Result<(), AllocError> {
+    if size == 0 {
+        return Err(AllocError::ZeroSize);
+    }
+    if size > MAX_REQUEST {
+        return Err(AllocError::TooLarge { requested: size });
+    }
+    Ok(())
 }

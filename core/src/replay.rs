@@ -84,19 +84,21 @@ impl Replayer {
     #[inline]
     pub fn step<D: Device>(&mut self, alloc: &mut Allocator<D>, op: &TraceOp) -> Result<Step, AllocError> {
         match *op {
-            TraceOp::Alloc { slot, size, stream } => match alloc.malloc(size, stream) {
-                Ok(addr) => {
-                    self.addrs[slot as usize] = addr;
-                    Ok(Step::Allocated(addr))
+            TraceOp::Alloc { slot, size, stream } => {
+                let (addr, step) = match alloc.malloc(size, stream) {
+                    Ok(addr) => (addr, Step::Allocated(addr)),
+                    Err(AllocError::OutOfMemory(report)) => (0, Step::OutOfMemory(report)),
+                    Err(e) => return Err(e),
+                };
+                match self.addrs.get_mut(slot as usize) {
+                    Some(entry) => *entry = addr,
+                    None => self.grow(slot, addr),
                 }
-                Err(AllocError::OutOfMemory(report)) => {
-                    self.addrs[slot as usize] = 0;
-                    Ok(Step::OutOfMemory(report))
-                }
-                Err(e) => Err(e),
-            },
+                Ok(step)
+            }
             TraceOp::Free { slot } => {
-                let addr = core::mem::take(&mut self.addrs[slot as usize]);
+                let Some(live) = self.addrs.get_mut(slot as usize) else { return Ok(Step::Skipped) };
+                let addr = core::mem::take(live);
                 if addr == 0 {
                     return Ok(Step::Skipped);
                 }
@@ -104,6 +106,14 @@ impl Replayer {
                 Ok(Step::Freed(addr))
             }
         }
+    }
+
+    /// Records `addr` in a slot past the table: a trace of more slots than this replayer was
+    /// made for.
+    #[cold]
+    fn grow(&mut self, slot: u32, addr: u64) {
+        self.addrs.resize(slot as usize + 1, 0);
+        self.addrs[slot as usize] = addr;
     }
 
     /// Frees everything the trace left live.
@@ -117,7 +127,8 @@ impl Replayer {
         Ok(())
     }
 
-    /// Replays `ops` (a prefix or all of a trace) without freeing what is left live.
+    /// Replays `ops` (a prefix or all of a trace) without freeing what is left live, unless
+    /// an operation fails: then what is live is freed before the error returns.
     /// Peaks are those of the allocator's statistics since its last peak reset.
     pub fn run_ops<D: Device>(
         &mut self,
@@ -135,7 +146,11 @@ impl Replayer {
                     }
                 }
                 Ok(_) => {}
-                Err(error) => return Err(ReplayError { op: i, error }),
+                Err(error) => {
+                    // Nothing the pass allocated stays behind with no slot to free it by.
+                    let _ = self.free_live(alloc);
+                    return Err(ReplayError { op: i, error });
+                }
             }
         }
         let s = alloc.stats();

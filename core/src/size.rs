@@ -71,11 +71,15 @@ pub fn power2_interval(size: u64) -> usize {
 
 /// Rounds a request the way PyTorch does: up to 512 B, then to a multiple of 512 B, or,
 /// when `divisions` (for this size's interval) is above 1, to the next of `divisions`
-/// equal steps of the size's power of two.
+/// equal steps of the size's power of two. A size above [`MAX_REQUEST`], which no device
+/// holds and the allocator refuses, comes back as it is rather than overflowing.
 #[inline]
 pub fn round_size(size: u64, divisions: &[u32; POWER2_INTERVALS]) -> u64 {
     if size < MIN_BLOCK {
         return MIN_BLOCK;
+    }
+    if size > MAX_REQUEST {
+        return size;
     }
     let div = divisions[power2_interval(size)] as u64;
     if div > 1 && size > MIN_BLOCK * div {
@@ -104,10 +108,13 @@ fn round_to_division(size: u64, divisions: u64) -> u64 {
     }
 }
 
-/// Size of the segment a fresh device allocation gets for a rounded request.
+/// Size of the segment a fresh device allocation gets for a rounded request (one above
+/// [`MAX_REQUEST`] comes back as it is).
 #[inline]
 pub fn segment_size(rounded: u64) -> u64 {
-    if rounded <= SMALL_SIZE {
+    if rounded > MAX_REQUEST {
+        rounded
+    } else if rounded <= SMALL_SIZE {
         SMALL_BUFFER
     } else if rounded < MIN_LARGE_ALLOC {
         LARGE_BUFFER
@@ -165,6 +172,17 @@ mod tests {
         assert_eq!(power2_interval(2 * MIB - 1), 0);
         assert_eq!(power2_interval(2 * MIB), 1);
         assert_eq!(power2_interval(1 << 40), 15);
+    }
+
+    #[test]
+    fn sizes_no_device_holds_come_back_unrounded() {
+        let four = [4; POWER2_INTERVALS];
+        for size in [u64::MAX, u64::MAX - 511, MAX_REQUEST + 1] {
+            assert_eq!(round_size(size, &[0; POWER2_INTERVALS]), size);
+            assert_eq!(round_size(size, &four), size);
+            assert_eq!(segment_size(size), size);
+        }
+        assert_eq!(round_size(MAX_REQUEST, &four), MAX_REQUEST);
     }
 
     #[test]

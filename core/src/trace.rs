@@ -14,6 +14,7 @@ use alloc::vec::Vec;
 use core::fmt;
 
 use crate::device::Stream;
+use crate::size::MAX_REQUEST;
 
 /// One operation of a trace.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -102,7 +103,9 @@ fn error(line: usize, message: impl Into<String>) -> TraceError {
 #[derive(Default)]
 struct Builder {
     trace: Trace,
-    slot_of: hashbrown::HashMap<u64, u32, core::hash::BuildHasherDefault<crate::addr_map::IdHasher>>,
+    /// Ordered, not hashed: the allocator's fast hash assumes device addresses, and a
+    /// crafted file of pointers that collide in it made parsing quadratic.
+    slot_of: alloc::collections::BTreeMap<u64, u32>,
     free_slots: Vec<u32>,
     streams: Vec<Stream>,
 }
@@ -159,6 +162,8 @@ impl Builder {
 
 /// Reads a trace in either format: JSON when the text starts with `{`, CSV otherwise.
 pub fn parse_trace(text: &str) -> Result<Trace, TraceError> {
+    // A byte-order mark, as some editors write, is not part of the text.
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     if text.trim_start().starts_with('{') {
         parse_snapshot_json(text)
     } else {
@@ -207,8 +212,17 @@ fn parse_time(field: &str) -> Option<u64> {
     whole.checked_mul(1_000_000)?.checked_add(micros)
 }
 
+/// A request size a device could hold: no more than [`MAX_REQUEST`] (1 TiB).
+fn checked_size(size: u64) -> Result<u64, String> {
+    if size > MAX_REQUEST {
+        return Err(alloc::format!("size {size} is more than 1 TiB ({MAX_REQUEST} bytes), more than any device holds"));
+    }
+    Ok(size)
+}
+
 /// Reads RMM's logging CSV (`Thread,Time,Action,Pointer,Size,Stream`; columns found by name).
 pub fn parse_csv(text: &str) -> Result<Trace, TraceError> {
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     let mut lines = text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty());
     let (_, header) = lines.next().ok_or_else(|| error(0, "the text is empty"))?;
     let names: Vec<&str> = header.split(',').map(str::trim).collect();
@@ -241,7 +255,7 @@ pub fn parse_csv(text: &str) -> Result<Trace, TraceError> {
             None => 0,
         };
         match fields[c_action].trim() {
-            "allocate" => b.alloc(ptr?, size?, stream, time),
+            "allocate" => b.alloc(ptr?, checked_size(size?).map_err(|m| error(n, m))?, stream, time),
             "free" => b.free(ptr?, time),
             "allocate failure" => b.failure(),
             other => {
@@ -260,6 +274,7 @@ pub fn parse_csv(text: &str) -> Result<Trace, TraceError> {
 /// failures, and the first device's `segment_alloc` entries become the trace's
 /// `segment_placements`; other actions are ignored. Entries of every device are read in order.
 pub fn parse_snapshot_json(text: &str) -> Result<Trace, TraceError> {
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     let v: serde_json::Value = serde_json::from_str(text).map_err(|e| error(e.line(), e.to_string()))?;
     let traces = v
         .get("device_traces")
@@ -276,9 +291,20 @@ pub fn parse_snapshot_json(text: &str) -> Result<Trace, TraceError> {
                 field(k)
                     .ok_or_else(|| error(0, alloc::format!("device_traces[{d}][{i}] ({action}) lacks a numeric '{k}'")))
             };
-            let time = field("time_us").unwrap_or(0);
+            // Absent is 0 (older snapshots); present but not a whole number is an error.
+            let optional = |k: &str| match e.get(k) {
+                None => Ok(0),
+                Some(x) => x.as_u64().ok_or_else(|| {
+                    error(0, alloc::format!("device_traces[{d}][{i}] ({action}): '{k}' is {x}, not a whole number"))
+                }),
+            };
+            let time = optional("time_us")?;
             match action {
-                "alloc" => b.alloc(need("addr")?, need("size")?, field("stream").unwrap_or(0), time),
+                "alloc" => {
+                    let size = checked_size(need("size")?)
+                        .map_err(|m| error(0, alloc::format!("device_traces[{d}][{i}] (alloc): {m}")))?;
+                    b.alloc(need("addr")?, size, optional("stream")?, time)
+                }
                 "free_requested" => b.free(need("addr")?, time),
                 "oom" => b.failure(),
                 "segment_alloc" if d == 0 => placements.push((need("addr")?, need("size")?)),
@@ -300,11 +326,15 @@ impl Trace {
         for op in &self.ops {
             match *op {
                 TraceOp::Alloc { slot, size, .. } => {
+                    // A hand-made trace may name a slot past `slots`.
+                    if slot as usize >= size_of.len() {
+                        size_of.resize(slot as usize + 1, 0);
+                    }
                     size_of[slot as usize] = size;
                     live += size as u128;
                     peak = peak.max(live);
                 }
-                TraceOp::Free { slot } => live -= size_of[slot as usize] as u128,
+                TraceOp::Free { slot } => live -= size_of.get(slot as usize).copied().unwrap_or(0) as u128,
             }
         }
         u64::try_from(peak).unwrap_or(u64::MAX)

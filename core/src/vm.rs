@@ -51,7 +51,9 @@ impl<D: Device> Allocator<D> {
     /// more, as PyTorch reserves.
     pub(crate) fn range_size(&self, page: u64) -> u64 {
         let total = self.device.total_memory();
-        (total + total / 8).next_multiple_of(page).max(page)
+        let want = total.saturating_add(total / 8);
+        // A device near 2^64 bytes exists only in simulation: cap rather than overflow.
+        want.checked_next_multiple_of(page).unwrap_or(want / page * page).max(page)
     }
 
     /// Returns a range whose only block is the unmapped block `id` to the device.

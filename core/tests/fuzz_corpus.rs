@@ -84,3 +84,89 @@ fn peak_requested_of_huge_sizes_does_not_overflow() {
         Err(e) => assert_eq!(e.line, 2, "{e}"),
     }
 }
+
+/// Found by fuzzing the parsers and the replay: one allocation over 1 TiB aborted a replay and
+/// left what the pass had allocated live with no slot to free it by. Expected: the parser
+/// refuses the size, naming the line; a hand-made trace that holds one still frees what it
+/// allocated when its replay fails.
+#[test]
+fn a_size_no_device_holds_is_refused_and_a_failed_replay_frees_its_allocations() {
+    let csv = "Time,Action,Pointer,Size\n1,allocate,0x1000,4096\n2,allocate,0x2000,1099511627777\n";
+    let e = cachalot_core::parse_trace(csv).unwrap_err();
+    assert!(e.line == 3 && e.message.contains("more than 1 TiB"), "{e}");
+    let json = r#"{"device_traces":[[{"action":"alloc","addr":4096,"size":1099511627777}]]}"#;
+    assert!(cachalot_core::parse_trace(json).unwrap_err().message.contains("more than 1 TiB"));
+
+    use cachalot_core::{Allocator, Config, Replayer, SimDevice, Trace, TraceOp};
+    let ops = vec![
+        TraceOp::Alloc { slot: 0, size: 4096, stream: 0 },
+        TraceOp::Alloc { slot: 1, size: (1 << 40) + 1, stream: 0 },
+    ];
+    let trace = Trace { slots: 2, times_us: vec![0, 0], ops, ..Default::default() };
+    let mut a = Allocator::new(SimDevice::new(1 << 30), Config::pytorch());
+    assert_eq!(Replayer::replay(&mut a, &trace).unwrap_err().op, 1);
+    assert_eq!(a.stats().allocated_bytes.all.current, 0);
+}
+
+/// Found by fuzzing: a hand-made trace naming a slot past its `slots`, or a replayer reused for
+/// a larger trace, panicked on an index. Expected: the slot table grows.
+#[test]
+fn slots_past_the_count_are_served() {
+    use cachalot_core::{Allocator, Config, Replayer, SimDevice, Trace, TraceOp};
+    let ops =
+        vec![TraceOp::Alloc { slot: 3, size: 512, stream: 0 }, TraceOp::Free { slot: 3 }, TraceOp::Free { slot: 9 }];
+    let trace = Trace { slots: 1, times_us: vec![0; 3], ops, ..Default::default() };
+    assert_eq!(trace.peak_requested(), 512);
+    let mut a = Allocator::new(SimDevice::new(1 << 30), Config::pytorch());
+    let out = Replayer::new(1).run_pass(&mut a, &trace.ops).unwrap();
+    assert_eq!((out.peak_requested_bytes, a.stats().allocated_bytes.all.current), (512, 0));
+}
+
+/// Found by fuzzing: a byte-order mark made a snapshot read as CSV and a CSV's first column
+/// go unrecognised. Expected: the mark is skipped.
+#[test]
+fn a_byte_order_mark_is_skipped() {
+    let csv = "\u{feff}Time,Action,Pointer,Size\n1,allocate,0x1000,4096\n";
+    let json = "\u{feff}{\"device_traces\":[[{\"action\":\"alloc\",\"addr\":4096,\"size\":4096}]]}";
+    for text in [csv, json] {
+        assert_eq!(cachalot_core::parse_trace(text).unwrap().report.allocs, 1, "{text}");
+    }
+}
+
+/// Found by fuzzing: a snapshot entry's stream of -1 or "0x7", or a time that is not a whole
+/// number, silently became 0. Expected: an error naming the entry and the field.
+#[test]
+fn a_snapshot_field_of_the_wrong_kind_is_an_error() {
+    for (field, value) in [("stream", "-1"), ("stream", "\"0x7\""), ("time_us", "1.5")] {
+        let json = format!(
+            "{{\"device_traces\":[[{{\"action\":\"alloc\",\"addr\":4096,\"size\":512,\"{field}\":{value}}}]]}}"
+        );
+        let e = cachalot_core::parse_trace(&json).unwrap_err();
+        assert!(e.message.contains(&format!("'{field}'")) && e.message.contains("device_traces[0][0]"), "{e}");
+    }
+}
+
+/// Found by fuzzing: malloc_after_release skipped malloc's checks (a 0-byte request got 512
+/// bytes; u64::MAX overflowed), a huge simulated device overflowed its range size, and a
+/// max_split_size_mb past 2^43 read back negative. Expected: errors, no panic, a positive limit.
+#[test]
+fn the_edges_of_the_allocator_api_are_errors_not_panics() {
+    use cachalot_core::{AllocError, Allocator, Config, SimDevice};
+    let mut a = Allocator::new(SimDevice::new(1 << 30), Config::pytorch());
+    assert!(matches!(a.malloc_after_release(0, 0), Err(AllocError::ZeroSize)));
+    assert!(matches!(a.malloc_after_release(u64::MAX, 0), Err(AllocError::TooLarge { .. })));
+    assert_eq!(a.stats().allocated_bytes.all.current, 0);
+    assert_eq!(a.segment_size_for(u64::MAX), u64::MAX);
+    // A device of 2^64 bytes has no address range to match: out of memory, not a panic.
+    let mut huge = Allocator::new(SimDevice::new(u64::MAX), Config::default());
+    match huge.malloc(1, 0) {
+        Ok(p) => huge.free(p).unwrap(),
+        Err(e) => assert!(matches!(e, AllocError::OutOfMemory(_)), "{e}"),
+    }
+    huge.check_invariants().unwrap();
+    let split = Allocator::new(
+        SimDevice::new(1 << 30),
+        Config::parse("policy:pytorch,max_split_size_mb:9007199254740991").unwrap(),
+    );
+    assert!(split.stats().max_split_size > 0);
+}
