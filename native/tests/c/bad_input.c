@@ -20,18 +20,7 @@
 #include <unistd.h>
 
 #include "cachalot.h"
-
-static int passed, failed;
-
-#define CHECK(cond)                                                            \
-    do {                                                                       \
-        if (cond) {                                                            \
-            passed++;                                                          \
-        } else {                                                               \
-            failed++;                                                          \
-            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
-        }                                                                      \
-    } while (0)
+#include "check.h"
 
 static char last_message[1024];
 

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "cachalot.h"
+#include "check.h"
 
 /* The few driver calls the test makes itself, and the fake's counters. */
 typedef struct fake_ctx *CUcontext;
@@ -30,17 +31,6 @@ int fake_cuda_retained_contexts(void);
 long fake_cuda_context_errors(void);
 long fake_cuda_wrong_context_calls(void);
 long fake_cuda_stream_syncs(void);
-
-static int passed, failed;
-#define CHECK(cond)                                                                       \
-    do {                                                                                  \
-        if (cond) {                                                                       \
-            passed++;                                                                     \
-        } else {                                                                          \
-            failed++;                                                                     \
-            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);     \
-        }                                                                                 \
-    } while (0)
 
 static cachalot_stats stats_of(cachalot_allocator *a) {
     cachalot_stats s = {.struct_size = sizeof s};

@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "cachalot.h"
+#include "check.h"
 
 /* The few driver calls the test makes itself, and the fake's counters. */
 typedef struct fake_ctx *CUcontext;
@@ -50,17 +51,6 @@ long fake_cuda_wrong_context_calls(void);
 enum { NDEV = 3, ROUNDS = 400, LIVE = 6 };
 static const char *const CAPACITIES = "1073741824,536870912,268435456"; /* 1 GiB, 512 MiB, 256 MiB */
 static const size_t MiB = (size_t)1 << 20;
-
-static int passed, failed;
-#define CHECK(cond)                                                                       \
-    do {                                                                                  \
-        if (cond) {                                                                       \
-            __atomic_add_fetch(&passed, 1, __ATOMIC_RELAXED);                             \
-        } else {                                                                          \
-            __atomic_add_fetch(&failed, 1, __ATOMIC_RELAXED);                             \
-            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);     \
-        }                                                                                 \
-    } while (0)
 
 static CUcontext ctx[NDEV];
 static long torch_mallocs[NDEV];

@@ -11,23 +11,13 @@
 #include <stdio.h>
 
 #include "cachalot.h"
+#include "check.h"
 
 int cuInit(unsigned int flags);
 unsigned fake_cuda_access_of(const void *ptr);
 int fake_cuda_live_mappings(void);
 long fake_cuda_context_errors(void);
 long fake_cuda_wrong_context_calls(void);
-
-static int passed, failed;
-#define CHECK(cond)                                                                   \
-    do {                                                                              \
-        if (cond) {                                                                   \
-            passed++;                                                                 \
-        } else {                                                                      \
-            failed++;                                                                 \
-            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
-        }                                                                             \
-    } while (0)
 
 enum { DEVICE_0 = 1u, DEVICE_1 = 2u, DEVICE_2 = 4u };
 
