@@ -328,7 +328,11 @@ impl<D: Device> Allocator<D> {
             a.synchronize_and_free_events()?;
             a.release_unsplit_blocks(Pool::Large)?;
             a.release_unsplit_blocks(Pool::Small)
-        })
+        })?;
+        for index in &mut self.free {
+            index.drop_empty_streams();
+        }
+        Ok(())
     }
 
     /// Limits the bytes of segments held to `fraction` of the device's memory.

@@ -40,15 +40,18 @@ pub struct Epochs {
 }
 
 impl Epochs {
+    /// Streams are kept sorted and found by binary search: every free under the paged policy
+    /// looks its stream up, and a program may use thousands.
     fn get(&mut self, stream: Stream) -> &mut StreamEpochs {
-        match self.streams.iter().position(|s| s.stream == stream) {
-            Some(i) => &mut self.streams[i],
-            None => {
+        let i = match self.streams.binary_search_by_key(&stream, |s| s.stream) {
+            Ok(i) => i,
+            Err(i) => {
                 let fresh = StreamEpochs { stream, recorded: 0, completed: 0, dirty: false, pending: VecDeque::new() };
-                self.streams.push(fresh);
-                self.streams.last_mut().expect("just pushed")
+                self.streams.insert(i, fresh);
+                i
             }
-        }
+        };
+        &mut self.streams[i]
     }
 
     /// The stamp for a block freed now on `stream`.
@@ -62,7 +65,10 @@ impl Epochs {
     /// True when the work queued on `stream` before a block stamped `stamp` was freed has
     /// finished.
     pub fn is_safe(&self, stream: Stream, stamp: u32) -> bool {
-        self.streams.iter().find(|s| s.stream == stream).is_some_and(|s| stamp < s.completed)
+        match self.streams.binary_search_by_key(&stream, |s| s.stream) {
+            Ok(i) => stamp < self.streams[i].completed,
+            Err(_) => false,
+        }
     }
 
     /// Records that `stream` was just synchronized: every epoch so far is complete.

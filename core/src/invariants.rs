@@ -54,6 +54,7 @@ impl<D: Device> Allocator<D> {
     pub fn check_invariants(&self) -> Result<(), String> {
         let mut indexed: Map<(Pool, Key)> = Map::default();
         for pool in [Pool::Small, Pool::Large] {
+            self.free[pool.index()].check_streams()?;
             for (key, id) in self.free[pool.index()].iter() {
                 if indexed.insert(id, (pool, key)).is_some() {
                     return Err(format!("block {id} is in a free index twice"));

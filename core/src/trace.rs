@@ -107,7 +107,7 @@ struct Builder {
     /// crafted file of pointers that collide in it made parsing quadratic.
     slot_of: alloc::collections::BTreeMap<u64, u32>,
     free_slots: Vec<u32>,
-    streams: Vec<Stream>,
+    streams: alloc::collections::BTreeSet<Stream>,
 }
 
 impl Builder {
@@ -127,9 +127,7 @@ impl Builder {
             self.trace.slots - 1
         });
         self.slot_of.insert(ptr, slot);
-        if !self.streams.contains(&stream) {
-            self.streams.push(stream);
-        }
+        self.streams.insert(stream);
         self.trace.ops.push(TraceOp::Alloc { slot, size, stream });
         self.trace.times_us.push(time_us);
         self.trace.report.allocs += 1;

@@ -170,3 +170,33 @@ fn the_edges_of_the_allocator_api_are_errors_not_panics() {
     );
     assert!(split.stats().max_split_size > 0);
 }
+
+/// Found by fuzzing: each stream a program ever used kept an index per pool (a table of 8 KiB)
+/// for the allocator's lifetime, and every malloc and free scanned them all. Expected: lookups
+/// stay right in any stream order, and `empty_cache` drops the indexes of streams that cache
+/// nothing.
+#[test]
+fn streams_that_cache_nothing_keep_no_index_after_empty_cache() {
+    use cachalot_core::{Allocator, Config, SimDevice};
+    let mut a = Allocator::new(SimDevice::new(64 << 30), Config::pytorch());
+    let baseline = a.metadata_bytes().1;
+    // Streams in descending order: each new one sorts first.
+    let mut blocks = Vec::new();
+    for s in (1..=2000u64).rev() {
+        blocks.push((s, a.malloc(4096, s).unwrap()));
+    }
+    for &(_, p) in &blocks {
+        a.free(p).unwrap();
+    }
+    // Each stream's cached block serves that stream again, and only that one.
+    for &(s, p) in blocks.iter().step_by(97) {
+        assert_eq!(a.malloc(4096, s).unwrap(), p, "stream {s}");
+        a.free(p).unwrap();
+    }
+    assert!(a.metadata_bytes().1 > 1000 * 8192);
+    a.empty_cache().unwrap();
+    a.check_invariants().unwrap();
+    assert_eq!(a.metadata_bytes().1, baseline, "indexes of empty streams were kept");
+    let p = a.malloc(4096, 7).unwrap();
+    a.free(p).unwrap();
+}
