@@ -40,18 +40,32 @@ pub struct Epochs {
 }
 
 impl Epochs {
+    /// Where `stream` is, or would go: the first stream is checked before searching, since
+    /// one stream is the common case.
+    #[inline]
+    fn position(&self, stream: Stream) -> Result<usize, usize> {
+        match self.streams.first() {
+            Some(s) if s.stream == stream => Ok(0),
+            _ => self.streams.binary_search_by_key(&stream, |s| s.stream),
+        }
+    }
+
     /// Streams are kept sorted and found by binary search: every free under the paged policy
     /// looks its stream up, and a program may use thousands.
     fn get(&mut self, stream: Stream) -> &mut StreamEpochs {
-        let i = match self.streams.binary_search_by_key(&stream, |s| s.stream) {
+        let i = match self.position(stream) {
             Ok(i) => i,
-            Err(i) => {
-                let fresh = StreamEpochs { stream, recorded: 0, completed: 0, dirty: false, pending: VecDeque::new() };
-                self.streams.insert(i, fresh);
-                i
-            }
+            Err(i) => self.add(i, stream),
         };
         &mut self.streams[i]
+    }
+
+    /// Gives a stream seen for the first time its epochs, at `i` in order.
+    #[cold]
+    fn add(&mut self, i: usize, stream: Stream) -> usize {
+        let fresh = StreamEpochs { stream, recorded: 0, completed: 0, dirty: false, pending: VecDeque::new() };
+        self.streams.insert(i, fresh);
+        i
     }
 
     /// The stamp for a block freed now on `stream`.
@@ -65,7 +79,7 @@ impl Epochs {
     /// True when the work queued on `stream` before a block stamped `stamp` was freed has
     /// finished.
     pub fn is_safe(&self, stream: Stream, stamp: u32) -> bool {
-        match self.streams.binary_search_by_key(&stream, |s| s.stream) {
+        match self.position(stream) {
             Ok(i) => stamp < self.streams[i].completed,
             Err(_) => false,
         }
