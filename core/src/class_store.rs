@@ -6,13 +6,11 @@
 //! with one block holds it inline (no vector), a class with more holds a vector, given back
 //! when the class empties; the storage of an empty class goes to a spare list for the next
 //! class that fills, and a vector that has shrunk to a quarter of its capacity gives half
-//! back. The list itself grows by a quarter at a time. Up to [`SPARE_VECTORS`] emptied
-//! vectors of the smallest capacity wait for the next class that needs one, so a class
-//! that swings between one and two blocks does not call the host allocator each time.
+//! back. The list itself
+//! grows by a quarter at a time.
 //!
 //! Invariants: a class has storage iff it holds an entry; storage named by the spare list
-//! belongs to no class and holds no vector; a spare vector is empty and has room for
-//! exactly [`MIN_CAPACITY`] entries.
+//! belongs to no class and holds no vector.
 
 use alloc::boxed::Box;
 use alloc::vec::Vec;
@@ -49,9 +47,6 @@ const NONE: u16 = u16::MAX;
 /// The fewest entries a vector has room for.
 const MIN_CAPACITY: usize = 4;
 
-/// Emptied vectors kept for reuse: 64 bytes each, so at most 512 bytes a stream.
-const SPARE_VECTORS: usize = 8;
-
 /// The entries of one class (or spare storage): a lone entry needs no vector.
 #[derive(Clone, Debug)]
 enum Storage {
@@ -67,8 +62,6 @@ pub struct ClassStore<const N: usize> {
     storage: Vec<Storage>,
     /// Positions in `storage` that no class uses.
     spare: Vec<u16>,
-    /// Empty vectors of [`MIN_CAPACITY`], at most [`SPARE_VECTORS`].
-    spare_vectors: Vec<Vec<Entry>>,
 }
 
 impl<const N: usize> ClassStore<N> {
@@ -76,7 +69,7 @@ impl<const N: usize> ClassStore<N> {
     pub fn new() -> ClassStore<N> {
         const { assert!(N < NONE as usize) };
         let storage_of = alloc::vec![NONE; N].into_boxed_slice().try_into().expect("N entries");
-        ClassStore { storage_of, storage: Vec::new(), spare: Vec::new(), spare_vectors: Vec::new() }
+        ClassStore { storage_of, storage: Vec::new(), spare: Vec::new() }
     }
 
     /// The entries of class `c`, largest first.
@@ -115,7 +108,7 @@ impl<const N: usize> ClassStore<N> {
         match s {
             Storage::One(x) => {
                 debug_assert!(x.addr != e.addr, "block cached twice");
-                let mut v = self.spare_vectors.pop().unwrap_or_else(|| Vec::with_capacity(MIN_CAPACITY));
+                let mut v = Vec::with_capacity(MIN_CAPACITY);
                 if x.key() > e.key() {
                     v.extend([*x, e]);
                 } else {
@@ -157,13 +150,7 @@ impl<const N: usize> ClassStore<N> {
         };
         if empty {
             // An empty class keeps no vector: spare storage costs its 24 bytes, no more.
-            let old =
-                core::mem::replace(&mut self.storage[at as usize], Storage::One(Entry { addr: 0, units: 0, id: 0 }));
-            if let Storage::Many(v) = old {
-                if v.capacity() == MIN_CAPACITY && self.spare_vectors.len() < SPARE_VECTORS {
-                    self.spare_vectors.push(v);
-                }
-            }
+            self.storage[at as usize] = Storage::One(Entry { addr: 0, units: 0, id: 0 });
             self.storage_of[c] = NONE;
             self.spare.push(at);
         }
@@ -180,12 +167,7 @@ impl<const N: usize> ClassStore<N> {
                 Storage::Many(v) => v.capacity() * core::mem::size_of::<Entry>(),
             })
             .sum();
-        let spare_vectors = self.spare_vectors.len() * MIN_CAPACITY * core::mem::size_of::<Entry>()
-            + self.spare_vectors.capacity() * core::mem::size_of::<Vec<Entry>>();
-        let growing = vectors
-            + spare_vectors
-            + self.storage.capacity() * core::mem::size_of::<Storage>()
-            + self.spare.capacity() * 2;
+        let growing = vectors + self.storage.capacity() * core::mem::size_of::<Storage>() + self.spare.capacity() * 2;
         (growing, self.storage_of.len() * 2)
     }
 }
@@ -215,27 +197,7 @@ mod tests {
         assert!(s.class(3).is_empty());
         // The emptied storage serves the next class that fills, without a vector.
         s.insert(5, entry(1, 9));
-        assert_eq!((s.class(5), s.storage.len()), ([entry(1, 9)].as_slice(), 1));
-        let vector = 4 * 16 + 4 * 24; // one spare vector, and the list of them
-        assert_eq!(s.heap_bytes().0, 4 * 24 + 4 * 2 + vector);
-    }
-
-    #[test]
-    fn emptied_vectors_serve_the_next_classes_up_to_a_bound() {
-        let mut s = ClassStore::<64>::new();
-        for c in 0..20 {
-            s.insert(c, entry(2, 2 * c as u64));
-            s.insert(c, entry(1, 2 * c as u64 + 1));
-        }
-        for c in 0..20 {
-            assert!(!s.remove_at(c, 0) && s.remove_at(c, 0));
-        }
-        assert_eq!(s.spare_vectors.len(), SPARE_VECTORS);
-        assert!(s.spare_vectors.iter().all(|v| v.is_empty() && v.capacity() == MIN_CAPACITY));
-        s.insert(40, entry(3, 1000));
-        s.insert(40, entry(4, 1001));
-        assert_eq!(s.class(40), [entry(4, 1001), entry(3, 1000)]);
-        assert_eq!(s.spare_vectors.len(), SPARE_VECTORS - 1);
+        assert_eq!((s.class(5), s.storage.len(), s.heap_bytes().0), ([entry(1, 9)].as_slice(), 1, 4 * 24 + 4 * 2));
     }
 
     #[test]
