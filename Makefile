@@ -1,5 +1,5 @@
 # cachalot — two commands up front:
-#   make demo   print the embedded trace under three configs, then serve the browser demo
+#   make demo   print the embedded trace under four configs, then serve the browser demo
 #   make test   every test (formatting, lints, unit/property/parity tests, wasm build, browser, C ABI)
 
 CARGO ?= cargo

@@ -1,5 +1,6 @@
 /*
- * cachalot: a GPU caching allocator (PyTorch's decisions, over CUDA or a simulated device).
+ * cachalot: a GPU caching allocator (its own paged policy by default, PyTorch's decisions under
+ * policy:pytorch; over CUDA or a simulated device).
  *
  * Conventions, kept by every function:
  *  - every symbol starts with `cachalot_`; an allocator is an opaque `cachalot_allocator *`

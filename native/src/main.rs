@@ -1,4 +1,4 @@
-//! `cachalot`: replay and compare allocation traces through cachalot's allocator.
+//! `cachalot`: replay, compare and advise on allocation traces through cachalot's allocator.
 //!
 //! Exit status: 0 on success, 1 when the command could not do its job, 2 for a wrong
 //! command line, 141 (what a shell reports for a process that SIGPIPE ended) when whoever

@@ -83,7 +83,7 @@ pub fn run(args: &mut Args, out: Out) -> Result<(), Failure> {
             let (c, w) = (&r.device_calls_cold, &r.device_calls_warm);
             writeln!(
                 out,
-                "virtual memory  first pass: {} pages created, {} mapped, {} unmap calls; a warm pass: {} mapped, {} unmap calls",
+                "virtual memory  first pass: {} physical handles created, {} mapped, {} unmap calls; a warm pass: {} mapped, {} unmap calls",
                 c.vm_creates, c.vm_maps, c.vm_unmaps, w.vm_maps, w.vm_unmaps
             )?;
         }
