@@ -6,35 +6,8 @@
 // Maps PAGES one-page handles on GPU 0 three times: access for GPU 0 only, for GPUs 0 and 1
 // in one call, and for GPU 0 then GPU 1 added later by a second call per mapping; prints the
 // median microseconds per mapping of each, and whether a copy from GPU 1 reads the memory.
-#include <cuda.h>
-
-#include <algorithm>
-#include <chrono>
-#include <cstdio>
-#include <cstdlib>
-#include <vector>
-
-#define CU(call)                                                                                  \
-    do {                                                                                          \
-        CUresult r_ = (call);                                                                     \
-        if (r_ != CUDA_SUCCESS) {                                                                 \
-            const char *name = nullptr;                                                           \
-            cuGetErrorName(r_, &name);                                                            \
-            std::fprintf(stderr, "peer_access_costs: %s failed: %s\n", #call, name ? name : "?"); \
-            std::exit(1);                                                                         \
-        }                                                                                         \
-    } while (0)
-
-using Clock = std::chrono::steady_clock;
-
-static double us(Clock::time_point a, Clock::time_point b) {
-    return std::chrono::duration<double, std::micro>(b - a).count();
-}
-
-static double median(std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    return v.empty() ? 0 : v[v.size() / 2];
-}
+#define PROBE_NAME "peer_access_costs"
+#include "driver_timing.h"
 
 int main(int argc, char **argv) {
     int pages = argc > 1 ? std::atoi(argv[1]) : 256;

@@ -5,35 +5,8 @@
 //   vmm_costs [PAGES]      (default 512 pages = 1 GiB)
 //
 // Prints microseconds per call (median of the calls) and `RESULT {json}`.
-#include <cuda.h>
-
-#include <algorithm>
-#include <chrono>
-#include <cstdio>
-#include <cstdlib>
-#include <vector>
-
-#define CU(call)                                                                         \
-    do {                                                                                 \
-        CUresult r_ = (call);                                                            \
-        if (r_ != CUDA_SUCCESS) {                                                        \
-            const char *name = nullptr;                                                  \
-            cuGetErrorName(r_, &name);                                                   \
-            std::fprintf(stderr, "vmm_costs: %s failed: %s\n", #call, name ? name : "?"); \
-            std::exit(1);                                                                \
-        }                                                                                \
-    } while (0)
-
-using Clock = std::chrono::steady_clock;
-
-static double us(Clock::time_point a, Clock::time_point b) {
-    return std::chrono::duration<double, std::micro>(b - a).count();
-}
-
-static double median(std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    return v.empty() ? 0 : v[v.size() / 2];
-}
+#define PROBE_NAME "vmm_costs"
+#include "driver_timing.h"
 
 int main(int argc, char **argv) {
     int pages = argc > 1 ? std::atoi(argv[1]) : 512;
