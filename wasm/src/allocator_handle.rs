@@ -13,7 +13,7 @@ use wasm_bindgen::prelude::*;
 
 use crate::decisions;
 use crate::error::js_error;
-use crate::js_number::{to_f64, to_u64};
+use crate::js_number::{to_capacity, to_f64, to_u64};
 use crate::memory_map;
 use crate::trace_cursor::TraceCursor;
 use crate::trace_file::TraceFile;
@@ -36,10 +36,7 @@ impl Allocator {
     #[wasm_bindgen(constructor)]
     pub fn new(config: &str, capacity: f64) -> Result<Allocator, JsError> {
         let config = Config::parse(config).map_err(js_error)?;
-        let capacity = to_u64(capacity, "capacity").map_err(js_error)?;
-        if capacity == 0 {
-            return Err(js_error("capacity must be at least 1 byte"));
-        }
+        let capacity = to_capacity(capacity).map_err(js_error)?;
         let inner = Core::new(SimDevice::new(capacity), config.clone());
         Ok(Allocator { inner, config, capacity, fraction: None, explain: false, cursor: None })
     }

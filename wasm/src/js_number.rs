@@ -15,6 +15,21 @@ pub fn to_u64(x: f64, what: &str) -> Result<u64, String> {
     Ok(x as u64)
 }
 
+/// The most a simulated device holds: its address window for segments (1 TiB). A larger
+/// capacity let its addresses wrap, handing out address 0 and the same address twice.
+pub const MAX_CAPACITY: u64 = cachalot_core::sim::TOP_ADDRESS - cachalot_core::sim::BASE_ADDRESS;
+
+/// `x` as a simulated device's capacity: 1 byte to [`MAX_CAPACITY`].
+pub fn to_capacity(x: f64) -> Result<u64, String> {
+    let capacity = to_u64(x, "capacity")?;
+    if capacity == 0 || capacity > MAX_CAPACITY {
+        return Err(format!(
+            "capacity must be 1 byte to 1 TiB ({MAX_CAPACITY} bytes, the simulated address space), got {capacity}"
+        ));
+    }
+    Ok(capacity)
+}
+
 /// `x` as a JavaScript number (exact for every value below 2^53).
 pub fn to_f64(x: u64) -> f64 {
     x as f64
@@ -33,5 +48,9 @@ mod tests {
             assert!(e.starts_with("address must be"), "{e}");
         }
         assert_eq!(to_f64(0x7f00_0000_0000), 139_637_976_727_552.0);
+        assert_eq!(to_capacity((1u64 << 40) as f64), Ok(1 << 40));
+        for bad in [0.0, (1u64 << 40) as f64 + 1.0, 2f64.powi(48)] {
+            assert!(to_capacity(bad).unwrap_err().starts_with("capacity must be 1 byte to 1 TiB"), "{bad}");
+        }
     }
 }

@@ -13,7 +13,7 @@ use serde::Serialize;
 use wasm_bindgen::prelude::*;
 
 use crate::error::js_error;
-use crate::js_number::to_u64;
+use crate::js_number::to_capacity;
 use crate::trace_file::TraceFile;
 
 /// The figures of a pass, named as `cachalot replay --json` names them.
@@ -113,7 +113,7 @@ impl ReplayRun {
     #[wasm_bindgen(constructor)]
     pub fn new(trace: &TraceFile, config: &str, capacity: f64) -> Result<ReplayRun, JsError> {
         let config = Config::parse(config).map_err(js_error)?;
-        let capacity = to_u64(capacity, "capacity").map_err(js_error)?;
+        let capacity = to_capacity(capacity).map_err(js_error)?;
         let mut pass = cold_pass(&trace.trace, &config, capacity).map_err(js_error)?;
         pass.figures.trace = trace.name();
         Ok(ReplayRun { pass })
