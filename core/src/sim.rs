@@ -30,6 +30,9 @@ use crate::device::{Device, DeviceError, Event, PhysHandle, Stream};
 pub const BASE_ADDRESS: u64 = 0x7f00_0000_0000;
 /// One past the end of the simulated address space (1 TiB above the base).
 pub const TOP_ADDRESS: u64 = BASE_ADDRESS + (1 << 40);
+/// The most memory a simulated device can hold: its address window for segments. A larger
+/// capacity makes its addresses wrap (address 0, the same address twice).
+pub const MAX_CAPACITY: u64 = TOP_ADDRESS - BASE_ADDRESS;
 /// Alignment of every simulated segment, as cudaMalloc gives for large allocations.
 pub const SEGMENT_ALIGN: u64 = 2 << 20;
 /// Where reserved virtual address ranges start (below the classic segments).

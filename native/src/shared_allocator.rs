@@ -32,7 +32,7 @@ use crate::stream_shards::{lock, StreamShards};
 /// device does its address arithmetic in `u64` without checks, so a larger capacity would
 /// overflow it: a panic (`CACHALOT_STATUS_INTERNAL`, and a poisoned allocator) in debug
 /// builds, wrapped addresses in release builds.
-pub const MAX_SIMULATED_CAPACITY: u64 = cachalot_core::sim::TOP_ADDRESS - cachalot_core::sim::BASE_ADDRESS;
+pub const MAX_SIMULATED_CAPACITY: u64 = cachalot_core::sim::MAX_CAPACITY;
 
 /// The device an allocator runs on: CUDA or simulated, behind one type.
 pub type BoxedDevice = Box<dyn Device + Send>;

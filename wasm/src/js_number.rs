@@ -15,9 +15,7 @@ pub fn to_u64(x: f64, what: &str) -> Result<u64, String> {
     Ok(x as u64)
 }
 
-/// The most a simulated device holds: its address window for segments (1 TiB). A larger
-/// capacity let its addresses wrap, handing out address 0 and the same address twice.
-pub const MAX_CAPACITY: u64 = cachalot_core::sim::TOP_ADDRESS - cachalot_core::sim::BASE_ADDRESS;
+use cachalot_core::sim::MAX_CAPACITY;
 
 /// `x` as a simulated device's capacity: 1 byte to [`MAX_CAPACITY`].
 pub fn to_capacity(x: f64) -> Result<u64, String> {
