@@ -7,7 +7,8 @@
 //! with nothing allocated, as PyTorch's reference replay does.
 //!
 //! Invariant: `addrs[slot]` is non-zero iff the trace's allocation in that slot is live in
-//! the allocator.
+//! the allocator (unless the caller freed it behind the replay's back: then the step that
+//! frees it fails, and fails again if retried, leaving the slot as it was).
 
 use alloc::boxed::Box;
 use alloc::vec::Vec;
@@ -98,11 +99,14 @@ impl Replayer {
             }
             TraceOp::Free { slot } => {
                 let Some(live) = self.addrs.get_mut(slot as usize) else { return Ok(Step::Skipped) };
-                let addr = core::mem::take(live);
+                let addr = *live;
                 if addr == 0 {
                     return Ok(Step::Skipped);
                 }
+                // The slot empties only once the free succeeds, so a failed step changes
+                // nothing and a retry fails the same way instead of skipping the free.
                 alloc.free(addr)?;
+                *live = 0;
                 Ok(Step::Freed(addr))
             }
         }
@@ -116,15 +120,19 @@ impl Replayer {
         self.addrs[slot as usize] = addr;
     }
 
-    /// Frees everything the trace left live.
+    /// Frees everything the trace left live. Every slot is emptied even when a free fails
+    /// (an address freed behind the replay's back); the first failure is returned.
     pub fn free_live<D: Device>(&mut self, alloc: &mut Allocator<D>) -> Result<(), AllocError> {
+        let mut first_error = None;
         for a in self.addrs.iter_mut() {
             let addr = core::mem::take(a);
             if addr != 0 {
-                alloc.free(addr)?;
+                if let Err(e) = alloc.free(addr) {
+                    first_error.get_or_insert(e);
+                }
             }
         }
-        Ok(())
+        first_error.map_or(Ok(()), Err)
     }
 
     /// Replays `ops` (a prefix or all of a trace) without freeing what is left live, unless
@@ -178,5 +186,31 @@ impl Replayer {
     /// Replays a whole trace on `alloc` once.
     pub fn replay<D: Device>(alloc: &mut Allocator<D>, trace: &Trace) -> Result<ReplayOutcome, ReplayError> {
         Replayer::new(trace.slots).run_pass(alloc, &trace.ops)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Config, SimDevice};
+
+    /// A free the allocator refuses (its address freed behind the replay's back) leaves the
+    /// slot as it was: a retry fails the same way rather than skipping the trace's free.
+    #[test]
+    fn a_failed_step_changes_nothing_and_a_retry_fails_again() {
+        let mut a = Allocator::new(SimDevice::new(1 << 30), Config::pytorch());
+        let mut r = Replayer::new(2);
+        let Ok(Step::Allocated(x)) = r.step(&mut a, &TraceOp::Alloc { slot: 0, size: 4096, stream: 0 }) else {
+            panic!("allocation refused")
+        };
+        r.step(&mut a, &TraceOp::Alloc { slot: 1, size: 8192, stream: 0 }).unwrap();
+        a.free(x).unwrap();
+        let free = TraceOp::Free { slot: 0 };
+        let first = r.step(&mut a, &free).unwrap_err();
+        assert_eq!(r.step(&mut a, &free).unwrap_err(), first);
+        // Ending the pass still frees the other slot and reports the failure.
+        assert_eq!(r.free_live(&mut a).unwrap_err(), first);
+        assert_eq!(a.stats().allocated_bytes.all.current, 0);
+        assert_eq!(r.step(&mut a, &free), Ok(Step::Skipped));
     }
 }
