@@ -33,6 +33,11 @@ pub const TOP_ADDRESS: u64 = BASE_ADDRESS + (1 << 40);
 /// The most memory a simulated device can hold: its address window for segments. A larger
 /// capacity makes its addresses wrap (address 0, the same address twice).
 pub const MAX_CAPACITY: u64 = TOP_ADDRESS - BASE_ADDRESS;
+/// No simulated address reaches this: 2^53, the largest integer a JavaScript number holds
+/// exactly, so every address crosses to the browser demo exactly. Addresses CUDA drivers hand
+/// out lie far below it. Recorded placements ending above it are not followed, and reserved
+/// ranges stay below it.
+pub const ADDRESS_LIMIT: u64 = 1 << 53;
 /// Alignment of every simulated segment, as cudaMalloc gives for large allocations.
 pub const SEGMENT_ALIGN: u64 = 2 << 20;
 /// Where reserved virtual address ranges start (below the classic segments).
@@ -310,7 +315,11 @@ impl SimDevice {
             m.range(..addr).next_back().is_none_or(|(&a, &len)| a.saturating_add(len) <= addr)
                 && m.range(addr..).next().is_none_or(|(&a, _)| a >= end)
         };
-        addr != 0 && addr % crate::size::MIN_BLOCK == 0 && clear(&self.segments) && clear(&self.reservations)
+        addr != 0
+            && addr % crate::size::MIN_BLOCK == 0
+            && end <= ADDRESS_LIMIT
+            && clear(&self.segments)
+            && clear(&self.reservations)
     }
 
     /// Where the next segment of `size` bytes goes: the recorded placement, or the device's
@@ -474,9 +483,9 @@ impl Device for SimDevice {
         // ranges come and go. Never inside the classic segments' window.
         let len = size.checked_next_multiple_of(VM_GRANULARITY).ok_or(DeviceError::OutOfMemory)?;
         let cursor = self.next_reservation;
-        let (below, above) = ((VM_BASE, BASE_ADDRESS), (TOP_ADDRESS, u64::MAX));
+        let (below, above) = ((VM_BASE, BASE_ADDRESS), (TOP_ADDRESS, ADDRESS_LIMIT));
         let windows = if cursor >= TOP_ADDRESS {
-            [(cursor, u64::MAX), below, above]
+            [(cursor, ADDRESS_LIMIT), below, above]
         } else {
             [(cursor, BASE_ADDRESS), above, below]
         };
@@ -625,13 +634,14 @@ mod tests {
         let second = d.vm_reserve(TIB + TIB / 8).unwrap();
         assert!(second > first, "fresh addresses first, so a stale pointer stays foreign");
         d.vm_release(second, TIB + TIB / 8).unwrap();
-        // Ranges of 2^60 bytes exhaust the fresh addresses within 16 rounds: then the
-        // released ones come back, and reserving never fails.
+        // Ranges of 2^50 bytes exhaust the fresh addresses below 2^53 within 8 rounds: then
+        // the released ones come back, and reserving never fails.
         let mut seen = alloc::collections::BTreeSet::new();
         for _ in 0..100 {
-            let again = d.vm_reserve(1 << 60).unwrap();
+            let again = d.vm_reserve(1 << 50).unwrap();
+            assert!(again + (1 << 50) <= ADDRESS_LIMIT, "{again:#x} is past what JavaScript holds exactly");
             seen.insert(again);
-            d.vm_release(again, 1 << 60).unwrap();
+            d.vm_release(again, 1 << 50).unwrap();
         }
         assert!(seen.len() < 20, "released addresses are reused: {} distinct", seen.len());
         // Many live at once: below the classic segments' window, then above it, never in it.
@@ -640,6 +650,7 @@ mod tests {
             assert!(r + TIB + TIB / 8 <= BASE_ADDRESS || r >= TOP_ADDRESS, "{r:#x} overlaps the segments");
         }
         assert!(d.vm_reserve(u64::MAX).is_err());
+        assert!(d.vm_reserve(ADDRESS_LIMIT).is_err());
     }
 
     #[test]
@@ -670,7 +681,7 @@ mod tests {
         d.follow_placements([(low, 2 << 20)]);
         assert_ne!(d.allocate(4 << 20).unwrap(), low, "a size that differs ends the list too");
         assert_eq!(d.placements_left(), 0);
-        for refused in [0, u64::MAX - (1 << 20), low + 100] {
+        for refused in [0, u64::MAX - (1 << 20), low + 100, ADDRESS_LIMIT - (1 << 20), 0xffff_ffff_ffc0_0000] {
             let mut d = SimDevice::new(1 << 30);
             d.follow_placements([(refused, 2 << 20)]);
             assert_ne!(d.allocate(2 << 20).unwrap(), refused, "{refused:#x} is null, past the end or unaligned");
@@ -683,6 +694,10 @@ mod tests {
         d.follow_placements([(below, 2 << 20), (reserved, 2 << 20)]);
         assert_eq!(d.allocate(2 << 20).unwrap(), below);
         assert_ne!(d.allocate(2 << 20).unwrap(), reserved);
+        // Up to the limit JavaScript numbers hold exactly, a recorded address is followed.
+        let mut d = SimDevice::new(1 << 30);
+        d.follow_placements([(ADDRESS_LIMIT - (2 << 20), 2 << 20)]);
+        assert_eq!(d.allocate(2 << 20).unwrap(), ADDRESS_LIMIT - (2 << 20));
     }
 
     #[test]
