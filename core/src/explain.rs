@@ -2,7 +2,14 @@
 //! during `malloc` and `free` — rounding, pool, best-fit candidate, split or not and why,
 //! new segment, the out-of-memory path, merges — so a person can follow it step by step.
 //!
-//! Invariant: explaining never changes a decision; when it is off, noting costs one branch.
+//! Invariants: explaining never changes a decision; when it is off, noting costs one branch;
+//! at most [`MAX_DECISIONS`] wait to be taken, the latest ones.
+
+/// The most decisions kept between two `take_decisions` calls. A caller that never takes
+/// them (stepping through a whole trace with explaining on) would otherwise hold a few
+/// dozen bytes for every decision of every call; past the bound the older half goes, so
+/// the latest calls' decisions are always there. One call takes a few dozen at most.
+pub const MAX_DECISIONS: usize = 1 << 16;
 
 use alloc::string::String;
 use alloc::vec::Vec;
@@ -245,7 +252,39 @@ impl Explainer {
     #[inline(never)]
     fn push(&mut self, decision: Decision) {
         if let Some(d) = &mut self.decisions {
+            if d.len() >= MAX_DECISIONS {
+                d.drain(..MAX_DECISIONS / 2);
+            }
             d.push(decision);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Allocator, Config, SimDevice};
+
+    /// Stepping through a long trace with explaining on and never taking the decisions held
+    /// memory for every one of them (600,000 operations exhausted the browser's).
+    #[test]
+    fn decisions_left_untaken_stay_bounded_and_keep_the_latest() {
+        let mut a = Allocator::new(SimDevice::new(1 << 30), Config::pytorch());
+        a.set_explain(true);
+        let pair = |a: &mut Allocator<SimDevice>| {
+            let addr = a.malloc(1000, 0).unwrap();
+            a.free(addr).unwrap();
+        };
+        pair(&mut a); // the segment it makes stays cached: later pairs decide alike
+        a.take_decisions();
+        pair(&mut a);
+        let one_pair = a.take_decisions();
+        for _ in 0..3 * MAX_DECISIONS / one_pair.len() {
+            pair(&mut a);
+        }
+        let kept = a.take_decisions();
+        assert!(kept.len() <= MAX_DECISIONS && kept.len() >= MAX_DECISIONS / 2, "{} kept", kept.len());
+        assert_eq!(kept[kept.len() - one_pair.len()..], one_pair[..], "the latest call's decisions are whole");
+        assert!(a.take_decisions().is_empty());
     }
 }
