@@ -13,7 +13,8 @@ use wasm_bindgen::prelude::*;
 
 use crate::decisions;
 use crate::error::js_error;
-use crate::js_number::{to_capacity, to_f64, to_u64};
+use crate::js_argument::{count, flag, number, text, whole};
+use crate::js_number::{to_capacity, to_f64};
 use crate::memory_map;
 use crate::trace_cursor::TraceCursor;
 use crate::trace_file::TraceFile;
@@ -32,11 +33,12 @@ pub struct Allocator {
 #[wasm_bindgen]
 impl Allocator {
     /// An allocator with `config` (`PYTORCH_CUDA_ALLOC_CONF` syntax) over a simulated device
-    /// of `capacity` bytes.
+    /// of `capacity` bytes. Throws if the config does not parse (the message names the key)
+    /// or the capacity is not a whole number from 1 byte to 1 TiB.
     #[wasm_bindgen(constructor)]
-    pub fn new(config: &str, capacity: f64) -> Result<Allocator, JsError> {
-        let config = Config::parse(config).map_err(js_error)?;
-        let capacity = to_capacity(capacity).map_err(js_error)?;
+    pub fn new(config: &JsValue, capacity: &JsValue) -> Result<Allocator, JsError> {
+        let config = Config::parse(&text(config, "config")?).map_err(js_error)?;
+        let capacity = to_capacity(number(capacity, "capacity")?).map_err(js_error)?;
         let inner = Core::new(SimDevice::new(capacity), config.clone());
         Ok(Allocator { inner, config, capacity, fraction: None, explain: false, cursor: None })
     }
@@ -52,25 +54,29 @@ impl Allocator {
         to_f64(self.capacity)
     }
 
-    /// Allocates `size` bytes on `stream`; returns the address.
-    pub fn malloc(&mut self, size: f64, stream: f64) -> Result<f64, JsError> {
-        let size = to_u64(size, "size").map_err(js_error)?;
-        let stream = to_u64(stream, "stream").map_err(js_error)?;
+    /// Allocates `size` bytes on `stream`; returns the address. Throws PyTorch's
+    /// out-of-memory message when the device (or the memory fraction) has no room, and a
+    /// message naming the argument when one is not a whole number from 0 to 2^53.
+    pub fn malloc(&mut self, size: &JsValue, stream: &JsValue) -> Result<f64, JsError> {
+        let size = whole(size, "size")?;
+        let stream = whole(stream, "stream")?;
         self.inner.malloc(size, stream).map(to_f64).map_err(js_error)
     }
 
     /// Frees the allocation at `addr` (JS `free_block`: wasm-bindgen's `free()` drops the
-    /// allocator itself).
+    /// allocator itself). Throws if `addr` is not a live allocation (never allocated, already
+    /// freed, or inside a block rather than at its start), and changes nothing then.
     #[wasm_bindgen(js_name = free_block)]
-    pub fn free_block(&mut self, addr: f64) -> Result<(), JsError> {
-        let addr = to_u64(addr, "address").map_err(js_error)?;
+    pub fn free_block(&mut self, addr: &JsValue) -> Result<(), JsError> {
+        let addr = whole(addr, "address")?;
         self.inner.free(addr).map_err(js_error)
     }
 
-    /// Marks the allocation at `addr` as used on `stream` too.
-    pub fn record_stream(&mut self, addr: f64, stream: f64) -> Result<(), JsError> {
-        let addr = to_u64(addr, "address").map_err(js_error)?;
-        let stream = to_u64(stream, "stream").map_err(js_error)?;
+    /// Marks the allocation at `addr` as used on `stream` too. Throws if `addr` is not a
+    /// live allocation, or when 255 streams are recorded on it already.
+    pub fn record_stream(&mut self, addr: &JsValue, stream: &JsValue) -> Result<(), JsError> {
+        let addr = whole(addr, "address")?;
+        let stream = whole(stream, "stream")?;
         self.inner.record_stream(addr, stream).map_err(js_error)
     }
 
@@ -79,34 +85,40 @@ impl Allocator {
         self.inner.empty_cache().map_err(js_error)
     }
 
-    /// Limits reserved memory to `fraction` of the device (kept across resets).
-    pub fn set_memory_fraction(&mut self, fraction: f64) -> Result<(), JsError> {
+    /// Limits reserved memory to `fraction` of the device (kept across resets). Throws,
+    /// keeping the fraction in effect, unless `fraction` is a number from 0 to 1.
+    pub fn set_memory_fraction(&mut self, fraction: &JsValue) -> Result<(), JsError> {
+        let fraction = number(fraction, "memory fraction")?;
         self.inner.set_memory_fraction(fraction).map_err(js_error)?;
         self.fraction = Some(fraction);
         Ok(())
     }
 
     /// Keeps `stream` busy: events recorded on it stay pending, so frees wait.
-    pub fn hold_stream(&mut self, stream: f64) -> Result<(), JsError> {
-        let stream = to_u64(stream, "stream").map_err(js_error)?;
+    pub fn hold_stream(&mut self, stream: &JsValue) -> Result<(), JsError> {
+        let stream = whole(stream, "stream")?;
         self.inner.device_mut().hold_stream(stream);
         Ok(())
     }
 
     /// The work queued on `stream` completes; frees waiting on it complete at the next malloc.
-    pub fn finish_stream(&mut self, stream: f64) -> Result<(), JsError> {
-        let stream = to_u64(stream, "stream").map_err(js_error)?;
+    pub fn finish_stream(&mut self, stream: &JsValue) -> Result<(), JsError> {
+        let stream = whole(stream, "stream")?;
         self.inner.device_mut().finish_stream(stream);
         Ok(())
     }
 
-    /// Starts or stops noting decisions (kept across resets).
-    pub fn set_explain(&mut self, on: bool) {
+    /// Starts or stops noting decisions (kept across resets). Throws unless `on` is a
+    /// boolean.
+    pub fn set_explain(&mut self, on: &JsValue) -> Result<(), JsError> {
+        let on = flag(on, "explain")?;
         self.explain = on;
         self.inner.set_explain(on);
+        Ok(())
     }
 
-    /// The decisions since the last call, as JSON `[{kind, ..., text}]`.
+    /// The decisions since the last call, as JSON `[{kind, ..., text}]`: the latest
+    /// `MAX_DECISIONS` (65,536) when more were noted and not taken.
     pub fn take_decisions(&mut self) -> String {
         decisions::to_json(&self.inner.take_decisions())
     }
@@ -149,9 +161,9 @@ impl Allocator {
         ]
     }
 
-    /// The `torch.cuda.memory_summary()` table.
-    pub fn memory_summary(&self, abbreviated: bool) -> String {
-        self.inner.memory_summary(0, abbreviated)
+    /// The `torch.cuda.memory_summary()` table. Throws unless `abbreviated` is a boolean.
+    pub fn memory_summary(&self, abbreviated: &JsValue) -> Result<String, JsError> {
+        Ok(self.inner.memory_summary(0, flag(abbreviated, "abbreviated")?))
     }
 
     /// Starts afresh: a new device and allocator with the same config, capacity and memory
@@ -198,24 +210,42 @@ impl Allocator {
     }
 
     /// Executes up to `n` more operations of the loaded trace; returns how many ran.
-    pub fn step(&mut self, n: usize) -> Result<usize, JsError> {
-        let Some(cursor) = self.cursor.as_mut() else {
-            return Err(js_error("no trace is loaded"));
-        };
-        cursor.step(&mut self.inner, n).map_err(js_error)
+    /// Allocations refused for lack of memory are counted (`trace_ooms`) and skipped. Throws
+    /// when no trace is loaded, when `n` is not a whole number, or when an operation fails
+    /// for another reason (a free of an address freed by hand): the position then stays at
+    /// that operation, and stepping again fails the same way.
+    pub fn step(&mut self, n: &JsValue) -> Result<usize, JsError> {
+        let n = count(n, "step count")?;
+        self.step_by(n)
     }
 
     /// Moves to the state after `position` operations of the loaded trace (backwards by
-    /// replaying from the start on a fresh allocator).
-    pub fn seek(&mut self, position: usize) -> Result<(), JsError> {
+    /// replaying from the start on a fresh allocator). Throws when no trace is loaded, when
+    /// `position` is not a whole number from 0 to the trace's length, or as `step` does.
+    pub fn seek(&mut self, position: &JsValue) -> Result<(), JsError> {
+        let position = whole(position, "position")?;
         let Some(cursor) = self.cursor.as_ref() else {
             return Err(js_error("no trace is loaded"));
+        };
+        let length = cursor.trace.ops.len();
+        let Some(position) = usize::try_from(position).ok().filter(|&p| p <= length) else {
+            return Err(js_error(format!("position must be at most the trace's length, {length}, got {position}")));
         };
         if position < cursor.position {
             self.reset()?;
         }
         let here = self.trace_position();
-        self.step(position.saturating_sub(here))?;
+        self.step_by(position - here)?;
         Ok(())
+    }
+}
+
+impl Allocator {
+    /// `step`'s work, with `n` already checked.
+    fn step_by(&mut self, n: usize) -> Result<usize, JsError> {
+        let Some(cursor) = self.cursor.as_mut() else {
+            return Err(js_error("no trace is loaded"));
+        };
+        cursor.step(&mut self.inner, n).map_err(js_error)
     }
 }

@@ -10,11 +10,14 @@
 //!
 //! Byte counts and addresses cross as JS numbers (`f64`): simulated addresses and every
 //! size a device can hold are below 2^53, so they are exact; `js_number` checks it.
+//! Arguments arrive as `JsValue`s and are checked for their JavaScript type first
+//! (`js_argument`): a wrong one throws an `Error` naming the argument, never a coercion.
 #![forbid(unsafe_code)]
 
 mod allocator_handle;
 mod decisions;
 mod error;
+mod js_argument;
 mod js_number;
 mod memory_map;
 mod replay_run;

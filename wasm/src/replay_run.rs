@@ -13,6 +13,7 @@ use serde::Serialize;
 use wasm_bindgen::prelude::*;
 
 use crate::error::js_error;
+use crate::js_argument::{number, text};
 use crate::js_number::to_capacity;
 use crate::trace_file::TraceFile;
 
@@ -110,10 +111,13 @@ pub struct ReplayRun {
 #[wasm_bindgen]
 impl ReplayRun {
     /// Replays all of `trace` under `config` on a simulated device of `capacity` bytes.
+    /// Refused allocations are counted in the figures, not thrown. Throws if the config does
+    /// not parse, the capacity is not a whole number from 1 byte to 1 TiB, or an operation
+    /// fails for a reason other than memory.
     #[wasm_bindgen(constructor)]
-    pub fn new(trace: &TraceFile, config: &str, capacity: f64) -> Result<ReplayRun, JsError> {
-        let config = Config::parse(config).map_err(js_error)?;
-        let capacity = to_capacity(capacity).map_err(js_error)?;
+    pub fn new(trace: &TraceFile, config: &JsValue, capacity: &JsValue) -> Result<ReplayRun, JsError> {
+        let config = Config::parse(&text(config, "config")?).map_err(js_error)?;
+        let capacity = to_capacity(number(capacity, "capacity")?).map_err(js_error)?;
         let mut pass = cold_pass(&trace.trace, &config, capacity).map_err(js_error)?;
         pass.figures.trace = trace.name();
         Ok(ReplayRun { pass })

@@ -11,6 +11,7 @@ use cachalot_core::{parse_trace, Trace, TraceOp};
 use wasm_bindgen::prelude::*;
 
 use crate::error::js_error;
+use crate::js_argument::{bytes, count, text};
 
 /// A parsed allocation trace.
 #[wasm_bindgen]
@@ -21,12 +22,15 @@ pub struct TraceFile {
 
 #[wasm_bindgen]
 impl TraceFile {
-    /// Parses trace text given as UTF-8 bytes (already decompressed); `name` is what the
-    /// page calls it.
-    pub fn parse(bytes: &[u8], name: &str) -> Result<TraceFile, JsError> {
-        let text = core::str::from_utf8(bytes).map_err(|e| js_error(format!("{name}: not UTF-8 text: {e}")))?;
+    /// Parses a trace given as UTF-8 bytes (a `Uint8Array`, already decompressed) or as a
+    /// string; `name` is what the page calls it. Throws, naming the trace and the line, if
+    /// the text is not a trace the core's reader accepts.
+    pub fn parse(data: &JsValue, name: &JsValue) -> Result<TraceFile, JsError> {
+        let name = text(name, "trace name")?;
+        let data = bytes(data, "trace")?;
+        let text = core::str::from_utf8(&data).map_err(|e| js_error(format!("{name}: not UTF-8 text: {e}")))?;
         let trace = parse_trace(text).map_err(|e| js_error(format!("{name}: {e}")))?;
-        Ok(TraceFile { trace: Rc::new(trace), name: name.into() })
+        Ok(TraceFile { trace: Rc::new(trace), name })
     }
 
     /// The name given at parsing.
@@ -51,9 +55,10 @@ impl TraceFile {
         serde_json::to_string(&self.trace.report).unwrap_or_default()
     }
 
-    /// Operation `index` in words ("allocate 3.00 MiB on stream 0x0 (slot 5)").
-    pub fn describe_op(&self, index: usize) -> String {
-        describe(&self.trace, index)
+    /// Operation `index` in words ("allocate 3.00 MiB on stream 0x0 (slot 5)"); an empty
+    /// string past the end. Throws if `index` is not a whole number.
+    pub fn describe_op(&self, index: &JsValue) -> Result<String, JsError> {
+        Ok(describe(&self.trace, count(index, "operation index")?))
     }
 }
 
