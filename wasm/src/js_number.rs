@@ -10,7 +10,7 @@ pub const MAX_EXACT: f64 = 9_007_199_254_740_992.0;
 /// `x` as a `u64`, or a message naming `what` it was meant to be.
 pub fn to_u64(x: f64, what: &str) -> Result<u64, String> {
     if !x.is_finite() || x < 0.0 || x.fract() != 0.0 || x > MAX_EXACT {
-        return Err(format!("{what} must be a whole number of at least 0 and at most 2^53, got {x}"));
+        return Err(format!("{what} must be a whole number of at least 0 and at most 2^53, got {}", as_js_writes(x)));
     }
     Ok(x as u64)
 }
@@ -26,6 +26,15 @@ pub fn to_capacity(x: f64) -> Result<u64, String> {
         ));
     }
     Ok(capacity)
+}
+
+/// `x` as JavaScript writes it: `Infinity` where Rust writes `inf`.
+fn as_js_writes(x: f64) -> String {
+    match x {
+        f64::INFINITY => "Infinity".into(),
+        f64::NEG_INFINITY => "-Infinity".into(),
+        _ => format!("{x}"),
+    }
 }
 
 /// `x` as a JavaScript number (exact for every value below 2^53).
@@ -45,6 +54,7 @@ mod tests {
             let e = to_u64(bad, "address").unwrap_err();
             assert!(e.starts_with("address must be"), "{e}");
         }
+        assert!(to_u64(f64::NEG_INFINITY, "size").unwrap_err().ends_with("got -Infinity"));
         assert_eq!(to_f64(0x7f00_0000_0000), 139_637_976_727_552.0);
         assert_eq!(to_capacity((1u64 << 40) as f64), Ok(1 << 40));
         for bad in [0.0, (1u64 << 40) as f64 + 1.0, 2f64.powi(48)] {

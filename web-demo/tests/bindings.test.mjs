@@ -126,3 +126,35 @@ test('explained decisions left untaken stay bounded and keep the latest', () => 
   assert.equal(kept.at(-1).kind, 'cached');
   assert.equal(JSON.parse(a.take_decisions()).length, 0);
 });
+
+test('no export traps, whatever it is given, and the allocator still works after', () => {
+  const odd = [undefined, null, true, '', '4096', [], {}, 4096n, Symbol('s'), () => 0, NaN, -Infinity, -1, 0.5,
+    2 ** 53 + 2, 1e300, new Uint8Array([1])];
+  const tf = api.TraceFile.parse(allocations(4), 't');
+  const a = new api.Allocator('', 1e9);
+  const methods = Object.getOwnPropertyNames(api.Allocator.prototype)
+    .filter((m) => !['constructor', 'free', 'capacity'].includes(m) && !m.startsWith('__') && typeof a[m] === 'function');
+  assert.ok(methods.length >= 20, `${methods.length} methods`);
+  for (const m of methods) {
+    for (const x of odd) {
+      for (const args of [[x], [x, x], [4096, x]]) {
+        try {
+          a[m](...args);
+        } catch (e) {
+          assert.ok(e instanceof Error && !(e instanceof WebAssembly.RuntimeError) && e.message,
+            `${m}(${args.map(String)}) threw ${e}`);
+        }
+      }
+    }
+    a.load_trace(tf);
+  }
+  for (const x of odd) {
+    for (const f of [() => tf.describe_op(x), () => api.TraceFile.parse(x, x), () => new api.ReplayRun(tf, x, x)]) {
+      try { f(); } catch (e) { assert.ok(e instanceof Error && !(e instanceof WebAssembly.RuntimeError), String(e)); }
+    }
+  }
+  a.reset();
+  a.free_block(a.malloc(4096, 0));
+  assert.equal(a.seek(4), undefined);
+  assert.equal(a.trace_position(), 4);
+});
