@@ -347,8 +347,9 @@ cachalot_status cachalot_allocator_new_simulated(uint64_t capacity,
  * snapshot's `segment_alloc` entries). Replaying the run's history on it then reproduces the
  * run's decisions: best fit breaks ties between equal cached blocks by address, so it
  * depends on where segments lie. Each segment allocation takes the next pair if the size
- * matches, the address is a non-zero multiple of 512 and the range overlaps no other segment
- * or reserved range; the first pair that does not fit ends the list, and later segments go
+ * matches, the address is a non-zero multiple of 512, the range ends at or below 2^53 and
+ * overlaps no other segment or reserved range; the first pair that does not fit ends the
+ * list, and later segments go
  * where the simulated device puts them. Only classic segments follow them: virtual-memory
  * ranges (`policy:cachalot`, expandable segments) lie where the simulated device reserves
  * them, and decide the same wherever they lie. `placements` may be NULL only when `count` is 0;
