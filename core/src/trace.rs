@@ -74,6 +74,8 @@ pub struct Trace {
     /// snapshot's `segment_alloc` entries; empty for other formats. A replay can follow them
     /// ([`crate::SimDevice::follow_placements`]) to break ties as the run did.
     pub segment_placements: Vec<(u64, u64)>,
+    /// The device whose events these are, when the snapshot listed several devices.
+    pub device: Option<usize>,
 }
 
 /// Text that is not a readable trace.
@@ -83,11 +85,27 @@ pub struct TraceError {
     pub line: usize,
     /// What is wrong.
     pub message: String,
+    /// Whether the text is malformed or the device asked for cannot be read from it.
+    pub kind: TraceErrorKind,
+}
+
+/// What kind of problem a [`TraceError`] reports.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TraceErrorKind {
+    /// The text is not a trace the reader accepts.
+    Invalid,
+    /// A snapshot with allocation events of several devices, and none asked for: the caller
+    /// can offer the choice (the message names the devices).
+    DeviceNotChosen,
+    /// The device asked for is not in the trace, or has no events while another has.
+    NoSuchDevice,
 }
 
 impl fmt::Display for TraceError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.line == 0 {
+        if self.kind != TraceErrorKind::Invalid {
+            f.write_str(&self.message)
+        } else if self.line == 0 {
             write!(f, "invalid trace: {}", self.message)
         } else {
             write!(f, "invalid trace, line {}: {}", self.line, self.message)
@@ -95,8 +113,8 @@ impl fmt::Display for TraceError {
     }
 }
 
-fn error(line: usize, message: impl Into<String>) -> TraceError {
-    TraceError { line, message: message.into() }
+pub(crate) fn error(line: usize, message: impl Into<String>) -> TraceError {
+    TraceError { line, message: message.into(), kind: TraceErrorKind::Invalid }
 }
 
 /// Builds a trace from pointer-level events, assigning slots.
@@ -158,12 +176,24 @@ impl Builder {
     }
 }
 
-/// Reads a trace in either format: JSON when the text starts with `{`, CSV otherwise.
+/// Reads a trace in either format: JSON when the text starts with `{`, CSV otherwise. A
+/// snapshot with allocation events of several devices is refused: see
+/// [`parse_device_trace`].
 pub fn parse_trace(text: &str) -> Result<Trace, TraceError> {
+    parse_device_trace(text, None)
+}
+
+/// Reads a trace as [`parse_trace`] does, keeping one device's events of a snapshot:
+/// `device`'s, or with `None` the only device's that has any (several are an error of kind
+/// [`TraceErrorKind::DeviceNotChosen`]). An RMM CSV records one device, so asking for one is an error.
+pub fn parse_device_trace(text: &str, device: Option<usize>) -> Result<Trace, TraceError> {
     // A byte-order mark, as some editors write, is not part of the text.
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     if text.trim_start().starts_with('{') {
-        parse_snapshot_json(text)
+        read_snapshot(text, device)
+    } else if let Some(d) = device {
+        let message = alloc::format!("device {d} asked for, but an RMM CSV trace records one device");
+        Err(TraceError { line: 0, message, kind: TraceErrorKind::NoSuchDevice })
     } else {
         parse_csv(text)
     }
@@ -269,19 +299,30 @@ pub fn parse_csv(text: &str) -> Result<Trace, TraceError> {
 
 /// Reads the `device_traces` of a PyTorch snapshot (`torch.cuda.memory._snapshot()`):
 /// `alloc` entries allocate, `free_requested` entries free, `oom` entries count as
-/// failures, and the first device's `segment_alloc` entries become the trace's
-/// `segment_placements`; other actions are ignored. Entries of every device are read in order.
+/// failures, and `segment_alloc` entries become the trace's `segment_placements`; other
+/// actions are ignored. One device's list is read, as [`parse_device_trace`] chooses it.
 pub fn parse_snapshot_json(text: &str) -> Result<Trace, TraceError> {
-    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    read_snapshot(text.strip_prefix('\u{feff}').unwrap_or(text), None)
+}
+
+fn read_snapshot(text: &str, device: Option<usize>) -> Result<Trace, TraceError> {
     let v: serde_json::Value = serde_json::from_str(text).map_err(|e| error(e.line(), e.to_string()))?;
     let traces = v
         .get("device_traces")
         .and_then(|t| t.as_array())
         .ok_or_else(|| error(0, "no 'device_traces' list: not a PyTorch memory snapshot"))?;
+    let chosen = crate::snapshot_device::choose(traces, device)?;
     let mut b = Builder::default();
     let mut placements = Vec::new();
-    for (d, device) in traces.iter().enumerate() {
-        let entries = device.as_array().ok_or_else(|| error(0, alloc::format!("device_traces[{d}] is not a list")))?;
+    // Without a device that has events there is nothing to replay; the lists are still
+    // read for what they count (`oom` entries) and for their errors.
+    let read: Vec<usize> = match chosen {
+        Some(d) => alloc::vec![d],
+        None => (0..traces.len()).collect(),
+    };
+    for d in read {
+        let entries =
+            traces[d].as_array().ok_or_else(|| error(0, alloc::format!("device_traces[{d}] is not a list")))?;
         for (i, e) in entries.iter().enumerate() {
             let field = |k: &str| e.get(k).and_then(|x| x.as_u64());
             let action = e.get("action").and_then(|a| a.as_str()).unwrap_or("");
@@ -305,13 +346,14 @@ pub fn parse_snapshot_json(text: &str) -> Result<Trace, TraceError> {
                 }
                 "free_requested" => b.free(need("addr")?, time),
                 "oom" => b.failure(),
-                "segment_alloc" if d == 0 => placements.push((need("addr")?, need("size")?)),
+                "segment_alloc" if chosen.is_some() => placements.push((need("addr")?, need("size")?)),
                 _ => {}
             }
         }
     }
     let mut trace = b.finish();
     trace.segment_placements = placements;
+    trace.device = chosen.filter(|_| traces.len() > 1);
     Ok(trace)
 }
 
@@ -423,6 +465,38 @@ mod tests {
         assert_eq!(t.segment_placements, [(0, 2097152)]);
         assert!(parse_trace("{\"segments\": []}").unwrap_err().message.contains("device_traces"));
         assert!(parse_trace("{not json").is_err());
+    }
+
+    /// Two GPUs' events read as one device's doubled their memory (the browser demo read
+    /// every list); now one device is read, and which one is never guessed.
+    #[test]
+    fn a_snapshot_is_read_one_device_at_a_time() {
+        let list = |n: u64| {
+            let events: Vec<String> = (0..n)
+                .map(|i| alloc::format!(r#"{{"action": "alloc", "addr": {}, "size": 512}}"#, 4096 * (i + 1)))
+                .collect();
+            alloc::format!("[{}]", events.join(","))
+        };
+        let snapshot = |lists: &[String]| alloc::format!(r#"{{"device_traces": [{}]}}"#, lists.join(","));
+        let both = snapshot(&[list(1), list(3)]);
+        let e = parse_trace(&both).unwrap_err();
+        assert_eq!(e.kind, TraceErrorKind::DeviceNotChosen);
+        assert!(e.to_string().starts_with("the snapshot holds allocation events of devices 0, 1"), "{e}");
+        let one = parse_device_trace(&both, Some(1)).unwrap();
+        assert_eq!((one.ops.len(), one.device), (3, Some(1)));
+        assert_eq!(parse_device_trace(&both, Some(0)).unwrap().ops.len(), 1);
+        let e = parse_device_trace(&both, Some(2)).unwrap_err();
+        assert_eq!(e.kind, TraceErrorKind::NoSuchDevice);
+        assert!(e.message.contains("records devices 0 to 1 (with allocation events: 0, 1)"), "{e}");
+        // Events on one device only: that one, without asking; asking for the other is refused.
+        let second = snapshot(&[list(0), list(2)]);
+        assert_eq!(parse_trace(&second).unwrap().device, Some(1));
+        assert!(parse_device_trace(&second, Some(0)).unwrap_err().message.contains("no allocation events of device 0"));
+        // One list: no device to name.
+        assert_eq!(parse_device_trace(&snapshot(&[list(2)]), Some(0)).unwrap().device, None);
+        let csv = "Time,Action,Pointer,Size\n1,allocate,0x10,512\n";
+        assert_eq!(parse_device_trace(csv, Some(0)).unwrap_err().kind, TraceErrorKind::NoSuchDevice);
+        assert_eq!(parse_trace("{not json").unwrap_err().kind, TraceErrorKind::Invalid);
     }
 
     #[test]

@@ -7,11 +7,11 @@
 use std::rc::Rc;
 
 use cachalot_core::size::format_size;
-use cachalot_core::{parse_trace, Trace, TraceOp};
+use cachalot_core::{parse_device_trace, Trace, TraceErrorKind, TraceOp};
 use wasm_bindgen::prelude::*;
 
 use crate::error::js_error;
-use crate::js_argument::{bytes, count, text};
+use crate::js_argument::{bytes, count, text, whole};
 
 /// A parsed allocation trace.
 #[wasm_bindgen]
@@ -23,14 +23,33 @@ pub struct TraceFile {
 #[wasm_bindgen]
 impl TraceFile {
     /// Parses a trace given as UTF-8 bytes (a `Uint8Array`, already decompressed) or as a
-    /// string; `name` is what the page calls it. Throws, naming the trace and the line, if
-    /// the text is not a trace the core's reader accepts.
-    pub fn parse(data: &JsValue, name: &JsValue) -> Result<TraceFile, JsError> {
+    /// string; `name` is what the page calls it. A PyTorch snapshot keeps one history per
+    /// GPU and a replay simulates one: `device` (optional) picks it, and is needed when
+    /// several have allocation events. Throws, naming the trace and the line, if the text is
+    /// not a trace the core's reader accepts, and when the device is missing or not in it.
+    pub fn parse(data: &JsValue, name: &JsValue, device: &JsValue) -> Result<TraceFile, JsError> {
         let name = text(name, "trace name")?;
+        let device = if device.is_undefined() || device.is_null() {
+            None
+        } else {
+            Some(usize::try_from(whole(device, "device")?).unwrap_or(usize::MAX))
+        };
         let data = bytes(data, "trace")?;
         let text = core::str::from_utf8(&data).map_err(|e| js_error(format!("{name}: not UTF-8 text: {e}")))?;
-        let trace = parse_trace(text).map_err(|e| js_error(format!("{name}: {e}")))?;
+        let trace = parse_device_trace(text, device).map_err(|e| match e.kind {
+            TraceErrorKind::DeviceNotChosen => js_error(format!(
+                "{name}: {e}: choose one with the device argument (with the CLI: cachalot replay {name} --device N)"
+            )),
+            TraceErrorKind::NoSuchDevice | TraceErrorKind::Invalid => js_error(format!("{name}: {e}")),
+        })?;
         Ok(TraceFile { trace: Rc::new(trace), name })
+    }
+
+    /// The snapshot device whose history this is, when the snapshot listed several;
+    /// `undefined` otherwise.
+    #[wasm_bindgen(getter)]
+    pub fn device(&self) -> Option<f64> {
+        self.trace.device.map(|d| d as f64)
     }
 
     /// The name given at parsing.
@@ -79,7 +98,8 @@ mod tests {
 
     #[test]
     fn operations_in_words() {
-        let t = parse_trace("Time,Action,Pointer,Size\n1,allocate,0x10,2048\n2,free,0x10,2048\n").unwrap();
+        let t =
+            cachalot_core::parse_trace("Time,Action,Pointer,Size\n1,allocate,0x10,2048\n2,free,0x10,2048\n").unwrap();
         assert_eq!(describe(&t, 0), "allocate 2.00 KiB (2048 B) on stream 0x0 (slot 0)");
         assert_eq!(describe(&t, 1), "free the allocation in slot 0");
         assert_eq!(describe(&t, 2), "");

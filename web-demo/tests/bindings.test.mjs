@@ -158,3 +158,18 @@ test('no export traps, whatever it is given, and the allocator still works after
   assert.equal(a.seek(4), undefined);
   assert.equal(a.trace_position(), 4);
 });
+
+test('a snapshot of two GPUs is read one GPU at a time, the device asked for or refused', () => {
+  const list = (n) => `[${Array.from({ length: n }, (_, i) => `{"action": "alloc", "addr": ${4096 * (i + 1)}, "size": 512}`).join(',')}]`;
+  const both = `{"device_traces": [${list(1)}, ${list(3)}]}`;
+  throwsNaming(() => api.TraceFile.parse(both, 'two.json'),
+    /^two\.json: the snapshot holds allocation events of devices 0, 1, and a replay simulates one GPU: choose one with the device argument/);
+  const second = api.TraceFile.parse(both, 'two.json', 1);
+  assert.equal(second.length, 3);
+  assert.equal(second.device, 1);
+  assert.equal(api.TraceFile.parse(both, 'two.json', 0).length, 1);
+  throwsNaming(() => api.TraceFile.parse(both, 'two.json', 2), /records devices 0 to 1/);
+  throwsNaming(() => api.TraceFile.parse(both, 'two.json', '1'), /^device must be a number, got a string$/);
+  assert.equal(api.TraceFile.parse(allocations(2), 'one.csv').device, undefined);
+  throwsNaming(() => api.TraceFile.parse(allocations(2), 'one.csv', 0), /an RMM CSV trace records one device/);
+});

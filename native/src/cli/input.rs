@@ -3,14 +3,14 @@
 //!
 //! Invariants: a loaded trace carries the name it is reported under (a file's base name, or
 //! the embedded trace's file name) and holds at least one operation; a snapshot's trace holds
-//! one device's events (see `device_choice.rs`).
+//! one device's events (the core's `parse_device_trace`), chosen with `--device N` when it
+//! recorded several.
 
 use std::path::Path;
 
 use cachalot::trace_file::decode;
-use cachalot_core::{parse_trace, Trace};
+use cachalot_core::{parse_device_trace, Trace, TraceErrorKind};
 
-use super::device_choice;
 use super::output::note;
 
 /// The reference traces, embedded: (file name, gzip bytes).
@@ -63,9 +63,11 @@ pub fn load(spec: Option<&str>, device: Option<usize>) -> Result<NamedTrace, Str
         let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| spec.into());
         (name, decode(&bytes, spec)?)
     };
-    let (text, device) = device_choice::choose(text, &name, device)?;
-    let trace = parse_trace(&text).map_err(|e| format!("{name}: {e}"))?;
-    let t = NamedTrace { name, device, trace };
+    let trace = parse_device_trace(&text, device).map_err(|e| match e.kind {
+        TraceErrorKind::DeviceNotChosen => format!("{name}: {e}: choose one with --device N"),
+        TraceErrorKind::NoSuchDevice | TraceErrorKind::Invalid => format!("{name}: {e}"),
+    })?;
+    let t = NamedTrace { name, device: trace.device, trace };
     if t.trace.ops.is_empty() {
         // Nothing to replay: any figure would be made up.
         return Err(format!(

@@ -9,7 +9,6 @@
 mod advise_cmd;
 mod args;
 mod compare_cmd;
-mod device_choice;
 mod input;
 mod metadata;
 mod output;
