@@ -43,7 +43,7 @@ pub fn choose(lists: &[Value], device: Option<usize>) -> Result<Option<usize>, T
         ),
         Some(d) => Ok(Some(d)),
         None if with_events.len() > 1 => refuse(
-            TraceErrorKind::DeviceNotChosen,
+            TraceErrorKind::DeviceNotChosen { devices: with_events.clone() },
             alloc::format!(
                 "the snapshot holds allocation events of devices {}, and a replay simulates one GPU",
                 listed()

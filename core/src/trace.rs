@@ -90,13 +90,16 @@ pub struct TraceError {
 }
 
 /// What kind of problem a [`TraceError`] reports.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum TraceErrorKind {
     /// The text is not a trace the reader accepts.
     Invalid,
     /// A snapshot with allocation events of several devices, and none asked for: the caller
-    /// can offer the choice (the message names the devices).
-    DeviceNotChosen,
+    /// can offer the choice.
+    DeviceNotChosen {
+        /// The devices with allocation events, in order.
+        devices: Vec<usize>,
+    },
     /// The device asked for is not in the trace, or has no events while another has.
     NoSuchDevice,
 }
@@ -185,7 +188,7 @@ pub fn parse_trace(text: &str) -> Result<Trace, TraceError> {
 
 /// Reads a trace as [`parse_trace`] does, keeping one device's events of a snapshot:
 /// `device`'s, or with `None` the only device's that has any (several are an error of kind
-/// [`TraceErrorKind::DeviceNotChosen`]). An RMM CSV records one device, so asking for one is an error.
+/// [`TraceErrorKind::DeviceNotChosen`], which lists them). An RMM CSV records one device, so asking for one is an error.
 pub fn parse_device_trace(text: &str, device: Option<usize>) -> Result<Trace, TraceError> {
     // A byte-order mark, as some editors write, is not part of the text.
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
@@ -480,7 +483,7 @@ mod tests {
         let snapshot = |lists: &[String]| alloc::format!(r#"{{"device_traces": [{}]}}"#, lists.join(","));
         let both = snapshot(&[list(1), list(3)]);
         let e = parse_trace(&both).unwrap_err();
-        assert_eq!(e.kind, TraceErrorKind::DeviceNotChosen);
+        assert_eq!(e.kind, TraceErrorKind::DeviceNotChosen { devices: alloc::vec![0, 1] });
         assert!(e.to_string().starts_with("the snapshot holds allocation events of devices 0, 1"), "{e}");
         let one = parse_device_trace(&both, Some(1)).unwrap();
         assert_eq!((one.ops.len(), one.device), (3, Some(1)));

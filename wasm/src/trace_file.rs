@@ -10,7 +10,7 @@ use cachalot_core::size::format_size;
 use cachalot_core::{parse_device_trace, Trace, TraceErrorKind, TraceOp};
 use wasm_bindgen::prelude::*;
 
-use crate::error::js_error;
+use crate::error::{js_error, js_error_with};
 use crate::js_argument::{bytes, count, text, whole};
 
 /// A parsed allocation trace.
@@ -26,8 +26,9 @@ impl TraceFile {
     /// string; `name` is what the page calls it. A PyTorch snapshot keeps one history per
     /// GPU and a replay simulates one: `device` (optional) picks it, and is needed when
     /// several have allocation events. Throws, naming the trace and the line, if the text is
-    /// not a trace the core's reader accepts, and when the device is missing or not in it.
-    pub fn parse(data: &JsValue, name: &JsValue, device: &JsValue) -> Result<TraceFile, JsError> {
+    /// not a trace the core's reader accepts, and when the device is missing or not in it;
+    /// when it is missing, the error's `devices` lists those to choose from.
+    pub fn parse(data: &JsValue, name: &JsValue, device: &JsValue) -> Result<TraceFile, JsValue> {
         let name = text(name, "trace name")?;
         let device = if device.is_undefined() || device.is_null() {
             None
@@ -36,11 +37,15 @@ impl TraceFile {
         };
         let data = bytes(data, "trace")?;
         let text = core::str::from_utf8(&data).map_err(|e| js_error(format!("{name}: not UTF-8 text: {e}")))?;
-        let trace = parse_device_trace(text, device).map_err(|e| match e.kind {
-            TraceErrorKind::DeviceNotChosen => js_error(format!(
-                "{name}: {e}: choose one with the device argument (with the CLI: cachalot replay {name} --device N)"
-            )),
-            TraceErrorKind::NoSuchDevice | TraceErrorKind::Invalid => js_error(format!("{name}: {e}")),
+        let trace = parse_device_trace(text, device).map_err(|e| match &e.kind {
+            TraceErrorKind::DeviceNotChosen { devices } => js_error_with(
+                format!(
+                    "{name}: {e}: choose one with the device argument (with the CLI: cachalot replay {name} --device N)"
+                ),
+                "devices",
+                devices.iter().map(|&d| JsValue::from_f64(d as f64)).collect::<Vec<JsValue>>().into(),
+            ),
+            TraceErrorKind::NoSuchDevice | TraceErrorKind::Invalid => js_error(format!("{name}: {e}")).into(),
         })?;
         Ok(TraceFile { trace: Rc::new(trace), name })
     }

@@ -12,7 +12,7 @@ import { Player } from './player.js';
 import { ReplayPane } from './replay_pane.js';
 import { REPLAY_PRESETS } from './replay_view.js';
 import { showDecisions, showNote } from './explanation.js';
-import { embedded, fillSelect, fromFile } from './trace_source.js';
+import { addFileOptions, embedded, fillSelect, fromFile } from './trace_source.js';
 import { bytes, count } from './units.js';
 import { refusal } from './refusal.js';
 
@@ -52,19 +52,16 @@ export class CompareView {
     const f = input.files[0];
     if (!f) return;
     $('compare-error').textContent = '';
-    let trace;
+    let traces;
     try {
-      trace = await fromFile(f);
+      traces = await fromFile(f);
     } catch (e) {
       input.value = '';
-      $('compare-error').textContent = refusal(e.message, `Still comparing on ${this.trace ? this.trace.name : 'no trace'}.`);
+      $('compare-error').textContent = refusal(e.message, `Still comparing on ${this.trace ? this.trace.label : 'no trace'}.`);
       return;
     }
-    const key = `file:${f.name}`;
-    this.files.set(key, trace);
     const select = $('compare-trace');
-    if (![...select.options].some((o) => o.value === key)) select.append(new Option(`${f.name} (your file)`, key));
-    select.value = key;
+    select.value = addFileOptions(select, this.files, traces);
     await this.run();
   }
 
@@ -105,7 +102,7 @@ export class CompareView {
     try {
       const trace = this.files.get(key) || await embedded(key);
       if (running !== this.running) return;
-      this.setStatus(`Comparing two configs on ${trace.name}…`);
+      this.setStatus(`Comparing two configs on ${trace.label}…`);
       const allocs = this.panes.map((pane, i) => pane.run(trace, values[i].config, values[i].capacity));
       const yMax = Math.max(...this.panes.map((p) => p.figures.peak_reserved_bytes));
       this.panes.forEach((p) => p.timeline.setScale(yMax));
@@ -115,12 +112,12 @@ export class CompareView {
       SIDES.forEach((s) => showNote($(`compare-explain-${s}`), NO_STEP_YET));
       this.player.load(allocs, trace.length);
       const [a, b] = this.panes.map((p) => p.figures);
-      this.statusLine = `${trace.name}: peak reserved ${bytes(a.peak_reserved_bytes)} (A) vs ${bytes(b.peak_reserved_bytes)} (B), `
+      this.statusLine = `${trace.label}: peak reserved ${bytes(a.peak_reserved_bytes)} (A) vs ${bytes(b.peak_reserved_bytes)} (B), `
         + `${(b.peak_reserved_bytes / Math.max(1, a.peak_reserved_bytes)).toFixed(2)}× — ${count(trace.length)} operations.`;
       this.setStatus(this.statusLine);
     } catch (e) {
       if (running !== this.running) return;
-      $('compare-error').textContent = refusal(e.message, this.trace ? `Still comparing on ${this.trace.name}.` : '');
+      $('compare-error').textContent = refusal(e.message, this.trace ? `Still comparing on ${this.trace.label}.` : '');
       if (this.traceKey !== null) $('compare-trace').value = this.traceKey;
       this.setStatus(this.statusLine);
     }

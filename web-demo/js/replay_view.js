@@ -11,7 +11,7 @@ import { ConfigForm } from './config_form.js';
 import { Player } from './player.js';
 import { ReplayPane } from './replay_pane.js';
 import { emptyCacheTitle, showDecisions, showNote } from './explanation.js';
-import { embedded, fillSelect, fromFile } from './trace_source.js';
+import { addFileOptions, embedded, fillSelect, fromFile } from './trace_source.js';
 import { count } from './units.js';
 import { refusal } from './refusal.js';
 
@@ -62,22 +62,19 @@ export class ReplayView {
     const file = input.files[0];
     if (!file) return;
     $('replay-error').textContent = '';
-    let trace;
+    let traces;
     try {
       this.setStatus(`Reading ${file.name}…`);
-      trace = await fromFile(file);
+      traces = await fromFile(file);
     } catch (e) {
       // The file is refused: the box says no file is chosen, the replay stays as it was.
       input.value = '';
-      $('replay-error').textContent = refusal(e.message, `Still replaying ${this.trace ? this.trace.name : 'nothing'}.`);
+      $('replay-error').textContent = refusal(e.message, `Still replaying ${this.trace ? this.trace.label : 'nothing'}.`);
       this.setStatus(this.statusLine);
       return;
     }
-    const key = `file:${file.name}`;
-    this.files.set(key, trace);
     const select = $('replay-trace');
-    if (![...select.options].some((o) => o.value === key)) select.append(new Option(`${file.name} (your file)`, key));
-    select.value = key;
+    select.value = addFileOptions(select, this.files, traces);
     await this.apply();
   }
 
@@ -103,20 +100,20 @@ export class ReplayView {
       const trace = await this.traceFor(key);
       // A later change (another trace picked while this one loaded) wins.
       if (applying !== this.applying) return;
-      this.setStatus(`Replaying ${trace.name}…`);
+      this.setStatus(`Replaying ${trace.label}…`);
       const alloc = this.pane.run(trace, value.config, value.capacity);
       this.trace = trace;
       this.traceKey = key;
       this.form.accept(value);
-      $('replay-trace-info').textContent = `${trace.name}: ${trace.describe()}. Read in ${trace.parseMs.toFixed(0)} ms.`;
+      $('replay-trace-info').textContent = `${trace.label}: ${trace.describe()}. Read in ${trace.parseMs.toFixed(0)} ms.`;
       showNote($('replay-explain'), NO_STEP_YET);
       this.diverged(false);
       this.player.load([alloc], trace.length);
-      this.statusLine = `${trace.name}: ${count(trace.length)} operations under ${alloc.config_string()}.`;
+      this.statusLine = `${trace.label}: ${count(trace.length)} operations under ${alloc.config_string()}.`;
       this.setStatus(this.statusLine);
     } catch (e) {
       if (applying !== this.applying) return;
-      $('replay-error').textContent = refusal(e.message, this.trace ? `Still replaying ${this.trace.name}.` : '');
+      $('replay-error').textContent = refusal(e.message, this.trace ? `Still replaying ${this.trace.label}.` : '');
       this.keepTrace();
       if (this.form.changed()) this.form.revert('Not applied: the replay failed.');
       this.setStatus(this.statusLine);

@@ -4,7 +4,8 @@
 // Every trace is parsed by the core's reader in wasm (TraceFile.parse).
 // Invariant: an embedded trace is fetched and parsed at most once per page load, and is
 // marked `embedded` (PyTorch's reference figures may apply to it, never to a file); a file
-// that is not valid gzip, or holds no allocation event, is refused with its name.
+// that is not valid gzip, or holds no allocation event, is refused with its name; a
+// snapshot of several GPUs becomes one trace per GPU with events, each labelled with it.
 
 import { TraceFile } from '../pkg/cachalot_wasm.js';
 import { clause } from './refusal.js';
@@ -49,11 +50,12 @@ export async function textBytes(blob, name = 'the file') {
   return raw;
 }
 
-/** Parses bytes into a TraceFile; records how long reading took. */
-export function parse(bytes, name) {
+/** Parses bytes into a TraceFile (of snapshot GPU `device`, if given); records how long reading took. */
+export function parse(bytes, name, device) {
   const t0 = performance.now();
-  const trace = TraceFile.parse(bytes, name);
+  const trace = TraceFile.parse(bytes, name, device);
   trace.parseMs = performance.now() - t0;
+  trace.label = trace.device === undefined ? name : `${name}, device ${trace.device}`;
   return trace;
 }
 
@@ -76,18 +78,42 @@ export async function embedded(name) {
   }
 }
 
-/** A trace from a File the person picked; throws an Error naming the file if it is unusable. */
+/**
+ * The traces in a File the person picked: one, or one per GPU of a snapshot that recorded
+ * several (a replay simulates one GPU); throws an Error naming the file if it is unusable.
+ */
 export async function fromFile(file) {
-  const trace = parse(await textBytes(file, file.name), file.name);
-  if (trace.length === 0) {
-    trace.free();
+  const bytes = await textBytes(file, file.name);
+  let traces;
+  try {
+    traces = [parse(bytes, file.name)];
+  } catch (e) {
+    if (!Array.isArray(e.devices)) throw e;
+    traces = e.devices.map((d) => parse(bytes, file.name, d));
+  }
+  if (traces[0].length === 0) {
+    traces[0].free();
     throw new Error(`${file.name} holds no allocation events: nothing to replay`);
   }
-  return trace;
+  return traces;
 }
 
 /** Fills a <select> with the embedded traces (and a slot for a loaded file). */
 export function fillSelect(select) {
   select.innerHTML = '';
   for (const name of EMBEDDED) select.append(new Option(name.replace('.csv.gz', ''), name));
+}
+
+/**
+ * Adds an option for each of `traces` (from one file) to `select`, keeping each in `files`
+ * under its key; returns the first one's key.
+ */
+export function addFileOptions(select, files, traces) {
+  const keys = traces.map((trace) => {
+    const key = `file:${trace.label}`;
+    files.set(key, trace);
+    if (![...select.options].some((o) => o.value === key)) select.append(new Option(`${trace.label} (your file)`, key));
+    return key;
+  });
+  return keys[0];
 }

@@ -47,10 +47,10 @@ async function tableFigures(selector) {
   });
 }
 
-/** Asserts the page's figures equal the CLI's for `trace` (a path) and the config the page used. */
-async function assertMatchesCli(selector, trace) {
+/** Asserts the page's figures equal the CLI's for `trace` (a path, `extra` CLI options) and the config the page used. */
+async function assertMatchesCli(selector, trace, extra = []) {
   const shown = await tableFigures(selector);
-  const cli = cliReplay(trace, shown.config);
+  const cli = cliReplay(trace, shown.config, extra);
   for (const f of FIELDS) {
     assert.equal(Number(shown[f]), cli[f], `${path.basename(trace)} under ${shown.config}: ${f}`);
   }
@@ -547,6 +547,18 @@ test('replay: a loaded .csv.gz, a plain .csv and a PyTorch snapshot .json equal 
     await page.waitForFunction((name) => document.getElementById('status').textContent.startsWith(name), path.basename(file));
     await assertMatchesCli('#replay-outcome', file);
   }
+  // A snapshot of two GPUs: one trace per GPU in the list, each equal to the CLI's --device.
+  const twoGpus = path.join(dir, 'two_gpus.json');
+  const second = json.device_traces[0].filter((e, i) => i % 4 !== 1).map((e) => ({ ...e, stream: 7 }));
+  await writeFile(twoGpus, JSON.stringify({ segments: [], device_traces: [json.device_traces[0], second] }));
+  await page.setInputFiles('#replay-file', twoGpus);
+  await page.waitForFunction(() => document.getElementById('status').textContent.startsWith('two_gpus.json, device 0:'));
+  assert.deepEqual(await page.$$eval('#replay-trace option', (os) => os.map((o) => o.textContent).filter((t) => t.startsWith('two_gpus'))),
+    ['two_gpus.json, device 0 (your file)', 'two_gpus.json, device 1 (your file)']);
+  await assertMatchesCli('#replay-outcome', twoGpus, ['--device', '0']);
+  await page.selectOption('#replay-trace', 'file:two_gpus.json, device 1');
+  await page.waitForFunction(() => document.getElementById('status').textContent.startsWith('two_gpus.json, device 1:'));
+  await assertMatchesCli('#replay-outcome', twoGpus, ['--device', '1']);
   // A loaded trace replays afresh: no decisions of the previous trace's last step stay.
   await page.click('#replay-player [aria-label="Step one operation, explained"]');
   assert.ok((await kinds('replay-explain')).length >= 1);

@@ -77,8 +77,8 @@ export async function screenshot(page, name) {
 }
 
 /** `cachalot replay TRACE --config CONF --json`, parsed. */
-export function cliReplay(trace, config) {
+export function cliReplay(trace, config, extra = []) {
   const bin = process.env.CACHALOT_BIN || path.join(REPO, 'target', 'release', 'cachalot');
-  const out = execFileSync(bin, ['replay', trace, '--config', config, '--json', '--passes', '3'], { encoding: 'utf8' });
+  const out = execFileSync(bin, ['replay', trace, '--config', config, '--json', '--passes', '3', ...extra], { encoding: 'utf8' });
   return JSON.parse(out);
 }

@@ -64,7 +64,7 @@ pub fn load(spec: Option<&str>, device: Option<usize>) -> Result<NamedTrace, Str
         (name, decode(&bytes, spec)?)
     };
     let trace = parse_device_trace(&text, device).map_err(|e| match e.kind {
-        TraceErrorKind::DeviceNotChosen => format!("{name}: {e}: choose one with --device N"),
+        TraceErrorKind::DeviceNotChosen { .. } => format!("{name}: {e}: choose one with --device N"),
         TraceErrorKind::NoSuchDevice | TraceErrorKind::Invalid => format!("{name}: {e}"),
     })?;
     let t = NamedTrace { name, device: trace.device, trace };
