@@ -164,6 +164,7 @@ test('a snapshot of two GPUs is read one GPU at a time, the device asked for or 
   const both = `{"device_traces": [${list(1)}, ${list(3)}]}`;
   throwsNaming(() => api.TraceFile.parse(both, 'two.json'),
     /^two\.json: the snapshot holds allocation events of devices 0, 1, and a replay simulates one GPU: choose one with the device argument/);
+  assert.throws(() => api.TraceFile.parse(both, 'two.json'), (e) => Array.isArray(e.devices) && e.devices.join() === '0,1');
   const second = api.TraceFile.parse(both, 'two.json', 1);
   assert.equal(second.length, 3);
   assert.equal(second.device, 1);
