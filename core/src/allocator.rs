@@ -856,7 +856,8 @@ impl<D: Device> Allocator<D> {
         self.explainer.decisions = if on { Some(Vec::new()) } else { None };
     }
 
-    /// The decisions noted since the last call (empty when explaining is off).
+    /// The decisions noted since the last call (empty when explaining is off): the latest
+    /// ones, past [`crate::explain::MAX_DECISIONS`] (see there).
     pub fn take_decisions(&mut self) -> Vec<Decision> {
         self.explainer.decisions.as_mut().map(core::mem::take).unwrap_or_default()
     }

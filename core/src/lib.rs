@@ -50,4 +50,4 @@ pub use explain::Decision;
 pub use replay::{ReplayOutcome, Replayer};
 pub use sim::SimDevice;
 pub use stats::DeviceStats;
-pub use trace::{parse_device_trace, parse_trace, Trace, TraceError, TraceErrorKind, TraceOp};
+pub use trace::{parse_device_trace, parse_each_device, parse_trace, Trace, TraceError, TraceErrorKind, TraceOp};

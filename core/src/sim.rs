@@ -306,9 +306,9 @@ impl SimDevice {
     }
 
     /// True when `[addr, addr + size)` is aligned, not at 0, ends at or below
-    /// [`ADDRESS_LIMIT`] and is free of segments and reserved ranges. A recorded address may lie outside the window the device's own rule
-    /// uses ([`BASE_ADDRESS`], [`TOP_ADDRESS`]): a real driver's addresses differ from process
-    /// to process.
+    /// [`ADDRESS_LIMIT`] and is free of segments and reserved ranges. A recorded address may
+    /// lie outside the window the device's own rule uses ([`BASE_ADDRESS`], [`TOP_ADDRESS`]):
+    /// a real driver's addresses differ from process to process.
     fn free_at(&self, addr: u64, size: u64) -> bool {
         let Some(end) = addr.checked_add(size) else { return false };
         let clear = |m: &BTreeMap<u64, u64>| {

@@ -187,8 +187,9 @@ pub fn parse_trace(text: &str) -> Result<Trace, TraceError> {
 }
 
 /// Reads a trace as [`parse_trace`] does, keeping one device's events of a snapshot:
-/// `device`'s, or with `None` the only device's that has any (several are an error of kind
-/// [`TraceErrorKind::DeviceNotChosen`], which lists them). An RMM CSV records one device, so asking for one is an error.
+/// `device`'s, or with `None` the only device's that has allocations (several are an error
+/// of kind [`TraceErrorKind::DeviceNotChosen`], which lists them). An RMM CSV records one
+/// device, so asking for one is an error.
 pub fn parse_device_trace(text: &str, device: Option<usize>) -> Result<Trace, TraceError> {
     // A byte-order mark, as some editors write, is not part of the text.
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
@@ -310,22 +311,51 @@ pub fn parse_snapshot_json(text: &str) -> Result<Trace, TraceError> {
 
 fn read_snapshot(text: &str, device: Option<usize>) -> Result<Trace, TraceError> {
     let v: serde_json::Value = serde_json::from_str(text).map_err(|e| error(e.line(), e.to_string()))?;
-    let traces = v
+    let lists = snapshot_lists(&v)?;
+    read_lists(lists, crate::snapshot_device::choose(lists, device)?)
+}
+
+/// Reads a trace in either format, as [`parse_trace`] does, but a snapshot's every device
+/// with allocations becomes a trace of its own (its `device` set when the snapshot listed
+/// several), in device order: one parse for a page that offers each GPU. A CSV, or a
+/// snapshot without allocations, gives one trace.
+pub fn parse_each_device(text: &str) -> Result<Vec<Trace>, TraceError> {
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    if !text.trim_start().starts_with('{') {
+        return Ok(alloc::vec![parse_csv(text)?]);
+    }
+    let v: serde_json::Value = serde_json::from_str(text).map_err(|e| error(e.line(), e.to_string()))?;
+    let lists = snapshot_lists(&v)?;
+    let devices = crate::snapshot_device::with_allocations(lists);
+    if devices.is_empty() {
+        return Ok(alloc::vec![read_lists(lists, None)?]);
+    }
+    devices.into_iter().map(|d| read_lists(lists, Some(d))).collect()
+}
+
+/// A snapshot's `device_traces`, each checked to be a list.
+fn snapshot_lists(v: &serde_json::Value) -> Result<&[serde_json::Value], TraceError> {
+    let lists = v
         .get("device_traces")
         .and_then(|t| t.as_array())
         .ok_or_else(|| error(0, "no 'device_traces' list: not a PyTorch memory snapshot"))?;
-    let chosen = crate::snapshot_device::choose(traces, device)?;
+    if let Some(d) = lists.iter().position(|l| !l.is_array()) {
+        return Err(error(0, alloc::format!("device_traces[{d}] is not a list")));
+    }
+    Ok(lists)
+}
+
+/// The trace of device `chosen`'s list, or (`None`: no device has allocations, nothing to
+/// replay) of every list, for what they count (`oom` entries) and for their errors.
+fn read_lists(lists: &[serde_json::Value], chosen: Option<usize>) -> Result<Trace, TraceError> {
     let mut b = Builder::default();
     let mut placements = Vec::new();
-    // Without a device that has events there is nothing to replay; the lists are still
-    // read for what they count (`oom` entries) and for their errors.
     let read: Vec<usize> = match chosen {
         Some(d) => alloc::vec![d],
-        None => (0..traces.len()).collect(),
+        None => (0..lists.len()).collect(),
     };
     for d in read {
-        let entries =
-            traces[d].as_array().ok_or_else(|| error(0, alloc::format!("device_traces[{d}] is not a list")))?;
+        let entries = lists[d].as_array().map_or(&[][..], |l| l.as_slice());
         for (i, e) in entries.iter().enumerate() {
             let field = |k: &str| e.get(k).and_then(|x| x.as_u64());
             let action = e.get("action").and_then(|a| a.as_str()).unwrap_or("");
@@ -356,7 +386,7 @@ fn read_snapshot(text: &str, device: Option<usize>) -> Result<Trace, TraceError>
     }
     let mut trace = b.finish();
     trace.segment_placements = placements;
-    trace.device = chosen.filter(|_| traces.len() > 1);
+    trace.device = chosen.filter(|_| lists.len() > 1);
     Ok(trace)
 }
 
@@ -474,31 +504,51 @@ mod tests {
     /// every list); now one device is read, and which one is never guessed.
     #[test]
     fn a_snapshot_is_read_one_device_at_a_time() {
-        let list = |n: u64| {
-            let events: Vec<String> = (0..n)
+        // `n` allocations, then `segments` recorded segment placements.
+        let list = |n: u64, segments: u64| {
+            let mut events: Vec<String> = (0..n)
                 .map(|i| alloc::format!(r#"{{"action": "alloc", "addr": {}, "size": 512}}"#, 4096 * (i + 1)))
                 .collect();
+            events.extend((0..segments).map(|i| {
+                alloc::format!(r#"{{"action": "segment_alloc", "addr": {}, "size": 2097152}}"#, (i + 1) << 30)
+            }));
             alloc::format!("[{}]", events.join(","))
         };
         let snapshot = |lists: &[String]| alloc::format!(r#"{{"device_traces": [{}]}}"#, lists.join(","));
-        let both = snapshot(&[list(1), list(3)]);
+        let both = snapshot(&[list(1, 2), list(3, 1)]);
         let e = parse_trace(&both).unwrap_err();
         assert_eq!(e.kind, TraceErrorKind::DeviceNotChosen { devices: alloc::vec![0, 1] });
-        assert!(e.to_string().starts_with("the snapshot holds allocation events of devices 0, 1"), "{e}");
+        assert_eq!(
+            e.to_string(),
+            "the snapshot holds allocation events of devices 0 and 1; a replay simulates one GPU"
+        );
         let one = parse_device_trace(&both, Some(1)).unwrap();
-        assert_eq!((one.ops.len(), one.device), (3, Some(1)));
-        assert_eq!(parse_device_trace(&both, Some(0)).unwrap().ops.len(), 1);
+        assert_eq!((one.ops.len(), one.device, one.segment_placements.len()), (3, Some(1), 1));
+        let zero = parse_device_trace(&both, Some(0)).unwrap();
+        assert_eq!((zero.ops.len(), zero.segment_placements.len()), (1, 2), "placements are the device's own");
+        let each = parse_each_device(&both).unwrap();
+        assert_eq!(each.iter().map(|t| (t.device, t.ops.len())).collect::<Vec<_>>(), [(Some(0), 1), (Some(1), 3)]);
         let e = parse_device_trace(&both, Some(2)).unwrap_err();
         assert_eq!(e.kind, TraceErrorKind::NoSuchDevice);
-        assert!(e.message.contains("records devices 0 to 1 (with allocation events: 0, 1)"), "{e}");
-        // Events on one device only: that one, without asking; asking for the other is refused.
-        let second = snapshot(&[list(0), list(2)]);
+        assert!(e.message.contains("records devices 0 to 1 (with allocation events: 0 and 1)"), "{e}");
+        // Allocations on one device only (the other's list holds a free alone): that one,
+        // without asking; asking for the other is refused.
+        let second = snapshot(&[r#"[{"action": "free_requested", "addr": 8192, "size": 512}]"#.into(), list(2, 0)]);
         assert_eq!(parse_trace(&second).unwrap().device, Some(1));
+        assert_eq!(parse_each_device(&second).unwrap().len(), 1);
         assert!(parse_device_trace(&second, Some(0)).unwrap_err().message.contains("no allocation events of device 0"));
         // One list: no device to name.
-        assert_eq!(parse_device_trace(&snapshot(&[list(2)]), Some(0)).unwrap().device, None);
+        assert_eq!(parse_device_trace(&snapshot(&[list(2, 0)]), Some(0)).unwrap().device, None);
+        let e = parse_device_trace(r#"{"device_traces": []}"#, Some(0)).unwrap_err();
+        assert_eq!(e.message, "device 0 asked for, but the snapshot records no devices");
+        let three = snapshot(&[list(1, 0), list(1, 0), list(1, 0)]);
+        assert!(parse_trace(&three).unwrap_err().message.contains("devices 0, 1 and 2;"));
+        // Every list is checked, chosen or not.
+        let e = parse_device_trace(&alloc::format!(r#"{{"device_traces": [5, {}]}}"#, list(1, 0)), Some(1));
+        assert_eq!(e.unwrap_err().message, "device_traces[0] is not a list");
         let csv = "Time,Action,Pointer,Size\n1,allocate,0x10,512\n";
         assert_eq!(parse_device_trace(csv, Some(0)).unwrap_err().kind, TraceErrorKind::NoSuchDevice);
+        assert_eq!(parse_each_device(csv).unwrap().len(), 1);
         assert_eq!(parse_trace("{not json").unwrap_err().kind, TraceErrorKind::Invalid);
     }
 

@@ -346,7 +346,7 @@ fn a_snapshot_of_several_devices_is_replayed_one_device_at_a_time() {
     let both = two_device_snapshot(&dir, one, three);
     let both = both.to_str().unwrap();
     for command in ["replay", "compare", "advise"] {
-        fails_with(&[command, both], "holds allocation events of devices 0, 1");
+        fails_with(&[command, both], "holds allocation events of devices 0 and 1");
         fails_with(&[command, both], "--device N");
     }
     let v = json(&cachalot(&["replay", both, "--device", "1", "--json", "--passes", "3"]));

@@ -117,8 +117,8 @@ impl Allocator {
         Ok(())
     }
 
-    /// The decisions since the last call, as JSON `[{kind, ..., text}]`: the latest
-    /// `MAX_DECISIONS` (65,536) when more were noted and not taken.
+    /// The decisions since the last call, as JSON `[{kind, ..., text}]`. Past 65,536 untaken
+    /// the older half is dropped, so the latest (at least 32,768) are kept.
     pub fn take_decisions(&mut self) -> String {
         decisions::to_json(&self.inner.take_decisions())
     }

@@ -17,15 +17,16 @@ pub fn to_u64(x: f64, what: &str) -> Result<u64, String> {
 
 use cachalot_core::sim::MAX_CAPACITY;
 
-/// `x` as a simulated device's capacity: 1 byte to [`MAX_CAPACITY`].
+/// `x` as a simulated device's capacity: a whole number of bytes, 1 to [`MAX_CAPACITY`].
 pub fn to_capacity(x: f64) -> Result<u64, String> {
-    let capacity = to_u64(x, "capacity")?;
-    if capacity == 0 || capacity > MAX_CAPACITY {
-        return Err(format!(
-            "capacity must be 1 byte to 1 TiB ({MAX_CAPACITY} bytes, the simulated address space), got {capacity}"
-        ));
+    match to_u64(x, "capacity") {
+        Ok(capacity) if capacity > 0 && capacity <= MAX_CAPACITY => Ok(capacity),
+        _ => Err(format!(
+            "capacity must be a whole number of bytes from 1 to 1 TiB ({MAX_CAPACITY} bytes, the simulated address \
+             space), got {}",
+            as_js_writes(x)
+        )),
     }
-    Ok(capacity)
 }
 
 /// `x` as JavaScript writes it: `Infinity` where Rust writes `inf`.
@@ -57,8 +58,11 @@ mod tests {
         assert!(to_u64(f64::NEG_INFINITY, "size").unwrap_err().ends_with("got -Infinity"));
         assert_eq!(to_f64(0x7f00_0000_0000), 139_637_976_727_552.0);
         assert_eq!(to_capacity((1u64 << 40) as f64), Ok(1 << 40));
-        for bad in [0.0, (1u64 << 40) as f64 + 1.0, 2f64.powi(48)] {
-            assert!(to_capacity(bad).unwrap_err().starts_with("capacity must be 1 byte to 1 TiB"), "{bad}");
+        for bad in [0.0, (1u64 << 40) as f64 + 1.0, 2f64.powi(48), f64::NAN, -1.0, 1.5] {
+            assert!(to_capacity(bad)
+                .unwrap_err()
+                .starts_with("capacity must be a whole number of bytes from 1 to 1 TiB"));
         }
+        assert!(to_capacity(f64::INFINITY).unwrap_err().ends_with("got Infinity"));
     }
 }

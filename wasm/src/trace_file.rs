@@ -7,10 +7,10 @@
 use std::rc::Rc;
 
 use cachalot_core::size::format_size;
-use cachalot_core::{parse_device_trace, Trace, TraceErrorKind, TraceOp};
+use cachalot_core::{parse_device_trace, parse_each_device, Trace, TraceErrorKind, TraceOp};
 use wasm_bindgen::prelude::*;
 
-use crate::error::{js_error, js_error_with};
+use crate::error::js_error;
 use crate::js_argument::{bytes, count, text, whole};
 
 /// A parsed allocation trace.
@@ -25,29 +25,39 @@ impl TraceFile {
     /// Parses a trace given as UTF-8 bytes (a `Uint8Array`, already decompressed) or as a
     /// string; `name` is what the page calls it. A PyTorch snapshot keeps one history per
     /// GPU and a replay simulates one: `device` (optional) picks it, and is needed when
-    /// several have allocation events. Throws, naming the trace and the line, if the text is
-    /// not a trace the core's reader accepts, and when the device is missing or not in it;
-    /// when it is missing, the error's `devices` lists those to choose from.
-    pub fn parse(data: &JsValue, name: &JsValue, device: &JsValue) -> Result<TraceFile, JsValue> {
+    /// several have allocations (or read each with `parse_each_device`). Throws, naming the
+    /// trace and the line, if the text is not a trace the core's reader accepts, and when
+    /// the device is missing or not in it.
+    pub fn parse(data: &JsValue, name: &JsValue, device: &JsValue) -> Result<TraceFile, JsError> {
         let name = text(name, "trace name")?;
         let device = if device.is_undefined() || device.is_null() {
             None
         } else {
-            Some(usize::try_from(whole(device, "device")?).unwrap_or(usize::MAX))
+            let d = whole(device, "device")?;
+            // A snapshot listing 2^32 devices would not fit in the page's memory.
+            let d = usize::try_from(d)
+                .map_err(|_| js_error(format!("{name}: device {d} asked for, but no snapshot records that many")))?;
+            Some(d)
         };
-        let data = bytes(data, "trace")?;
-        let text = core::str::from_utf8(&data).map_err(|e| js_error(format!("{name}: not UTF-8 text: {e}")))?;
-        let trace = parse_device_trace(text, device).map_err(|e| match &e.kind {
-            TraceErrorKind::DeviceNotChosen { devices } => js_error_with(
-                format!(
-                    "{name}: {e}: choose one with the device argument (with the CLI: cachalot replay {name} --device N)"
-                ),
-                "devices",
-                devices.iter().map(|&d| JsValue::from_f64(d as f64)).collect::<Vec<JsValue>>().into(),
-            ),
-            TraceErrorKind::NoSuchDevice | TraceErrorKind::Invalid => js_error(format!("{name}: {e}")).into(),
+        let text = utf8(bytes(data, "trace")?, &name)?;
+        let trace = parse_device_trace(&text, device).map_err(|e| match e.kind {
+            TraceErrorKind::DeviceNotChosen { .. } => js_error(format!(
+                "{name}: {e}: choose one with the device argument, or read each with parse_each_device \
+                 (with the CLI: cachalot replay \"{name}\" --device N)"
+            )),
+            TraceErrorKind::NoSuchDevice | TraceErrorKind::Invalid => js_error(format!("{name}: {e}")),
         })?;
         Ok(TraceFile { trace: Rc::new(trace), name })
+    }
+
+    /// Parses a trace as `parse` does, but a snapshot's every GPU with allocations becomes a
+    /// trace of its own (its `device` set), in device order; a CSV gives one trace. One parse,
+    /// however many GPUs.
+    pub fn parse_each_device(data: &JsValue, name: &JsValue) -> Result<Vec<TraceFile>, JsError> {
+        let name = text(name, "trace name")?;
+        let text = utf8(bytes(data, "trace")?, &name)?;
+        let traces = parse_each_device(&text).map_err(|e| js_error(format!("{name}: {e}")))?;
+        Ok(traces.into_iter().map(|t| TraceFile { trace: Rc::new(t), name: name.clone() }).collect())
     }
 
     /// The snapshot device whose history this is, when the snapshot listed several;
@@ -84,6 +94,11 @@ impl TraceFile {
     pub fn describe_op(&self, index: &JsValue) -> Result<String, JsError> {
         Ok(describe(&self.trace, count(index, "operation index")?))
     }
+}
+
+/// `data` as text, or an error naming the trace.
+fn utf8(data: Vec<u8>, name: &str) -> Result<String, JsError> {
+    String::from_utf8(data).map_err(|e| js_error(format!("{name}: not UTF-8 text: {}", e.utf8_error())))
 }
 
 /// Operation `index` of `trace` in words; an empty string past the end.

@@ -50,13 +50,18 @@ export async function textBytes(blob, name = 'the file') {
   return raw;
 }
 
-/** Parses bytes into a TraceFile (of snapshot GPU `device`, if given); records how long reading took. */
-export function parse(bytes, name, device) {
-  const t0 = performance.now();
-  const trace = TraceFile.parse(bytes, name, device);
-  trace.parseMs = performance.now() - t0;
-  trace.label = trace.device === undefined ? name : `${name}, device ${trace.device}`;
+/** Labels a parsed trace with its name and GPU, and records how long reading took. */
+function labelled(trace, ms) {
+  trace.parseMs = ms;
+  trace.label = trace.device === undefined ? trace.name : `${trace.name}, device ${trace.device}`;
   return trace;
+}
+
+/** Parses bytes into a TraceFile. */
+export function parse(bytes, name) {
+  const t0 = performance.now();
+  const trace = TraceFile.parse(bytes, name);
+  return labelled(trace, performance.now() - t0);
 }
 
 /** An embedded trace by file name. */
@@ -84,18 +89,14 @@ export async function embedded(name) {
  */
 export async function fromFile(file) {
   const bytes = await textBytes(file, file.name);
-  let traces;
-  try {
-    traces = [parse(bytes, file.name)];
-  } catch (e) {
-    if (!Array.isArray(e.devices)) throw e;
-    traces = e.devices.map((d) => parse(bytes, file.name, d));
-  }
+  const t0 = performance.now();
+  const traces = TraceFile.parse_each_device(bytes, file.name);
+  const ms = performance.now() - t0;
   if (traces[0].length === 0) {
-    traces[0].free();
+    traces.forEach((t) => t.free());
     throw new Error(`${file.name} holds no allocation events: nothing to replay`);
   }
-  return traces;
+  return traces.map((t) => labelled(t, ms));
 }
 
 /** Fills a <select> with the embedded traces (and a slot for a loaded file). */
