@@ -191,10 +191,11 @@ pub fn parse_trace(text: &str) -> Result<Trace, TraceError> {
 /// of kind [`TraceErrorKind::DeviceNotChosen`], which lists them). An RMM CSV records one
 /// device, so asking for one is an error.
 pub fn parse_device_trace(text: &str, device: Option<usize>) -> Result<Trace, TraceError> {
-    // A byte-order mark, as some editors write, is not part of the text.
-    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
-    if text.trim_start().starts_with('{') {
-        read_snapshot(text, device)
+    let text = without_bom(text);
+    if is_snapshot(text) {
+        let v = json(text)?;
+        let lists = snapshot_lists(&v)?;
+        read_lists(lists, crate::snapshot_device::choose(lists, device)?)
     } else if let Some(d) = device {
         let message = alloc::format!("device {d} asked for, but an RMM CSV trace records one device");
         Err(TraceError { line: 0, message, kind: TraceErrorKind::NoSuchDevice })
@@ -254,7 +255,7 @@ fn checked_size(size: u64) -> Result<u64, String> {
 
 /// Reads RMM's logging CSV (`Thread,Time,Action,Pointer,Size,Stream`; columns found by name).
 pub fn parse_csv(text: &str) -> Result<Trace, TraceError> {
-    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    let text = without_bom(text);
     let mut lines = text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty());
     let (_, header) = lines.next().ok_or_else(|| error(0, "the text is empty"))?;
     let names: Vec<&str> = header.split(',').map(str::trim).collect();
@@ -306,13 +307,9 @@ pub fn parse_csv(text: &str) -> Result<Trace, TraceError> {
 /// failures, and `segment_alloc` entries become the trace's `segment_placements`; other
 /// actions are ignored. One device's list is read, as [`parse_device_trace`] chooses it.
 pub fn parse_snapshot_json(text: &str) -> Result<Trace, TraceError> {
-    read_snapshot(text.strip_prefix('\u{feff}').unwrap_or(text), None)
-}
-
-fn read_snapshot(text: &str, device: Option<usize>) -> Result<Trace, TraceError> {
-    let v: serde_json::Value = serde_json::from_str(text).map_err(|e| error(e.line(), e.to_string()))?;
+    let v = json(without_bom(text))?;
     let lists = snapshot_lists(&v)?;
-    read_lists(lists, crate::snapshot_device::choose(lists, device)?)
+    read_lists(lists, crate::snapshot_device::choose(lists, None)?)
 }
 
 /// Reads a trace in either format, as [`parse_trace`] does, but a snapshot's every device
@@ -320,17 +317,31 @@ fn read_snapshot(text: &str, device: Option<usize>) -> Result<Trace, TraceError>
 /// several), in device order: one parse for a page that offers each GPU. A CSV, or a
 /// snapshot without allocations, gives one trace.
 pub fn parse_each_device(text: &str) -> Result<Vec<Trace>, TraceError> {
-    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
-    if !text.trim_start().starts_with('{') {
+    let text = without_bom(text);
+    if !is_snapshot(text) {
         return Ok(alloc::vec![parse_csv(text)?]);
     }
-    let v: serde_json::Value = serde_json::from_str(text).map_err(|e| error(e.line(), e.to_string()))?;
+    let v = json(text)?;
     let lists = snapshot_lists(&v)?;
     let devices = crate::snapshot_device::with_allocations(lists);
     if devices.is_empty() {
         return Ok(alloc::vec![read_lists(lists, None)?]);
     }
     devices.into_iter().map(|d| read_lists(lists, Some(d))).collect()
+}
+
+/// The text without a byte-order mark, as some editors write.
+fn without_bom(text: &str) -> &str {
+    text.strip_prefix('\u{feff}').unwrap_or(text)
+}
+
+/// True for a PyTorch snapshot (JSON), false for an RMM CSV.
+fn is_snapshot(text: &str) -> bool {
+    text.trim_start().starts_with('{')
+}
+
+fn json(text: &str) -> Result<serde_json::Value, TraceError> {
+    serde_json::from_str(text).map_err(|e| error(e.line(), e.to_string()))
 }
 
 /// A snapshot's `device_traces`, each checked to be a list.
