@@ -4,6 +4,9 @@ records both. `cachalot replay` must refuse to guess which GPU to replay, naming
 `--device N` it must reproduce GPU N's own statistics and summary, and the simulated replay
 its segments and history (cachalot_replay.compare: the checks pytorch_run.py makes on one GPU).
 
+It writes the snapshot (two_gpus_snapshot.json) and each GPU's statistics
+(two_gpus.deviceN.stats.json) into OUTDIR.
+
 usage (from the repo root, on a machine with two or more GPUs; carry
 target/release/libcachalot.so and target/release/cachalot):
     CACHALOT_LIB=target/release/libcachalot.so python3 native/gpu/multi_gpu_replay_check.py \
@@ -64,6 +67,11 @@ lib = ct.load_library()
 for d in (0, 1):
     total = torch.cuda.mem_get_info(d)[1]
     figures = dict(stats=ct.memory_stats(d), summary=ct.memory_summary(d), snapshot=snap)
+    # What the live allocator reported, beside the snapshot: with both, a test replays the
+    # run without a GPU (core/tests/recorded.rs).
+    with open(os.path.join(out_dir, f"two_gpus.device{d}.stats.json"), "w") as fh:
+        json.dump(dict(capacity=total, config=CONFIG, gpu=torch.cuda.get_device_name(d), torch=torch.__version__,
+                       stats=figures["stats"]), fh, indent=0, sort_keys=True)
     ops, _ = cachalot_replay.trace_ops(snap, d)
     sim = cachalot_replay.replay_simulated(lib, ops, CONFIG, total, cachalot_replay.segment_placements(snap, d))
     cli = cachalot_replay.replay_cli(cli_path, path, CONFIG, total, device=d)

@@ -14,10 +14,15 @@ pub fn traces_dir() -> PathBuf {
 
 /// A reference trace by file name, gunzipped and parsed.
 pub fn load_trace(name: &str) -> Trace {
+    parse_trace(&load_text(name)).expect("reference trace parses")
+}
+
+/// A gzipped file under `traces/`, as text.
+pub fn load_text(name: &str) -> String {
     let bytes = std::fs::read(traces_dir().join(name)).expect("reference trace present");
     let mut text = String::new();
     flate2::read::GzDecoder::new(&bytes[..]).read_to_string(&mut text).expect("gzip");
-    parse_trace(&text).expect("reference trace parses")
+    text
 }
 
 /// PyTorch's measured peak reserved bytes for a trace and config, from
