@@ -24,7 +24,7 @@ pub fn with_allocations(lists: &[Value]) -> Vec<usize> {
 /// The list to read among `lists`: `device` if given, else the only one with allocations.
 /// `None` when no list has any (nothing to replay).
 pub fn choose(lists: &[Value], device: Option<usize>) -> Result<Option<usize>, TraceError> {
-    let with_events = with_allocations(lists);
+    let with_allocs = with_allocations(lists);
     let refuse = |kind, message| Err(TraceError { line: 0, message, kind });
     match device {
         Some(d) if lists.is_empty() => refuse(
@@ -39,25 +39,25 @@ pub fn choose(lists: &[Value], device: Option<usize>) -> Result<Option<usize>, T
                     1 => "device 0 only".to_string(),
                     n => alloc::format!("devices 0 to {}", n - 1),
                 },
-                spoken(&with_events)
+                spoken(&with_allocs)
             ),
         ),
-        Some(d) if !with_events.contains(&d) && !with_events.is_empty() => refuse(
+        Some(d) if !with_allocs.contains(&d) && !with_allocs.is_empty() => refuse(
             TraceErrorKind::NoSuchDevice,
             alloc::format!(
                 "the snapshot holds no allocation events of device {d} (devices with events: {})",
-                spoken(&with_events)
+                spoken(&with_allocs)
             ),
         ),
         Some(d) => Ok(Some(d)),
-        None if with_events.len() > 1 => refuse(
-            TraceErrorKind::DeviceNotChosen { devices: with_events.clone() },
+        None if with_allocs.len() > 1 => refuse(
+            TraceErrorKind::DeviceNotChosen { devices: with_allocs.clone() },
             alloc::format!(
                 "the snapshot holds allocation events of devices {}; a replay simulates one GPU",
-                spoken(&with_events)
+                spoken(&with_allocs)
             ),
         ),
-        None => Ok(with_events.first().copied()),
+        None => Ok(with_allocs.first().copied()),
     }
 }
 

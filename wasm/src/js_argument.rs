@@ -28,8 +28,11 @@ extern "C" {
 
 /// What `value` is, in words: "null", "undefined", "an array", "an object", "a string"...
 fn kind(value: &JsValue) -> String {
-    if value.is_null() || value.is_undefined() {
-        return if value.is_null() { "null" } else { "undefined" }.into();
+    if value.is_null() {
+        return "null".into();
+    }
+    if value.is_undefined() {
+        return "undefined".into();
     }
     if value.is_array() {
         return "an array".into();
