@@ -20,7 +20,7 @@ use alloc::vec::Vec;
 use crate::addr_map::{AddrTable, IdMap};
 use crate::block::{Block, BlockState, Slab, NIL};
 use crate::config::Config;
-use crate::device::{Device, Stream};
+use crate::device::{Device, HeldChange, Stream};
 use crate::error::AllocError;
 use crate::events::PendingEvents;
 use crate::explain::{Decision, Explainer};
@@ -501,11 +501,8 @@ impl<D: Device> Allocator<D> {
         self.reserved += size;
         let stream_index = self.streams.index_of(stream);
         let id = self.blocks.insert(Block::new(addr, size, stream_index, BlockState::Free, pool, false));
-        self.stats.segment.increase(pool, 1);
-        self.stats.reserved_bytes.increase(pool, size);
-        if size >= self.config.max_split_size {
-            self.stats.oversize_segments.increase(1);
-        }
+        let oversize_segments = (size >= self.config.max_split_size) as i64;
+        self.count_held(HeldChange { pool, segments: 1, bytes: size as i64, oversize_segments });
         self.stats.num_device_alloc += 1;
         self.record(Action::SegmentAlloc, addr, size, stream);
         Ok(Some(id))
@@ -821,6 +818,19 @@ impl<D: Device> Allocator<D> {
         if !PLAIN {
             self.record(action, addr, size, stream);
         }
+    }
+
+    /// Counts a change in what this allocator holds from the device in its statistics, then
+    /// tells the device, which adds up the changes of allocators sharing it.
+    pub(crate) fn count_held(&mut self, change: HeldChange) {
+        self.stats.segment.change(change.pool, change.segments);
+        self.stats.reserved_bytes.change(change.pool, change.bytes);
+        match change.oversize_segments {
+            1.. => self.stats.oversize_segments.increase(change.oversize_segments as u64),
+            ..0 => self.stats.oversize_segments.decrease(change.oversize_segments.unsigned_abs()),
+            0 => {}
+        }
+        self.device.held_changed(change);
     }
 
     /// Adds an entry to the history when it is on.

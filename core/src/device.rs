@@ -9,6 +9,8 @@
 
 use core::fmt;
 
+use crate::size::Pool;
+
 /// A stream handle, opaque to the core (a `CUstream` cast to an integer natively).
 pub type Stream = u64;
 
@@ -17,6 +19,20 @@ pub type Event = u64;
 
 /// A physical memory handle issued by a device's `vm_create`, opaque to the core.
 pub type PhysHandle = u64;
+
+/// A change in what an allocator holds from its device, in the terms of its statistics: its
+/// segments and reserved bytes in one pool, and its segments of at least `max_split_size`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HeldChange {
+    /// The pool whose figures changed.
+    pub pool: Pool,
+    /// Segments gained (negative: given back).
+    pub segments: i64,
+    /// Reserved bytes gained (negative: given back).
+    pub bytes: i64,
+    /// Oversize segments gained (negative: given back).
+    pub oversize_segments: i64,
+}
 
 const NO_VM: DeviceError = DeviceError::Unsupported("virtual memory");
 
@@ -90,6 +106,12 @@ pub trait Device {
     fn reserved_elsewhere(&self) -> u64 {
         0
     }
+
+    /// What the allocator holds from this device changed, as its statistics count it, after
+    /// they were updated. Allocators sharing one device (the native library's per-stream
+    /// shards) add the changes up, so the peak of their sum is exact rather than a sum of
+    /// peaks; a device used by one allocator ignores them.
+    fn held_changed(&mut self, _change: HeldChange) {}
 
     /// The page size of virtual-memory mappings, or `None` when the device has no virtual
     /// memory (then every other `vm_` call fails).
@@ -174,6 +196,9 @@ impl<D: Device + ?Sized> Device for alloc::boxed::Box<D> {
     }
     fn reserved_elsewhere(&self) -> u64 {
         (**self).reserved_elsewhere()
+    }
+    fn held_changed(&mut self, change: HeldChange) {
+        (**self).held_changed(change)
     }
     fn vm_granularity(&self) -> Option<u64> {
         (**self).vm_granularity()

@@ -44,7 +44,7 @@ pub mod vrange;
 
 pub use allocator::Allocator;
 pub use config::{Config, ConfigError, Policy};
-pub use device::{Device, DeviceError, Event, PhysHandle, Stream};
+pub use device::{Device, DeviceError, Event, HeldChange, PhysHandle, Stream};
 pub use error::{AllocError, FreeSpot, OomReport, SegmentUse};
 pub use explain::Decision;
 pub use replay::{ReplayOutcome, Replayer};

@@ -25,7 +25,7 @@ use alloc::vec::Vec;
 
 use crate::allocator::Allocator;
 use crate::block::{BlockState, NIL};
-use crate::device::{Device, DeviceError, Stream};
+use crate::device::{Device, DeviceError, HeldChange, Stream};
 use crate::error::AllocError;
 use crate::explain::Decision;
 use crate::size::Pool;
@@ -225,7 +225,8 @@ impl<D: Device> Allocator<D> {
         for mut c in chunks {
             if c.counted_in.is_none() {
                 self.reserved += c.pages * page;
-                self.stats.reserved_bytes.increase(Pool::Large, c.pages * page);
+                let bytes = (c.pages * page) as i64;
+                self.count_held(HeldChange { pool: Pool::Large, segments: 0, bytes, oversize_segments: 0 });
                 c.counted_in = Some(Pool::Large);
             }
             self.vm.page_pool.push(c);

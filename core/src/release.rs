@@ -17,7 +17,7 @@ use alloc::boxed::Box;
 use alloc::vec::Vec;
 
 use crate::allocator::Allocator;
-use crate::device::{Device, Stream};
+use crate::device::{Device, HeldChange, Stream};
 use crate::error::AllocError;
 use crate::explain::Decision;
 use crate::history::Action;
@@ -114,11 +114,8 @@ impl<D: Device> Allocator<D> {
         self.blocks.remove(id);
         self.reserved -= size;
         self.stats.num_device_free += 1;
-        self.stats.segment.decrease(pool, 1);
-        self.stats.reserved_bytes.decrease(pool, size);
-        if size >= self.config.max_split_size {
-            self.stats.oversize_segments.decrease(1);
-        }
+        let oversize_segments = -((size >= self.config.max_split_size) as i64);
+        self.count_held(HeldChange { pool, segments: -1, bytes: -(size as i64), oversize_segments });
         self.record(Action::SegmentFree, addr, size, stream);
         Ok(())
     }

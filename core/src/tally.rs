@@ -56,6 +56,15 @@ impl Tally {
         self.all_current -= n as i64;
     }
 
+    /// Adds `n` when positive, subtracts it when negative.
+    pub fn change(&mut self, pool: Pool, n: i64) {
+        match n {
+            1.. => self.increase(pool, n as u64),
+            ..0 => self.decrease(pool, n.unsigned_abs()),
+            0 => {}
+        }
+    }
+
     /// The current value of `pool`.
     #[inline]
     fn pool_current(&self, p: usize) -> i64 {

@@ -14,7 +14,7 @@ use alloc::vec::Vec;
 
 use crate::allocator::Allocator;
 use crate::block::{Block, BlockState, NIL};
-use crate::device::{Device, DeviceError, PhysHandle, Stream};
+use crate::device::{Device, DeviceError, HeldChange, PhysHandle, Stream};
 use crate::error::AllocError;
 use crate::history::Action;
 use crate::size::Pool;
@@ -43,7 +43,7 @@ impl<D: Device> Allocator<D> {
         self.vm.unmapped[pool.index()].insert((stream, base), id);
         let mappings = alloc::collections::BTreeMap::new();
         self.vm.ranges.push(VirtualRange { base, size, page, stream, pool, mappings, head: id });
-        self.stats.segment.increase(pool, 1);
+        self.count_held(HeldChange { pool, segments: 1, bytes: 0, oversize_segments: 0 });
         Ok(Some(id))
     }
 
@@ -68,7 +68,7 @@ impl<D: Device> Allocator<D> {
         if let Some(r) = self.vm.range_of(addr) {
             self.vm.ranges.swap_remove(r);
         }
-        self.stats.segment.decrease(pool, 1);
+        self.count_held(HeldChange { pool, segments: -1, bytes: 0, oversize_segments: 0 });
         Ok(())
     }
 
@@ -175,12 +175,12 @@ impl<D: Device> Allocator<D> {
             match c.counted_in {
                 Some(q) if q == pool => {}
                 Some(q) => {
-                    self.stats.reserved_bytes.decrease(q, size);
-                    self.stats.reserved_bytes.increase(pool, size);
+                    self.count_held(HeldChange { pool: q, segments: 0, bytes: -(size as i64), oversize_segments: 0 });
+                    self.count_held(HeldChange { pool, segments: 0, bytes: size as i64, oversize_segments: 0 });
                 }
                 None => {
                     self.reserved += size;
-                    self.stats.reserved_bytes.increase(pool, size);
+                    self.count_held(HeldChange { pool, segments: 0, bytes: size as i64, oversize_segments: 0 });
                 }
             }
         }
@@ -313,7 +313,7 @@ impl<D: Device> Allocator<D> {
         self.device.vm_destroy(c.handle, size)?;
         if let Some(pool) = c.counted_in {
             self.reserved -= size;
-            self.stats.reserved_bytes.decrease(pool, size);
+            self.count_held(HeldChange { pool, segments: 0, bytes: -(size as i64), oversize_segments: 0 });
         }
         Ok(())
     }

@@ -4,7 +4,8 @@
 //! Shards call the device only when they grow, release, map pages or wait for events, so a
 //! lock around the device costs nothing on the hot path. The hub also counts the bytes every
 //! shard holds, so each shard's memory-fraction check sees the others' memory
-//! ([`Device::reserved_elsewhere`]).
+//! ([`Device::reserved_elsewhere`]), and adds up the shards' segments and reserved bytes as
+//! their statistics count them, for exact peaks ([`HeldPeaks`]).
 //!
 //! Invariants: `held` is the sum of every shard's `mine`; a shard's `mine` is the bytes of
 //! segments and physical pages it obtained through the hub and has not given back. Lock
@@ -13,20 +14,27 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use cachalot_core::{Device, DeviceError, Event, PhysHandle, Stream};
+use cachalot_core::{Device, DeviceError, Event, HeldChange, PhysHandle, Stream};
 
+use crate::held_peaks::HeldPeaks;
 use crate::shared_allocator::BoxedDevice;
 
 /// A device shared by several allocators.
 pub struct DeviceHub {
     device: Mutex<BoxedDevice>,
     held: AtomicU64,
+    peaks: HeldPeaks,
 }
 
 impl DeviceHub {
     /// A hub over `device`.
     pub fn new(device: BoxedDevice) -> Arc<DeviceHub> {
-        Arc::new(DeviceHub { device: Mutex::new(device), held: AtomicU64::new(0) })
+        Arc::new(DeviceHub { device: Mutex::new(device), held: AtomicU64::new(0), peaks: HeldPeaks::default() })
+    }
+
+    /// Every shard's segments and reserved bytes, added up, with their peaks.
+    pub fn peaks(&self) -> &HeldPeaks {
+        &self.peaks
     }
 
     /// A new shard's view of the device.
@@ -97,6 +105,9 @@ impl Device for ShardDevice {
     }
     fn reserved_elsewhere(&self) -> u64 {
         self.hub.held.load(Ordering::Relaxed).saturating_sub(self.mine)
+    }
+    fn held_changed(&mut self, change: HeldChange) {
+        self.hub.peaks.add(change);
     }
     fn vm_granularity(&self) -> Option<u64> {
         self.hub.device().vm_granularity()

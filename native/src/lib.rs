@@ -15,6 +15,7 @@ pub mod cuda;
 pub mod device_hub;
 pub mod error;
 pub mod ffi;
+pub mod held_peaks;
 pub mod registry;
 pub mod shard_lock;
 pub mod shared_allocator;

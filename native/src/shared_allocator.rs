@@ -6,8 +6,9 @@
 //! different streams then never wait for each other, the memory fraction still counts every
 //! stream's memory, and a request that finds no room frees the other streams' caches before
 //! it fails, as PyTorch's release of every cached block does. Statistics then add up the
-//! shards' figures: exact for current values, totals and counters, and an upper bound for
-//! peaks (each shard's peak, summed).
+//! shards' figures: exact for current values, totals and counters, and for the peaks of
+//! segments and reserved bytes (followed as they change, `held_peaks.rs`); the other peaks
+//! are an upper bound (each shard's peak, summed).
 //!
 //! The locks cover the core's bookkeeping and nothing else the native layer does: argument
 //! checks happen before they are taken, and text (summaries, snapshots, error messages) is
@@ -151,7 +152,11 @@ impl SharedAllocator {
             }
             Ok(())
         })?;
-        Ok(total.unwrap_or_else(|| self.empty_stats()))
+        let mut total = total.unwrap_or_else(|| self.empty_stats());
+        if let Some(hub) = self.shards.hub() {
+            hub.peaks().write_into(&mut total);
+        }
+        Ok(total)
     }
 
     /// The statistics of an allocator that has done nothing yet (per-stream shards before
@@ -166,7 +171,11 @@ impl SharedAllocator {
         self.shards.each(|a| {
             a.reset_peak_stats();
             Ok(())
-        })
+        })?;
+        if let Some(hub) = self.shards.hub() {
+            hub.peaks().reset();
+        }
+        Ok(())
     }
 
     /// Checks every shard's invariants (tests and fuzzers call it).

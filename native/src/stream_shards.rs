@@ -200,6 +200,14 @@ impl StreamShards {
         Ok(())
     }
 
+    /// The device hub the shards share (`lock_per_stream` only).
+    pub fn hub(&self) -> Option<Arc<DeviceHub>> {
+        match self.recipe.lock() {
+            Ok(r) => r.hub.clone(),
+            Err(poisoned) => poisoned.into_inner().hub.clone(),
+        }
+    }
+
     /// The config every shard uses.
     pub fn config(&self) -> Config {
         match self.recipe.lock() {
