@@ -1,11 +1,12 @@
-//! `thread_scaling TRACE [THREADS] [PASSES]`: how total throughput grows with threads, each on a
+//! `thread_scaling TRACE [THREADS] [PASSES] [--device N]`: how total throughput grows with threads, each on a
 //! stream of its own, sharing one allocator over a simulated device; once with one lock for
 //! the device (the default) and once with `lock_per_stream:True`.
 //!
 //! The CPU-only twin of `native/gpu/contention_bench.cpp` (which does the same through the C
 //! ABI over real CUDA memory): each thread replays the whole trace on its own stream, one
 //! warm-up pass, then PASSES timed passes with all threads released at once. Prints a table
-//! (threads 1 to THREADS, default 2; PASSES default 5) per config.
+//! (threads 1 to THREADS, default 2; PASSES default 5) per config. Of a snapshot of several
+//! GPUs, `--device N` picks the one to replay.
 
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -80,9 +81,10 @@ fn measure(config: &Config, trace: &Trace, threads: usize, passes: usize) -> Res
 }
 
 fn run() -> Result<(), String> {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let usage = "usage: thread_scaling TRACE [THREADS] [PASSES]";
-    let trace = cachalot::trace_file::read(args.first().ok_or(usage)?)?;
+    let mut args: Vec<String> = std::env::args().skip(1).collect();
+    let usage = "usage: thread_scaling TRACE [THREADS] [PASSES] [--device N]";
+    let device = cachalot::trace_file::take_device_flag(&mut args)?;
+    let trace = cachalot::trace_file::read(args.first().ok_or(usage)?, device)?;
     let number = |i: usize, default: usize| -> Result<usize, String> {
         args.get(i).map_or(Ok(default), |v| v.parse().ok().filter(|&n| n > 0).ok_or(format!("{usage}: got '{v}'")))
     };

@@ -1,11 +1,12 @@
-//! `trace_ops TRACE`: writes a trace as plain-text operations for programs that cannot parse
+//! `trace_ops TRACE [--device N]`: writes a trace as plain-text operations for programs that cannot parse
 //! traces themselves (the GPU check in `native/gpu/` replays these through the C ABI).
 //!
 //! The trace is read by the core's own parser, so the operations are exactly those the
 //! `cachalot` tool and the simulated replays execute. Output, one line each:
 //! `cachalot-ops 1 <ops> <slots>`, then `a <slot> <size> <stream>` (allocate `size` bytes on
 //! stream `stream`, a hex `CUstream` value, into `slot`) or `f <slot>` (free the allocation in
-//! `slot`). Invariant: every `f` names a slot whose allocation is live.
+//! `slot`). Of a snapshot of several GPUs, `--device N` picks the one whose events are
+//! written. Invariant: every `f` names a slot whose allocation is live.
 
 use std::io::{BufWriter, Write};
 use std::process::ExitCode;
@@ -23,8 +24,10 @@ fn main() -> ExitCode {
 }
 
 fn run() -> Result<(), String> {
-    let path = std::env::args().nth(1).ok_or("usage: trace_ops TRACE (.csv, .csv.gz or snapshot .json)")?;
-    let trace = cachalot::trace_file::read(&path)?;
+    let mut args: Vec<String> = std::env::args().skip(1).collect();
+    let device = cachalot::trace_file::take_device_flag(&mut args)?;
+    let path = args.first().ok_or("usage: trace_ops TRACE [--device N] (.csv, .csv.gz or snapshot .json)")?;
+    let trace = cachalot::trace_file::read(path, device)?;
     let mut out = BufWriter::new(std::io::stdout().lock());
     let io = |e: std::io::Error| e.to_string();
     writeln!(out, "cachalot-ops 1 {} {}", trace.ops.len(), trace.slots).map_err(io)?;

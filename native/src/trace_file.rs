@@ -1,11 +1,12 @@
 //! Reading a trace file: RMM CSV or snapshot JSON, plain or gzipped (gzip is recognised by its
-//! magic bytes, whatever the file is called), parsed by the core's own reader.
+//! magic bytes, whatever the file is called), parsed by the core's own reader; of a snapshot
+//! of several GPUs, the one chosen.
 //!
 //! Invariant: every failure is a message that names the file and what is wrong with it.
 
 use std::io::Read;
 
-use cachalot_core::{parse_trace, Trace};
+use cachalot_core::{parse_device_trace, Trace, TraceErrorKind};
 
 /// The text of a trace file's bytes, gunzipped if they are gzip; `what` names the file in
 /// messages.
@@ -21,8 +22,54 @@ pub fn decode(bytes: &[u8], what: &str) -> Result<String, String> {
     }
 }
 
-/// Reads and parses the trace at `path`.
-pub fn read(path: &str) -> Result<Trace, String> {
+/// Reads and parses the trace at `path`: of a snapshot of several GPUs, `device`'s events,
+/// which must then be chosen (a replay simulates one GPU).
+pub fn read(path: &str, device: Option<usize>) -> Result<Trace, String> {
     let bytes = std::fs::read(path).map_err(|e| format!("cannot read {path}: {e}"))?;
-    parse_trace(&decode(&bytes, path)?).map_err(|e| format!("{path}: {e}"))
+    parse_device_trace(&decode(&bytes, path)?, device).map_err(|e| match e.kind {
+        TraceErrorKind::DeviceNotChosen { .. } => format!("{path}: {e}: choose one with --device N"),
+        TraceErrorKind::NoSuchDevice | TraceErrorKind::Invalid => format!("{path}: {e}"),
+    })
+}
+
+/// Takes `--device N` out of a program's arguments: the GPU whose events to read from a
+/// snapshot of several (`None` when the flag is absent).
+pub fn take_device_flag(args: &mut Vec<String>) -> Result<Option<usize>, String> {
+    let Some(at) = args.iter().position(|a| a == "--device") else { return Ok(None) };
+    let value = args.get(at + 1).cloned().ok_or("--device needs a device number")?;
+    let device = value.parse().map_err(|_| format!("--device needs a device number, got '{value}'"))?;
+    args.drain(at..at + 2);
+    Ok(Some(device))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(list: &[&str]) -> Vec<String> {
+        list.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn the_device_flag_is_taken_out_wherever_it_stands() {
+        let mut a = args(&["t.json", "--device", "1", "4"]);
+        assert_eq!((take_device_flag(&mut a), a), (Ok(Some(1)), args(&["t.json", "4"])));
+        let mut a = args(&["t.json"]);
+        assert_eq!(take_device_flag(&mut a), Ok(None));
+        assert_eq!(take_device_flag(&mut args(&["--device"])), Err("--device needs a device number".into()));
+        assert_eq!(
+            take_device_flag(&mut args(&["--device", "x"])),
+            Err("--device needs a device number, got 'x'".into())
+        );
+    }
+
+    #[test]
+    fn a_snapshot_of_two_gpus_needs_a_device() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../traces/recorded/two_gpus.policy_pytorch.snapshot.json.gz");
+        let e = read(path, None).unwrap_err();
+        assert!(e.contains("devices 0 and 1") && e.ends_with("choose one with --device N"), "{e}");
+        let (zero, one) = (read(path, Some(0)).unwrap(), read(path, Some(1)).unwrap());
+        assert_ne!(zero.ops.len(), 0);
+        assert_ne!(zero.ops, one.ops);
+    }
 }
