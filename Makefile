@@ -79,6 +79,8 @@ web-test: web-setup web-build
 CBINDGEN_VERSION := 0.29.4
 CBINDGEN := cbindgen -q --config native/cbindgen.toml --crate cachalot
 VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -n 1)
+# The shared library's SONAME, as native/build.rs sets it: 0.MINOR while the version is 0.x.
+SONAME := libcachalot.so.$(shell echo $(VERSION) | awk -F. '{ print ($$1 == 0 ? "0." $$2 : $$1) }')
 
 c-abi: header-check c-examples c-bad-input c-cuda-fake c-multi-device c-peer-access c-sanitize c-stress c-repro
 
@@ -107,11 +109,14 @@ PROFILE_DIR := $(TARGET_DIR)/$(if $(filter dev,$(PROFILE)),debug,$(PROFILE))
 native-lib:
 	$(CARGO) build -p cachalot --lib $(PROFILE_FLAG)
 
-# Installs the header, both libraries and cachalot.pc under $(DESTDIR)$(PREFIX).
+# Installs the header, both libraries and cachalot.pc under $(DESTDIR)$(PREFIX); the shared
+# library as libcachalot.so.$(VERSION), with links from its SONAME and from libcachalot.so.
 install: native-lib
 	install -d $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig
 	install -m 644 include/cachalot.h $(DESTDIR)$(PREFIX)/include/
-	install -m 755 $(PROFILE_DIR)/libcachalot.so $(DESTDIR)$(PREFIX)/lib/
+	install -m 755 $(PROFILE_DIR)/libcachalot.so $(DESTDIR)$(PREFIX)/lib/libcachalot.so.$(VERSION)
+	ln -sf libcachalot.so.$(VERSION) $(DESTDIR)$(PREFIX)/lib/$(SONAME)
+	ln -sf $(SONAME) $(DESTDIR)$(PREFIX)/lib/libcachalot.so
 	install -m 644 $(PROFILE_DIR)/libcachalot.a $(DESTDIR)$(PREFIX)/lib/
 	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(VERSION)|' -e 's|@LIBS_PRIVATE@|$(STATIC_LIBS)|' \
 		include/cachalot.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/cachalot.pc
@@ -125,10 +130,13 @@ CFLAGS_STRICT := -Wall -Wextra -Werror -pedantic
 c-stage:
 	$(MAKE) --no-print-directory install PROFILE=dev PREFIX=$(STAGE)
 
-# The C example links the shared library, the C++ one the static library.
+# The C example links the shared library, the C++ one the static library. The C example must
+# load the library by its SONAME, the name install links.
 c-examples: c-stage
 	$(CC) -std=c11 $(CFLAGS_STRICT) $$($(PKG) --cflags cachalot) include/examples/example.c \
 		-o $(C_OUT)/example_c $$($(PKG) --libs cachalot) -Wl,-rpath,$(STAGE)/lib
+	readelf -d $(C_OUT)/example_c | grep -F '(NEEDED)' | grep -qF '[$(SONAME)]' \
+		|| { echo "example_c does not load the library by its SONAME $(SONAME)"; exit 1; }
 	$(CXX) -std=c++17 $(CFLAGS_STRICT) $$($(PKG) --cflags cachalot) include/examples/example.cpp \
 		-o $(C_OUT)/example_cpp -L$(STAGE)/lib -l:libcachalot.a $(STATIC_LIBS)
 	$(C_OUT)/example_c

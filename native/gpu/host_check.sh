@@ -35,6 +35,8 @@ PERF=$(command -v perf || true)
 echo "perf: ${PERF:-not found}"
 
 NVCC=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
+source native/gpu/soname_link.sh
+soname_link "$REL/libcachalot.so"
 "$NVCC" -O2 -std=c++17 native/gpu/replay_timing.cpp -o "$WORK/replay_timing" \
     -I include -L "$REL" -lcachalot -lcuda -Xlinker -rpath="$REL"
 rc=0

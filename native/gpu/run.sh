@@ -124,6 +124,8 @@ date=$(date -u +%F)
 EOF
 
 # ---- build the two C ABI programs against the header and the carried library ----
+source native/gpu/soname_link.sh
+soname_link "$LIB"
 LINK=(-I include -L "$REL" -lcachalot -lcuda -Xlinker -rpath="$REL")
 run_step "build overlap_check" 120 build1.log \
     "$NVCC" -O2 -std=c++17 -arch="$ARCH" native/gpu/overlap_check.cu -o "$WORK/overlap_check" "${LINK[@]}" || true

@@ -15,7 +15,7 @@ usage: python3 side_by_side.py LIBCACHALOT TRACE.csv.gz [ROUNDS] [CONFIG]
 (ROUNDS defaults to 21, CONFIG to policy:pytorch; run from the repository root, which holds
 include/cachalot.h.)
 """
-import json, os, statistics, sys
+import ctypes, json, os, statistics, sys
 
 import torch
 from torch.utils.cpp_extension import load_inline
@@ -59,6 +59,9 @@ def main():
     rounds = int(sys.argv[3]) if len(sys.argv) > 3 else 21
     config = sys.argv[4] if len(sys.argv) > 4 else "policy:pytorch"
     libdir = os.path.dirname(lib)
+    # The extension loads the library by its SONAME (native/build.rs); loaded by path first,
+    # the library answers to that name, with no link beside it needed.
+    ctypes.CDLL(lib, mode=ctypes.RTLD_GLOBAL)
     ext = load_inline(name="side_by_side_ext", cpp_sources=SRC + CACHALOT_SRC,
                       functions=["replay_pass", "cachalot_open", "cachalot_pass"], with_cuda=True,
                       extra_cflags=["-O2"], extra_include_paths=[os.path.abspath("include")],

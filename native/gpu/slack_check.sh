@@ -29,6 +29,8 @@ log_to slack_check
 
 NVCC=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
 CAP=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -n 1 | tr -d ' .')
+source native/gpu/soname_link.sh
+soname_link "$REL/libcachalot.so"
 LINK=(-I include -L "$REL" -lcachalot -lcuda -Xlinker -rpath="$REL")
 "$NVCC" -O2 -std=c++17 -arch="sm_${CAP:-90}" native/gpu/overlap_check.cu -o "$WORK/overlap_check" "${LINK[@]}"
 "$NVCC" -O2 -std=c++17 native/gpu/replay_timing.cpp -o "$WORK/replay_timing" "${LINK[@]}"

@@ -29,6 +29,8 @@ source native/gpu/output_log.sh
 log_to threads_check
 
 NVCC=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
+source native/gpu/soname_link.sh
+soname_link "$REL/libcachalot.so"
 "$NVCC" -O2 -std=c++17 native/gpu/contention_bench.cpp -o "$WORK/contention_bench" \
     -I include -L "$REL" -lcachalot -lcuda -Xlinker -rpath="$REL" -lpthread
 echo "host: $(nproc) CPUs, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)"
