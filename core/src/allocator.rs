@@ -238,7 +238,13 @@ impl<D: Device> Allocator<D> {
                 "blocks are multiples of 512 bytes"
             };
             self.explainer.note(|| Decision::Rounded { requested: size, rounded, rule });
-            self.explainer.note(|| Decision::Pool { pool: pool.name(), segment_size: segment_size(rounded) });
+            let page = match self.vm.mode {
+                VmMode::Off => 0,
+                VmMode::Expandable if pool == Pool::Small => crate::size::SMALL_BUFFER,
+                VmMode::Expandable => crate::size::LARGE_BUFFER,
+                VmMode::Paged => self.vm.paged_page,
+            };
+            self.explainer.note(|| Decision::Pool { pool: pool.name(), segment_size: segment_size(rounded), page });
         }
         let id = match self.take_free_block::<PLAIN>(pool, stream, rounded) {
             Some(id) if PLAIN => id,

@@ -12,6 +12,7 @@ use crate::allocator::Allocator;
 use crate::block::{BlockState, NIL};
 use crate::device::{Device, DeviceError, Stream};
 use crate::error::AllocError;
+use crate::explain::Decision;
 use crate::free_index::Key;
 use crate::size::{Pool, LARGE_BUFFER, SMALL_BUFFER};
 use crate::vrange::Chunk;
@@ -96,7 +97,11 @@ impl<D: Device> Allocator<D> {
         }
         let from = self.blocks[id].addr;
         match self.map_chunks(id, from, &handles) {
-            Ok(mapped) => Ok(Some(mapped)),
+            Ok(mapped) => {
+                let size = pages * page;
+                self.explainer.note(|| Decision::MappedPages { addr: from, size, new_bytes: size });
+                Ok(Some(mapped))
+            }
             Err(failure) => {
                 // Pages mapped before the failure stay mapped and counted; the rest go back.
                 for c in &handles[failure.mapped..] {

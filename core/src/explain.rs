@@ -37,6 +37,9 @@ pub enum Decision {
         pool: &'static str,
         /// Size of a new segment for this request.
         segment_size: u64,
+        /// With virtual memory, the page size the pool's memory is mapped in (segments are
+        /// then address ranges, and `segment_size` does not apply); 0 with classic segments.
+        page: u64,
     },
     /// Pending frees whose events completed were cached first.
     EventsCompleted {
@@ -101,6 +104,24 @@ pub enum Decision {
         /// Why.
         reason: &'static str,
     },
+    /// Virtual memory: physical pages were mapped under free address space for the request.
+    MappedPages {
+        /// Where the mapping starts.
+        addr: u64,
+        /// Bytes mapped.
+        size: u64,
+        /// Of them, bytes new from the device; the rest was reserved already (idle pages
+        /// moved here, or pages kept from earlier moves).
+        new_bytes: u64,
+    },
+    /// cachalot's policy: idle pages (mapped wholly inside cached blocks elsewhere, under no
+    /// allocation) were taken away to be mapped under this request.
+    MovedPages {
+        /// Pages moved.
+        pages: u64,
+        /// Their bytes.
+        bytes: u64,
+    },
     /// Cached segments were returned to the device to make room.
     Released {
         /// Segments returned.
@@ -152,12 +173,14 @@ impl fmt::Display for Decision {
                     write!(f, "Round {requested} bytes up to {rounded} bytes, {human} ({rule}).")
                 }
             }
-            Decision::Pool { pool, segment_size } => write!(
-                f,
-                "Use the {pool} pool ({}); a new segment for it would be {}.",
-                if *pool == "small" { "requests of at most 1 MiB" } else { "requests above 1 MiB" },
-                sz(*segment_size)
-            ),
+            Decision::Pool { pool, segment_size, page } => {
+                let which = if *pool == "small" { "requests of at most 1 MiB" } else { "requests above 1 MiB" };
+                if *page > 0 {
+                    write!(f, "Use the {pool} pool ({which}); its memory is mapped in pages of {}.", sz(*page))
+                } else {
+                    write!(f, "Use the {pool} pool ({which}); a new segment for it would be {}.", sz(*segment_size))
+                }
+            }
             Decision::EventsCompleted { blocks } => {
                 write!(f, "{blocks} block(s) freed earlier on other streams are now reusable.")
             }
@@ -193,6 +216,25 @@ impl fmt::Display for Decision {
                 write!(f, "Garbage collection returned {} of old cached segments.", sz(*bytes))
             }
             Decision::NewSegment { addr, size } => write!(f, "Allocate a new {} segment at {addr:#x}.", sz(*size)),
+            Decision::MappedPages { addr, size, new_bytes } if new_bytes == size => {
+                write!(f, "Map {} of new pages at {addr:#x}, under free address space.", sz(*size))
+            }
+            Decision::MappedPages { addr, size, new_bytes: 0 } => write!(
+                f,
+                "Map {} of pages at {addr:#x}, all of them memory already reserved: reserved memory does not grow.",
+                sz(*size)
+            ),
+            Decision::MappedPages { addr, size, new_bytes } => write!(
+                f,
+                "Map {} of pages at {addr:#x}: {} new from the device, the rest memory already reserved.",
+                sz(*size),
+                sz(*new_bytes)
+            ),
+            Decision::MovedPages { pages, bytes } => write!(
+                f,
+                "Move {pages} idle page(s), {}, out of cached blocks elsewhere (mapped, but under no allocation) to serve this request.",
+                sz(*bytes)
+            ),
             Decision::SegmentRefused { size, reason } => write!(f, "A new {} segment is refused: {reason}.", sz(*size)),
             Decision::Released { segments, bytes, step } => {
                 let mut chars = step.chars();
@@ -286,5 +328,53 @@ mod tests {
         assert!(kept.len() <= MAX_DECISIONS && kept.len() >= MAX_DECISIONS / 2, "{} kept", kept.len());
         assert_eq!(kept[kept.len() - one_pair.len()..], one_pair[..], "the latest call's decisions are whole");
         assert!(a.take_decisions().is_empty());
+    }
+
+    /// Twenty 5 MiB tensors fill a 100 MiB device; every other one is freed; then 8 MiB.
+    fn holes_then_eight_mib(config: &str) -> (Vec<Decision>, Vec<Decision>) {
+        let mut a = Allocator::new(SimDevice::new(100 << 20), Config::parse(config).unwrap());
+        a.set_explain(true);
+        let first = a.malloc(5 << 20, 0).unwrap();
+        let first_call = a.take_decisions();
+        let mut live = alloc::vec![first];
+        live.extend((1..20).map(|_| a.malloc(5 << 20, 0).unwrap()));
+        for addr in live.iter().step_by(2) {
+            a.free(*addr).unwrap();
+        }
+        a.take_decisions();
+        let _ = a.malloc(8 << 20, 0);
+        (first_call, a.take_decisions())
+    }
+
+    /// Under virtual memory the explanations speak of pages, not of segments: what was
+    /// mapped, how much of it is new memory, and which idle pages moved.
+    #[test]
+    fn virtual_memory_decisions_name_pages() {
+        let (first, eight) = holes_then_eight_mib("policy:cachalot");
+        assert!(first.contains(&Decision::Pool { pool: "large", segment_size: 20 << 20, page: 2 << 20 }), "{first:?}");
+        assert!(first.iter().any(|d| matches!(d, Decision::MappedPages { new_bytes, size, .. } if new_bytes == size)));
+        assert!(eight.contains(&Decision::MovedPages { pages: 4, bytes: 8 << 20 }), "{eight:?}");
+        assert!(eight
+            .iter()
+            .any(|d| matches!(d, Decision::MappedPages { size: s, new_bytes: 0, .. } if *s == 8 << 20)));
+        assert!(
+            !eight.iter().any(|d| matches!(d, Decision::NewSegment { .. } | Decision::Released { .. })),
+            "{eight:?}"
+        );
+        let text = eight.iter().map(|d| alloc::format!("{d}")).collect::<Vec<_>>().join("\n");
+        assert!(
+            text.contains("Move 4 idle page(s), 8.00 MiB") && text.contains("reserved memory does not grow"),
+            "{text}"
+        );
+
+        let (first, _) = holes_then_eight_mib("policy:pytorch,expandable_segments:True");
+        assert!(first.contains(&Decision::Pool { pool: "large", segment_size: 20 << 20, page: 20 << 20 }), "{first:?}");
+        assert!(first.iter().any(
+            |d| matches!(d, Decision::MappedPages { size, new_bytes, .. } if *size == 20 << 20 && new_bytes == size)
+        ));
+        let (first, eight) = holes_then_eight_mib("policy:pytorch");
+        assert!(first.contains(&Decision::Pool { pool: "large", segment_size: 20 << 20, page: 0 }), "{first:?}");
+        assert!(first.iter().any(|d| matches!(d, Decision::NewSegment { .. })));
+        assert!(eight.iter().any(|d| matches!(d, Decision::OutOfMemory { .. })), "{eight:?}");
     }
 }

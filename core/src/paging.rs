@@ -309,7 +309,7 @@ impl<D: Device> Allocator<D> {
             self.vm.moved_pages += moved;
             if moved > 0 {
                 let bytes = moved * self.vm.paged_page;
-                self.explainer.note(|| Decision::Released { segments: moved, bytes, step: "move idle pages" });
+                self.explainer.note(|| Decision::MovedPages { pages: moved, bytes });
             }
         }
         // Beyond the peak: new chunks for the rest.
@@ -374,7 +374,8 @@ impl<D: Device> Allocator<D> {
                 return Err(failure.error);
             }
             let mapped = chunks.iter().map(|c| c.pages).sum::<u64>() * page;
-            self.explainer.note(|| Decision::NewSegment { addr: from, size: mapped });
+            let new_bytes = chunks.iter().filter(|c| c.counted_in.is_none()).map(|c| c.pages).sum::<u64>() * page;
+            self.explainer.note(|| Decision::MappedPages { addr: from, size: mapped, new_bytes });
         }
         let start = self.block_containing_near(place.start, place.addr);
         debug_assert_eq!(self.blocks[start].addr, place.addr);
