@@ -213,7 +213,7 @@ impl fmt::Display for Decision {
                 sz(*block_size)
             ),
             Decision::GarbageCollected { bytes } => {
-                write!(f, "Garbage collection returned {} of old cached segments.", sz(*bytes))
+                write!(f, "Garbage collection returned {} of the cached memory unused longest.", sz(*bytes))
             }
             Decision::NewSegment { addr, size } => write!(f, "Allocate a new {} segment at {addr:#x}.", sz(*size)),
             Decision::MappedPages { addr, size, new_bytes } if new_bytes == size => {
@@ -239,12 +239,13 @@ impl fmt::Display for Decision {
             Decision::Released { segments, bytes, step } => {
                 let mut chars = step.chars();
                 let first = chars.next().map(|c| c.to_ascii_uppercase()).unwrap_or(' ');
-                write!(
-                    f,
-                    "{first}{}: returned {segments} cached segment(s), {}, to the device.",
-                    chars.as_str(),
-                    sz(*bytes)
-                )
+                let step = chars.as_str();
+                if *segments == 0 && *bytes > 0 {
+                    // Virtual memory gives back pages, not segments.
+                    write!(f, "{first}{step}: returned {} of idle pages to the device.", sz(*bytes))
+                } else {
+                    write!(f, "{first}{step}: returned {segments} cached segment(s), {}, to the device.", sz(*bytes))
+                }
             }
             Decision::OutOfMemory { requested } => {
                 write!(f, "Out of memory: nothing can serve {} even after releasing the cache.", sz(*requested))
@@ -365,6 +366,12 @@ mod tests {
         assert!(
             text.contains("Move 4 idle page(s), 8.00 MiB") && text.contains("reserved memory does not grow"),
             "{text}"
+        );
+
+        let released = Decision::Released { segments: 0, bytes: 16 << 20, step: "release every idle page and retry" };
+        assert_eq!(
+            alloc::format!("{released}"),
+            "Release every idle page and retry: returned 16.00 MiB of idle pages to the device."
         );
 
         let (first, _) = holes_then_eight_mib("policy:pytorch,expandable_segments:True");
