@@ -9,78 +9,115 @@
 //! nothing, and `torch.cuda.max_memory_reserved()` is the peak the device saw.
 //!
 //! Invariants: each current value is the sum of the changes reported since the allocator
-//! was made; each peak is the largest current value since the last reset, in the order the
-//! atomic additions took effect.
+//! was made, which is the sum of the shards' own current values whenever no shard is inside a
+//! call; each peak is the largest current value since the last reset. One lock covers every
+//! figure, so a reset and a change never interleave: it is taken only next to device calls
+//! and when statistics are read, never on a malloc or free served from the cache.
 
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use cachalot_core::stats::Stat;
 use cachalot_core::{DeviceStats, HeldChange};
 
 /// One figure's current value and peak.
-#[derive(Default)]
+#[derive(Clone, Copy, Default)]
 struct Peaked {
-    current: AtomicI64,
-    peak: AtomicI64,
+    current: i64,
+    peak: i64,
 }
 
 impl Peaked {
-    fn add(&self, n: i64) {
-        if n == 0 {
-            return;
-        }
-        let now = self.current.fetch_add(n, Ordering::AcqRel) + n;
-        if n > 0 {
-            self.peak.fetch_max(now, Ordering::AcqRel);
-        }
-    }
-
-    fn reset(&self) {
-        self.peak.store(self.current.load(Ordering::Acquire), Ordering::Release);
+    fn add(&mut self, n: i64) {
+        self.current += n;
+        self.peak = self.peak.max(self.current);
     }
 
     /// Puts this peak into `stat`, whose current value was read from the shards one at a time
     /// and so may, while threads run, exceed any value the sum really had: the peak is kept
     /// at least the current value reported beside it.
     fn write_into(&self, stat: &mut Stat) {
-        stat.peak = self.peak.load(Ordering::Acquire).max(stat.current);
+        stat.peak = self.peak.max(stat.current);
     }
 }
 
 /// Segments, reserved bytes (each for all pools, the small pool and the large pool) and
 /// oversize segments held by every shard together.
 #[derive(Default)]
-pub struct HeldPeaks {
+struct Figures {
     /// All pools, the small pool, the large pool.
     segments: [Peaked; 3],
     bytes: [Peaked; 3],
     oversize_segments: Peaked,
 }
 
+/// What every shard of one device holds, added up, with exact peaks.
+#[derive(Default)]
+pub struct HeldPeaks {
+    figures: Mutex<Figures>,
+}
+
 impl HeldPeaks {
+    fn figures(&self) -> MutexGuard<'_, Figures> {
+        // The lock guards additions that cannot panic; a poisoned lock holds whole figures.
+        self.figures.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
     /// Adds one shard's change.
     pub fn add(&self, change: HeldChange) {
-        let pool = 1 + change.pool.index();
-        for i in [0, pool] {
-            self.segments[i].add(change.segments);
-            self.bytes[i].add(change.bytes);
+        let mut f = self.figures();
+        for i in [0, 1 + change.pool.index()] {
+            f.segments[i].add(change.segments);
+            f.bytes[i].add(change.bytes);
         }
-        self.oversize_segments.add(change.oversize_segments);
+        f.oversize_segments.add(change.oversize_segments);
     }
 
     /// Restarts every peak at the current value.
     pub fn reset(&self) {
-        self.segments.iter().chain(&self.bytes).chain([&self.oversize_segments]).for_each(Peaked::reset);
+        let mut f = self.figures();
+        let f = &mut *f;
+        for p in f.segments.iter_mut().chain(&mut f.bytes).chain([&mut f.oversize_segments]) {
+            p.peak = p.current;
+        }
     }
 
     /// Replaces the summed peaks of `stats` (the shards' figures added up) by the exact ones.
     pub fn write_into(&self, stats: &mut DeviceStats) {
-        for (figures, array) in [(&self.segments, &mut stats.segment), (&self.bytes, &mut stats.reserved_bytes)] {
+        let f = self.figures();
+        for (figures, array) in [(&f.segments, &mut stats.segment), (&f.bytes, &mut stats.reserved_bytes)] {
             figures[0].write_into(&mut array.all);
             figures[1].write_into(&mut array.small_pool);
             figures[2].write_into(&mut array.large_pool);
         }
-        self.oversize_segments.write_into(&mut stats.oversize_segments);
+        f.oversize_segments.write_into(&mut stats.oversize_segments);
+    }
+
+    /// Checks that the current values equal `stats`', the shards' figures added up while no
+    /// shard was inside a call (for the invariant checker).
+    pub fn check_sum(&self, stats: &DeviceStats) -> Result<(), String> {
+        let f = self.figures();
+        let pairs = [("segment", &f.segments, &stats.segment), ("reserved_bytes", &f.bytes, &stats.reserved_bytes)];
+        for (name, figures, array) in pairs {
+            for (pool, mine, theirs) in [
+                ("all", figures[0], array.all),
+                ("small_pool", figures[1], array.small_pool),
+                ("large_pool", figures[2], array.large_pool),
+            ] {
+                if mine.current != theirs.current {
+                    return Err(format!(
+                        "the hub counts {name}.{pool}.current {} but the shards hold {}",
+                        mine.current, theirs.current
+                    ));
+                }
+            }
+        }
+        if f.oversize_segments.current != stats.oversize_segments.current {
+            return Err(format!(
+                "the hub counts {} oversize segments but the shards hold {}",
+                f.oversize_segments.current, stats.oversize_segments.current
+            ));
+        }
+        Ok(())
     }
 }
 

@@ -178,7 +178,8 @@ impl SharedAllocator {
         Ok(())
     }
 
-    /// Checks every shard's invariants (tests and fuzzers call it).
+    /// Checks every shard's invariants, and that the hub's sums of what the shards hold
+    /// are theirs (tests and fuzzers call it, while no other thread uses the allocator).
     pub fn check_invariants(&self) -> Result<(), String> {
         let mut result = Ok(());
         self.shards
@@ -189,7 +190,11 @@ impl SharedAllocator {
                 Ok(())
             })
             .map_err(|e| e.to_string())?;
-        result
+        result?;
+        match self.shards.hub() {
+            Some(hub) => hub.peaks().check_sum(&self.stats().map_err(|e| e.to_string())?),
+            None => Ok(()),
+        }
     }
 
     /// `torch.cuda.memory_summary()`'s table.
