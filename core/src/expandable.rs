@@ -85,9 +85,7 @@ impl<D: Device> Allocator<D> {
             match self.device.vm_create(page) {
                 Ok(handle) => handles.push(Chunk { handle, pages: 1, counted_in: None }),
                 Err(e) => {
-                    for c in &handles {
-                        let _ = self.device.vm_destroy(c.handle, page);
-                    }
+                    self.destroy_unmapped(handles, page);
                     return match e {
                         DeviceError::OutOfMemory => Ok(None),
                         e => Err(e.into()),
@@ -104,10 +102,18 @@ impl<D: Device> Allocator<D> {
             }
             Err(failure) => {
                 // Pages mapped before the failure stay mapped and counted; the rest go back.
-                for c in &handles[failure.mapped..] {
-                    let _ = self.device.vm_destroy(c.handle, page);
-                }
+                self.destroy_unmapped(handles.split_off(failure.mapped), page);
                 Err(failure.error)
+            }
+        }
+    }
+
+    /// Gives back pages created for a mapping that failed; one the device refuses to destroy
+    /// is kept, counted, rather than left held by the device and by no one's figures.
+    fn destroy_unmapped(&mut self, handles: Vec<Chunk>, page: u64) {
+        for c in handles {
+            if self.device.vm_destroy(c.handle, page).is_err() {
+                self.keep_undestroyed(c, page);
             }
         }
     }

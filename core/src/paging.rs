@@ -220,7 +220,7 @@ impl<D: Device> Allocator<D> {
 
     /// Keeps unmapped chunks for later (they stay reserved). Chunks never counted yet count
     /// in the large pool.
-    fn keep_chunks(&mut self, chunks: Vec<Chunk>) {
+    pub(crate) fn keep_chunks(&mut self, chunks: Vec<Chunk>) {
         let page = self.vm.paged_page;
         for mut c in chunks {
             if c.counted_in.is_none() {

@@ -178,17 +178,18 @@ impl<D: Device> Allocator<D> {
         for id in to_unmap {
             self.unmap_free_block(id)?;
         }
-        if self.vm.mode == VmMode::Paged {
-            let page = self.vm.paged_page;
-            let (kept, rest): (Vec<_>, Vec<_>) = self.vm.page_pool.drain(..).partition(|c| c.counted_in == Some(pool));
-            self.vm.page_pool = rest;
-            let mut kept = kept.into_iter();
-            while let Some(c) = kept.next() {
-                if let Err(e) = self.destroy_chunk(c, page) {
-                    self.vm.page_pool.extend(kept);
-                    return Err(e);
-                }
+        // Kept chunks: the paged policy's, and any chunk the device refused to destroy before.
+        let page = self.vm.paged_page;
+        let (kept, rest): (Vec<_>, Vec<_>) = self.vm.page_pool.drain(..).partition(|c| c.counted_in == Some(pool));
+        self.vm.page_pool = rest;
+        let mut kept = kept.into_iter();
+        while let Some(c) = kept.next() {
+            if let Err(e) = self.destroy_chunk(c, page) {
+                self.vm.page_pool.extend(kept);
+                return Err(e);
             }
+        }
+        if self.vm.mode == VmMode::Paged {
             // Ranges whose pages all moved elsewhere hold no free block to unmap, yet still
             // count as segments until released.
             for r in (0..self.vm.ranges.len()).rev() {

@@ -61,19 +61,28 @@ pub enum FaultSite {
     Unmap,
     /// Recording an event (`record_event`): fails with a driver error.
     RecordEvent,
+    /// Destroying a physical handle (`vm_destroy`): fails with a driver error, the handle
+    /// still held.
+    Destroy,
 }
 
 impl FaultSite {
     /// Every kind, in declaration order.
-    pub const ALL: [FaultSite; 5] =
-        [FaultSite::Allocate, FaultSite::Create, FaultSite::Map, FaultSite::Unmap, FaultSite::RecordEvent];
+    pub const ALL: [FaultSite; 6] = [
+        FaultSite::Allocate,
+        FaultSite::Create,
+        FaultSite::Map,
+        FaultSite::Unmap,
+        FaultSite::RecordEvent,
+        FaultSite::Destroy,
+    ];
 }
 
 /// Calls to fail, and the number of calls made so far, per [`FaultSite`].
 #[derive(Clone, Debug, Default)]
 struct Faults {
-    failing: [BTreeSet<u64>; 5],
-    attempts: [u64; 5],
+    failing: [BTreeSet<u64>; FaultSite::ALL.len()],
+    attempts: [u64; FaultSite::ALL.len()],
 }
 
 impl Faults {
@@ -530,6 +539,10 @@ impl Device for SimDevice {
         self.vm_ok()?;
         if self.handles.get(&handle) != Some(&size) || self.mapped_handles.contains_key(&handle) {
             return Err(DeviceError::Driver { call: "vm_destroy", code: 1 });
+        }
+        if self.faults.refuses(FaultSite::Destroy) {
+            self.calls.injected_failures += 1;
+            return Err(DeviceError::Driver { call: "vm_destroy", code: INJECTED_FAULT_CODE });
         }
         self.handles.remove(&handle);
         self.used -= size;

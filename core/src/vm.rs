@@ -302,15 +302,28 @@ impl<D: Device> Allocator<D> {
         Ok(Chunk { handle, pages: size / page, counted_in: Some(pool) })
     }
 
-    /// Destroys an unmapped chunk counted in a pool's reserved bytes, its ghosts first. When
-    /// a ghost cannot be unmapped, the chunk is kept instead (still counted), so none is lost.
+    /// Keeps a chunk of `size` bytes that the device would not destroy, counted as reserved,
+    /// for the next release to try again. Kept chunks count in pages of the paged policy's
+    /// size; an expandable segment's pages (2 or 20 MiB) are whole multiples of it.
+    pub(crate) fn keep_undestroyed(&mut self, c: Chunk, size: u64) {
+        debug_assert_eq!(size % self.vm.paged_page, 0);
+        self.keep_chunks(alloc::vec![Chunk { pages: size / self.vm.paged_page, ..c }]);
+    }
+
+    /// Destroys an unmapped chunk counted in a pool's reserved bytes (`page`: its range's
+    /// page size), its ghosts first. When a ghost cannot be unmapped or the device refuses to
+    /// destroy the chunk, it is kept instead (still counted) for the next release to try
+    /// again, so none is lost.
     pub(crate) fn destroy_chunk(&mut self, c: Chunk, page: u64) -> Result<(), AllocError> {
         let size = c.pages * page;
-        if let Err(e) = self.unmap_ghosts_of(c.handle) {
-            self.vm.page_pool.push(c);
+        let refused = match self.unmap_ghosts_of(c.handle) {
+            Ok(()) => self.device.vm_destroy(c.handle, size).err(),
+            Err(e) => Some(e),
+        };
+        if let Some(e) = refused {
+            self.keep_undestroyed(c, size);
             return Err(e.into());
         }
-        self.device.vm_destroy(c.handle, size)?;
         if let Some(pool) = c.counted_in {
             self.reserved -= size;
             self.count_held(HeldChange { pool, segments: 0, bytes: -(size as i64), oversize_segments: 0 });

@@ -68,7 +68,7 @@ enum Fault {
 #[derive(Clone, Copy, Debug, Default)]
 struct Outcome {
     /// Device calls of each kind (in `FaultSite::ALL` order) during the workload.
-    calls: [u64; 5],
+    calls: [u64; FaultSite::ALL.len()],
     /// Injected faults that fired.
     fired: u64,
     /// Calls that returned a device error (each then repeated successfully).
@@ -406,6 +406,17 @@ fn a_failed_event_record_is_a_device_error_that_leaves_the_allocation_live() {
 }
 
 #[test]
+fn a_failed_page_destruction_is_a_device_error_that_keeps_the_page() {
+    let s = Sweep {
+        name: "page destruction fails once",
+        site: Some(FaultSite::Destroy),
+        fault: |c| Fault::Once(FaultSite::Destroy, c),
+        judge: one_device_error,
+    };
+    assert_no_failures(run_sweep(&s, &POLICIES));
+}
+
+#[test]
 fn events_that_stay_pending_keep_every_invariant() {
     let s = Sweep {
         name: "side-stream events stuck from step",
@@ -518,5 +529,25 @@ fn pending_frees_are_waited_for_when_memory_runs_out() {
         assert_eq!(a.stats().num_ooms, 0, "{policy}");
         a.empty_cache().unwrap();
         assert_eq!((a.device().used(), a.reserved_bytes()), (0, 0), "{policy}");
+    }
+}
+
+/// Found by the page-destruction fault (fixed): when mapping new pages fails, the pages
+/// created for it go back to the device; one the device refused to destroy stayed held by the
+/// device and counted nowhere. It is now kept, counted as reserved, and the next
+/// `empty_cache` gives it back.
+#[test]
+fn a_page_the_device_will_not_destroy_stays_counted_until_the_next_release() {
+    for config in ["policy:pytorch,expandable_segments:True", "policy:cachalot"] {
+        let mut a = Allocator::new(SimDevice::new(1 << 30), Config::parse(config).unwrap());
+        let (map, destroy) = (a.device().next_call(FaultSite::Map), a.device().next_call(FaultSite::Destroy));
+        a.device_mut().fail_call(FaultSite::Map, map);
+        a.device_mut().fail_call(FaultSite::Destroy, destroy);
+        assert!(a.malloc(30 << 20, 0).is_err(), "{config}: the map fault surfaces");
+        assert_eq!(a.device().calls().injected_failures, 2, "{config}: both faults fired");
+        a.check_invariants().unwrap_or_else(|e| panic!("{config}: {e}"));
+        assert_eq!(a.reserved_bytes(), a.device().used(), "{config}: what the device holds is counted");
+        a.empty_cache().unwrap();
+        assert_eq!((a.reserved_bytes(), a.device().used()), (0, 0), "{config}: given back by empty_cache");
     }
 }

@@ -114,6 +114,9 @@ impl Scenario {
     }
 }
 
+/// How many of [`FaultSite::ALL`] (the first ones) an input can name.
+const CORPUS_SITES: usize = 5;
+
 fn decode_op(b: &mut Bytes) -> Op {
     match b.u8() % 20 {
         0..=6 => Op::Malloc { size: size(b), stream: b.u8() as u64 % STREAMS },
@@ -124,7 +127,10 @@ fn decode_op(b: &mut Bytes) -> Op {
         15 => Op::EmptyCache,
         16 => Op::SetFraction(b.u8() as f64 / 200.0),
         17 => {
-            let site = FaultSite::ALL[b.u8() as usize % FaultSite::ALL.len()];
+            // The five sites known when the corpus was gathered, so that every saved input
+            // keeps its meaning (every byte value is used by some input); faults in page
+            // destruction, added later, are swept by core/tests/faults.rs instead.
+            let site = FaultSite::ALL[b.u8() as usize % CORPUS_SITES];
             Op::Fail { site, after: b.u8() as u64 % 4 }
         }
         18 => Op::BadFree { pick: b.uint(2) as usize, kind: b.u8() % 3 },
