@@ -32,14 +32,28 @@ pub fn read(path: &str, device: Option<usize>) -> Result<Trace, String> {
     })
 }
 
-/// Takes `--device N` out of a program's arguments: the GPU whose events to read from a
-/// snapshot of several (`None` when the flag is absent).
+/// Takes `--device N` (or `--device=N`) out of a program's arguments: the GPU whose events
+/// to read from a snapshot of several (`None` when the flag is absent). Given twice, it is
+/// refused rather than one of the two silently chosen.
 pub fn take_device_flag(args: &mut Vec<String>) -> Result<Option<usize>, String> {
-    let Some(at) = args.iter().position(|a| a == "--device") else { return Ok(None) };
-    let value = args.get(at + 1).cloned().ok_or("--device needs a device number")?;
-    let device = value.parse().map_err(|_| format!("--device needs a device number, got '{value}'"))?;
-    args.drain(at..at + 2);
-    Ok(Some(device))
+    let mut device = None;
+    let mut i = 0;
+    while i < args.len() {
+        let (value, taken) = if args[i] == "--device" {
+            (args.get(i + 1).cloned().ok_or("--device needs a device number")?, 2)
+        } else if let Some(v) = args[i].strip_prefix("--device=") {
+            (v.to_string(), 1)
+        } else {
+            i += 1;
+            continue;
+        };
+        let n = value.parse().map_err(|_| format!("--device needs a device number, got '{value}'"))?;
+        if device.replace(n).is_some() {
+            return Err("--device is given twice".into());
+        }
+        args.drain(i..i + taken);
+    }
+    Ok(device)
 }
 
 #[cfg(test)]
@@ -61,6 +75,10 @@ mod tests {
             take_device_flag(&mut args(&["--device", "x"])),
             Err("--device needs a device number, got 'x'".into())
         );
+        let mut a = args(&["--device=2", "t.json"]);
+        assert_eq!((take_device_flag(&mut a), a), (Ok(Some(2)), args(&["t.json"])));
+        let twice = take_device_flag(&mut args(&["t.json", "--device", "0", "--device=1"]));
+        assert_eq!(twice, Err("--device is given twice".into()));
     }
 
     #[test]
