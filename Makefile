@@ -106,8 +106,10 @@ PREFIX ?= /usr/local
 PROFILE_FLAG := $(if $(filter release,$(PROFILE)),--release,)
 PROFILE_DIR := $(TARGET_DIR)/$(if $(filter dev,$(PROFILE)),debug,$(PROFILE))
 
+# The library's SONAME link beside it, so programs linked from the tree load it too.
 native-lib:
 	$(CARGO) build -p cachalot --lib $(PROFILE_FLAG)
+	ln -sf libcachalot.so $(PROFILE_DIR)/$(SONAME)
 
 # Installs the header, both libraries and cachalot.pc under $(DESTDIR)$(PREFIX); the shared
 # library as libcachalot.so.$(VERSION), with links from its SONAME and from libcachalot.so.
@@ -287,3 +289,4 @@ gpu-dry-run:
 # target/release/cachalot and target/release/examples/trace_ops to the GPU machine.
 gpu-build:
 	$(CARGO) build --release -p cachalot --lib --bin cachalot --example trace_ops
+	ln -sf libcachalot.so $(TARGET_DIR)/release/$(SONAME)
