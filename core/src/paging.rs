@@ -250,6 +250,20 @@ impl<D: Device> Allocator<D> {
         refused.map_or(Ok(()), |e| Err(e.into()))
     }
 
+    /// [`Allocator::return_chunks`] for each list, going on after a failure, so that no
+    /// list is dropped (a moved chunk dropped would leave its ghost mapped and its memory
+    /// counted by no one); the first failure.
+    fn return_all(&mut self, lists: impl IntoIterator<Item = Vec<Chunk>>) -> Result<(), AllocError> {
+        let mut first = Ok(());
+        for chunks in lists {
+            let returned = self.return_chunks(chunks);
+            if first.is_ok() {
+                first = returned;
+            }
+        }
+        first
+    }
+
     /// Gathers chunks for one span into `got`, in the order the module comment gives; false
     /// when neither the device nor idle chunks can provide them. On false or an error, `got`
     /// holds what was obtained, for the caller to return.
@@ -353,11 +367,9 @@ impl<D: Device> Allocator<D> {
             plans.push((span.from, got));
             if !matches!(filled, Ok(true)) {
                 // Nothing obtained for the request is dropped: moved chunks stay kept, new
-                // ones go back to the device.
-                for (_, chunks) in plans {
-                    self.return_chunks(chunks)?;
-                }
-                return filled.map(|_| None);
+                // ones go back to the device. The request's own failure is reported first.
+                let returned = self.return_all(plans.into_iter().map(|(_, chunks)| chunks));
+                return filled.and(returned).map(|_| None);
             }
         }
         // Mapping merges blocks, so each span's block is found by address.
@@ -366,11 +378,9 @@ impl<D: Device> Allocator<D> {
             let id = self.block_containing_near(place.start, from);
             if let Err(failure) = self.map_chunks(id, from, &chunks) {
                 // Chunks mapped before the failure stay mapped (cached, counted); the rest
-                // are returned.
-                self.return_chunks(chunks.into_iter().skip(failure.mapped).collect())?;
-                for (_, rest) in plans {
-                    self.return_chunks(rest)?;
-                }
+                // are returned, and the map's failure is what the caller hears.
+                let unmapped = chunks.into_iter().skip(failure.mapped).collect();
+                let _ = self.return_all(core::iter::once(unmapped).chain(plans.map(|(_, rest)| rest)));
                 return Err(failure.error);
             }
             let mapped = chunks.iter().map(|c| c.pages).sum::<u64>() * page;
