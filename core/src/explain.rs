@@ -213,7 +213,7 @@ impl fmt::Display for Decision {
                 sz(*block_size)
             ),
             Decision::GarbageCollected { bytes } => {
-                write!(f, "Garbage collection returned {} of the cached memory unused longest.", sz(*bytes))
+                write!(f, "Garbage collection returned {} of cached memory to the device.", sz(*bytes))
             }
             Decision::NewSegment { addr, size } => write!(f, "Allocate a new {} segment at {addr:#x}.", sz(*size)),
             Decision::MappedPages { addr, size, new_bytes } if new_bytes == size => {

@@ -90,15 +90,18 @@ impl<D: Device> Allocator<D> {
         self.allocate_segment(pool, stream, rounded, segment_size(rounded), true)
     }
 
-    /// Runs a release step and notes what it returned to the device.
+    /// Runs a release step and notes what it returned to the device: segments (or, under
+    /// virtual memory, address ranges) released, and bytes.
     pub(crate) fn noting_releases<T>(
         &mut self,
         step: &'static str,
         f: impl FnOnce(&mut Self) -> Result<T, AllocError>,
     ) -> Result<T, AllocError> {
-        let (frees, reserved) = (self.stats.num_device_free, self.reserved);
+        let (held, reserved) = (self.stats.segment.current(), self.reserved);
         let out = f(self)?;
-        let segments = self.stats.num_device_free - frees;
+        // Unmap calls count in `num_device_free` too (ghosts included), so they are no count
+        // of segments.
+        let segments = held.saturating_sub(self.stats.segment.current()) as u64;
         let bytes = reserved - self.reserved;
         self.explainer.note(|| Decision::Released { segments, bytes, step });
         Ok(out)
