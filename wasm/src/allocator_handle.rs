@@ -125,7 +125,7 @@ impl Allocator {
 
     /// Segments and blocks in the flat layout of `memory_map.rs`.
     pub fn memory_map(&self) -> Vec<f64> {
-        memory_map::encode(&self.inner.segments(0))
+        memory_map::encode(&self.inner.segments(0), self.vm_kind() == memory_map::KIND_PAGED)
     }
 
     /// The snapshot in PyTorch's `torch.cuda.memory._snapshot()` schema, as JSON.
@@ -143,8 +143,20 @@ impl Allocator {
         self.inner.stats().to_flat_json()
     }
 
+    /// Keys of this allocator's config that change nothing here: PyTorch's split and
+    /// expandable-segment settings under cachalot's policy, which maps pages instead.
+    pub fn keys_without_effect(&self) -> Vec<String> {
+        if !self.inner.uses_virtual_memory() {
+            return Vec::new();
+        }
+        self.inner.config().keys_moot_under_paging().into_iter().map(String::from).collect()
+    }
+
     /// The figures the page shows on every frame: requested, allocated and reserved bytes
-    /// (current, then peak), device allocations, out-of-memory errors and segments.
+    /// (current, then peak), device allocations, out-of-memory errors, segments, and how the
+    /// allocator holds memory (`memory_map`'s segment kinds: 0 classic segments, 1 expandable
+    /// segments, 2 cachalot's paged policy; under virtual memory segments are address ranges
+    /// and device allocations are mapping calls).
     pub fn figures(&self) -> Vec<f64> {
         let s = self.inner.stats();
         let (q, a, r) = (&s.requested_bytes.all, &s.allocated_bytes.all, &s.reserved_bytes.all);
@@ -158,6 +170,7 @@ impl Allocator {
             s.num_device_alloc as f64,
             s.num_ooms as f64,
             s.segment.all.current as f64,
+            self.vm_kind(),
         ]
     }
 
@@ -247,5 +260,14 @@ impl Allocator {
             return Err(js_error("no trace is loaded"));
         };
         cursor.step(&mut self.inner, n).map_err(js_error)
+    }
+
+    /// How this allocator holds memory, as a `memory_map` segment kind.
+    fn vm_kind(&self) -> f64 {
+        match (self.inner.uses_virtual_memory(), self.inner.config().policy) {
+            (false, _) => memory_map::KIND_CLASSIC,
+            (true, cachalot_core::Policy::Cachalot) => memory_map::KIND_PAGED,
+            (true, cachalot_core::Policy::PyTorch) => memory_map::KIND_EXPANDABLE,
+        }
     }
 }

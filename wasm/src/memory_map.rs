@@ -3,8 +3,9 @@
 //! on every animation frame.
 //!
 //! Layout: `[segment_count, seg_0, blocks of seg_0..., seg_1, ...]` where a segment is
-//! `SEGMENT_FIELDS` numbers `(address, total_size, stream, is_large, is_expandable,
-//! block_count)` followed by `block_count` blocks of `BLOCK_FIELDS` numbers `(address,
+//! `SEGMENT_FIELDS` numbers `(address, total_size, stream, is_large, kind, block_count)`
+//! (kind: [`KIND_CLASSIC`], [`KIND_EXPANDABLE`] or [`KIND_PAGED`]: under virtual memory a
+//! segment is one run of mapped pages) followed by `block_count` blocks of `BLOCK_FIELDS` numbers `(address,
 //! size, requested_size, state)`, state being [`STATE_ALLOCATED`], [`STATE_PENDING_FREE`] or
 //! [`STATE_INACTIVE`]. Invariant: segments are by address, blocks by address within their
 //! segment, and the blocks' sizes sum to their segment's `total_size`.
@@ -23,9 +24,17 @@ pub const STATE_ALLOCATED: f64 = 0.0;
 pub const STATE_PENDING_FREE: f64 = 1.0;
 /// A cached free block (`inactive`).
 pub const STATE_INACTIVE: f64 = 2.0;
+/// A classic segment (one device allocation).
+pub const KIND_CLASSIC: f64 = 0.0;
+/// A run of mapped pages of PyTorch's expandable segments.
+pub const KIND_EXPANDABLE: f64 = 1.0;
+/// A run of mapped pages under cachalot's paged policy.
+pub const KIND_PAGED: f64 = 2.0;
 
-/// Encodes snapshot segments in the flat layout.
-pub fn encode(segments: &[SegmentInfo]) -> Vec<f64> {
+/// Encodes snapshot segments in the flat layout; `paged`: the allocator runs cachalot's
+/// paged policy (its mapped runs are then [`KIND_PAGED`]).
+pub fn encode(segments: &[SegmentInfo], paged: bool) -> Vec<f64> {
+    let mapped = if paged { KIND_PAGED } else { KIND_EXPANDABLE };
     let blocks: usize = segments.iter().map(|s| s.blocks.len()).sum();
     let mut out = Vec::with_capacity(1 + segments.len() * SEGMENT_FIELDS + blocks * BLOCK_FIELDS);
     out.push(segments.len() as f64);
@@ -35,7 +44,7 @@ pub fn encode(segments: &[SegmentInfo]) -> Vec<f64> {
             to_f64(s.total_size),
             to_f64(s.stream),
             f64::from(u8::from(s.segment_type == "large")),
-            f64::from(u8::from(s.is_expandable)),
+            if s.is_expandable { mapped } else { KIND_CLASSIC },
             s.blocks.len() as f64,
         ]);
         for b in &s.blocks {
@@ -61,7 +70,7 @@ mod tests {
         let x = a.malloc(1000, 0).unwrap();
         let _y = a.malloc(5 << 20, 0).unwrap();
         a.free(x).unwrap();
-        let flat = encode(&a.segments(0));
+        let flat = encode(&a.segments(0), false);
         assert_eq!(flat[0], 2.0);
         // The large 20 MiB segment sits below the small one (the device places top-down).
         let first = &flat[1..1 + SEGMENT_FIELDS];

@@ -67,6 +67,9 @@ export class CompareView {
 
   frame(position, decisions) {
     this.panes.forEach((pane) => pane.frame(position));
+    // One scale for both maps, as for both timelines: a bar of the same bytes is as long in each.
+    const widest = Math.max(...this.panes.map((pane) => pane.map.ownMax || 0));
+    this.panes.forEach((pane) => pane.map.shareScale(widest));
     if (!decisions) return;
     SIDES.forEach((s, i) => showDecisions($(`compare-explain-${s}`), decisions[i],
       { title: `op ${count(position - 1)}: ${this.trace.describe_op(position - 1)}` }));

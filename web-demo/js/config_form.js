@@ -144,7 +144,9 @@ export class ConfigForm {
     this.status = document.createElement('p');
     this.status.className = 'error cfg-status';
     this.status.setAttribute('role', 'alert');
-    host.append(this.status);
+    this.note = document.createElement('p');
+    this.note.className = 'note cfg-note';
+    host.append(this.status, this.note);
     this.inEffect = null;
     this.set(config);
     this.setCapacity(capacity);
@@ -193,7 +195,10 @@ export class ConfigForm {
     return { config: this.string.value.trim(), capacity: parseSize(this.capacity.value, this.unit.value) };
   }
 
-  /** `value()` once the core accepts it (an allocator is built and dropped); throws an Error saying what was rejected. */
+  /**
+   * `value()` once the core accepts it (an allocator is built and dropped), with `moot`: the
+   * keys that change nothing under the policy that runs; throws an Error saying what was rejected.
+   */
   checked() {
     let v;
     try {
@@ -202,7 +207,9 @@ export class ConfigForm {
       throw new Error(`Device capacity rejected: ${clause(e.message)}.`);
     }
     try {
-      new Allocator(v.config, v.capacity).free();
+      const a = new Allocator(v.config, v.capacity);
+      v.moot = a.keys_without_effect();
+      a.free();
     } catch (e) {
       throw new Error(`Config “${v.config}” on a ${bytes(v.capacity)} device rejected: ${clause(e.message)}.`);
     }
@@ -224,6 +231,10 @@ export class ConfigForm {
   accept(value) {
     this.inEffect = { config: value.config, capacity: value.capacity };
     this.status.textContent = '';
+    const moot = value.moot || [];
+    this.note.textContent = moot.length === 0 ? ''
+      : `${moot.join(' and ')} ${moot.length === 1 ? 'has' : 'have'} no effect under policy:cachalot, which maps pages `
+        + '(they apply where a device lacks virtual memory); add policy:pytorch for PyTorch’s rules.';
   }
 
   /** Says why the form's config was not applied, and shows the config in effect again. */

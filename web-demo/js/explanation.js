@@ -68,8 +68,8 @@ export function showCalls(ol, calls, { title = '' } = {}) {
 
 /** The heading of an empty_cache() call, from the allocator's `figures()` before and after it. */
 export function emptyCacheTitle(before, after) {
-  const segments = before[8] - after[8];
   const released = before[2] - after[2];
-  return `empty_cache(): ${count(segments)} cached segment${segments === 1 ? '' : 's'}, ${bytes(released)}, `
-    + 'went back to the device (measured from the figures: the allocator notes no decision for empty_cache)';
+  if (after[9] > 0) return `empty_cache(): ${bytes(released)} of pages went back to the device`;
+  const segments = before[8] - after[8];
+  return `empty_cache(): ${count(segments)} cached segment${segments === 1 ? '' : 's'}, ${bytes(released)}, went back to the device`;
 }

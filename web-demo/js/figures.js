@@ -85,7 +85,10 @@ export function outcomeTable(host, f, elapsedMs = null, { embedded = false } = {
 
 /** Renders an Allocator's `figures()` (current and peak bytes) into `host`. */
 export function liveFigures(host, fig) {
-  const [req, alloc, resv, , , peakResv, devAllocs, ooms, segs] = fig;
+  const [req, alloc, resv, , , peakResv, devAllocs, ooms, segs, kind] = fig;
+  // Under virtual memory (kind 1 or 2) segments are address ranges and device allocations
+  // are mapping calls, some of which map pages moved rather than new.
+  const vm = kind > 0;
   const items = [
     ['requested', req, 'live_requested'], ['allocated', alloc, 'live_allocated'], ['reserved', resv, 'live_reserved'],
     ['cached (reserved − allocated)', resv - alloc, 'live_cached'], ['peak reserved', peakResv, 'live_peak_reserved'],
@@ -101,7 +104,11 @@ export function liveFigures(host, fig) {
     s.querySelector('b').textContent = bytes(v);
     div.append(s);
   }
-  for (const [label, v, field] of [['segments', segs, 'live_segments'], ['device allocs', devAllocs, 'live_device_allocs'], ['OOMs', ooms, 'live_ooms']]) {
+  const counts = [
+    [vm ? 'address ranges' : 'segments', segs, 'live_segments'],
+    [vm ? 'mapping calls' : 'device allocs', devAllocs, 'live_device_allocs'], ['OOMs', ooms, 'live_ooms'],
+  ];
+  for (const [label, v, field] of counts) {
     const s = document.createElement('span');
     s.dataset.field = field;
     s.dataset.value = String(v);

@@ -21,6 +21,8 @@ export const HAND_PRESETS = [
   ['max_split_size_mb:128', 'policy:pytorch,max_split_size_mb:128'],
   ['roundup ×4', 'policy:pytorch,roundup_power2_divisions:4'],
   ['GC 0.6 + fraction 0.5', 'policy:pytorch,garbage_collection_threshold:0.6,per_process_memory_fraction:0.5'],
+  ['expandable segments', 'policy:pytorch,expandable_segments:True'],
+  ['cachalot policy (pages move)', 'policy:cachalot'],
 ];
 
 export class HandView {

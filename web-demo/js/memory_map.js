@@ -24,7 +24,10 @@ const LABEL_W = 150;
 const MAX_VIEW_H = 360;
 const MIN_VIEW_H = 80;
 
-/** The flat array as `[{address, total, stream, large, expandable, blocks: [{address, size, requested, state}]}]`. */
+/** Segment kinds (wasm/src/memory_map.rs): under virtual memory a row is one run of mapped pages. */
+export const KIND = { CLASSIC: 0, EXPANDABLE: 1, PAGED: 2 };
+
+/** The flat array as `[{address, total, stream, large, kind, blocks: [{address, size, requested, state}]}]`. */
 export function decode(flat) {
   const segments = [];
   const n = flat[0] || 0;
@@ -32,7 +35,7 @@ export function decode(flat) {
   for (let s = 0; s < n; s++) {
     const seg = {
       address: flat[i], total: flat[i + 1], stream: flat[i + 2],
-      large: flat[i + 3] === 1, expandable: flat[i + 4] === 1, blocks: [],
+      large: flat[i + 3] === 1, kind: flat[i + 4], blocks: [],
     };
     const count = flat[i + 5];
     i += SEGMENT_FIELDS;
@@ -151,10 +154,23 @@ export class MemoryMap {
   /** Shows a new state (the wasm `memory_map()` array). */
   update(flat) {
     this.segments = decode(flat);
-    this.maxTotal = this.segments.reduce((m, seg) => Math.max(m, seg.total), 1);
+    this.ownMax = this.segments.reduce((m, seg) => Math.max(m, seg.total), 1);
+    this.maxTotal = Math.max(this.ownMax, this.sharedMax || 0);
     if (this.focus && !this.blockAt(this.focus.seg, this.focus.block)) this.focus = null;
     const blocks = this.segments.reduce((n, s) => n + s.blocks.length, 0);
-    this.info.textContent = `${this.segments.length} segment${this.segments.length === 1 ? '' : 's'}, ${blocks} block${blocks === 1 ? '' : 's'}`;
+    const n = this.segments.length;
+    // Under virtual memory a row is a run of mapped pages inside an address range, not a
+    // device allocation: the caption says so rather than count "segments" the figures do not.
+    const rows = this.segments.some((s) => s.kind !== KIND.CLASSIC)
+      ? `${n} run${n === 1 ? '' : 's'} of mapped pages` : `${n} segment${n === 1 ? '' : 's'}`;
+    this.info.textContent = `${rows}, ${blocks} block${blocks === 1 ? '' : 's'}`;
+    this.draw();
+  }
+
+  /** Draws bars against `bytes` at least (two maps shown side by side share one scale); null: each map its own. */
+  shareScale(bytes) {
+    this.sharedMax = bytes;
+    this.maxTotal = Math.max(this.ownMax || 1, bytes || 0);
     this.draw();
   }
 
@@ -229,7 +245,8 @@ export class MemoryMap {
       ctx.fillRect(LABEL_W - 10, y, 5, h);
       if (pitch >= 9) {
         ctx.fillStyle = PALETTE.text;
-        const label = `${seg.large ? 'L' : 'S'} ${bytes(seg.total)} s${seg.stream}${seg.expandable ? ' exp' : ''}`;
+        const kind = seg.kind === KIND.PAGED ? ' paged' : seg.kind === KIND.EXPANDABLE ? ' exp' : '';
+        const label = `${seg.large ? 'L' : 'S'} ${bytes(seg.total)} s${seg.stream}${kind}`;
         ctx.fillText(label, 4, y + h / 2, LABEL_W - 16);
       }
       seg.blocks.forEach((b, i) => {
