@@ -26,6 +26,7 @@ pub mod explain;
 mod free_index;
 pub mod history;
 mod invariants;
+pub mod layout;
 mod oom;
 mod paging;
 mod release;

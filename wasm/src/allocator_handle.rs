@@ -125,7 +125,7 @@ impl Allocator {
 
     /// Segments and blocks in the flat layout of `memory_map.rs`.
     pub fn memory_map(&self) -> Vec<f64> {
-        memory_map::encode(&self.inner.segments(0), self.vm_kind() == memory_map::KIND_PAGED)
+        memory_map::encode(&self.inner.layout(), self.vm_kind() == memory_map::KIND_PAGED)
     }
 
     /// The snapshot in PyTorch's `torch.cuda.memory._snapshot()` schema, as JSON.

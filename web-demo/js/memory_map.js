@@ -1,6 +1,9 @@
 // Memory map: every segment a bar, its blocks at true proportion (or log-scaled), each
 // state drawn with a colour *and* a pattern: allocated (solid, with the rounding waste
-// beyond the request dotted), cached free (hatched), pending free (cross-hatched). A
+// beyond the request dotted), cached free (hatched), pending free (cross-hatched). Under
+// virtual memory a bar is an address range up to its last memory: idle pages (cached pages
+// wholly inside their block, which can move or go back) are hatched in green, and unmapped
+// address space, where pages moved away, is left blank inside a dashed outline. A
 // marker gives the pool, the label the size and stream. Hovering or moving the keyboard
 // focus over a block shows its address, size, requested size and state; Enter or a click
 // activates it (the by-hand view frees it).
@@ -13,13 +16,17 @@
 import { bytes, hex } from './units.js';
 
 export const PALETTE = {
-  allocated: '#2f6fdb', waste: '#9ec0f5', inactive: '#d9dde3', pending: '#f0a030',
+  allocated: '#2f6fdb', waste: '#9ec0f5', inactive: '#d9dde3', pending: '#f0a030', idle: '#5bb98c',
   small: '#14a38b', large: '#7b4bc4', outline: '#7d8793', focus: '#e0366f', text: '#1d232b',
 };
 const SEGMENT_FIELDS = 6;
 const BLOCK_FIELDS = 4;
-export const STATE = { ALLOCATED: 0, PENDING: 1, INACTIVE: 2 };
-const STATE_NAMES = ['allocated', 'pending free (waits for another stream)', 'cached free'];
+export const STATE = { ALLOCATED: 0, PENDING: 1, INACTIVE: 2, IDLE: 3, UNMAPPED: 4 };
+const STATE_NAMES = [
+  'allocated', 'pending free (waits for another stream)', 'cached free',
+  'idle pages: cached, wholly free pages (empty_cache returns them; cachalot’s policy moves them under new requests)',
+  'unmapped address space: no memory behind it',
+];
 const LABEL_W = 150;
 const MAX_VIEW_H = 360;
 const MIN_VIEW_H = 80;
@@ -76,6 +83,17 @@ function patterns(ctx) {
       g.moveTo(6, 10); g.lineTo(10, 6);
       g.stroke();
     }),
+    idle: pattern(ctx, (g) => {
+      g.fillStyle = '#fff';
+      g.fillRect(0, 0, 8, 8);
+      g.strokeStyle = PALETTE.idle;
+      g.lineWidth = 2;
+      g.beginPath();
+      g.moveTo(0, 8); g.lineTo(8, 0);
+      g.moveTo(-2, 2); g.lineTo(2, -2);
+      g.moveTo(6, 10); g.lineTo(10, 6);
+      g.stroke();
+    }),
     pending: pattern(ctx, (g) => {
       g.fillStyle = PALETTE.pending;
       g.fillRect(0, 0, 8, 8);
@@ -93,12 +111,13 @@ function patterns(ctx) {
 export function describeBlock(seg, block) {
   const state = STATE_NAMES[block.state];
   const lines = [`${hex(block.address)}  ${state}`, `size       ${bytes(block.size)} (${block.size} B)`];
-  if (block.state !== STATE.INACTIVE) {
+  if (block.state === STATE.ALLOCATED || block.state === STATE.PENDING) {
     const waste = block.size - block.requested;
     lines.push(`requested  ${bytes(block.requested)} (${block.requested} B)`);
     lines.push(`waste      ${bytes(waste)} of rounding and unsplit remainder`);
   }
-  lines.push(`segment    ${hex(seg.address)}, ${seg.large ? 'large' : 'small'} pool, ${bytes(seg.total)}, stream ${seg.stream}`);
+  const what = seg.kind === KIND.CLASSIC ? 'segment  ' : 'range    ';
+  lines.push(`${what}  ${hex(seg.address)}, ${seg.large ? 'large' : 'small'} pool, ${bytes(seg.total)}, stream ${seg.stream}`);
   return lines.join('\n');
 }
 
@@ -159,10 +178,10 @@ export class MemoryMap {
     if (this.focus && !this.blockAt(this.focus.seg, this.focus.block)) this.focus = null;
     const blocks = this.segments.reduce((n, s) => n + s.blocks.length, 0);
     const n = this.segments.length;
-    // Under virtual memory a row is a run of mapped pages inside an address range, not a
-    // device allocation: the caption says so rather than count "segments" the figures do not.
+    // Under virtual memory a row is an address range up to its last memory, not a device
+    // allocation: the caption names what the figures count.
     const rows = this.segments.some((s) => s.kind !== KIND.CLASSIC)
-      ? `${n} run${n === 1 ? '' : 's'} of mapped pages` : `${n} segment${n === 1 ? '' : 's'}`;
+      ? `${n} address range${n === 1 ? '' : 's'}` : `${n} segment${n === 1 ? '' : 's'}`;
     this.info.textContent = `${rows}, ${blocks} block${blocks === 1 ? '' : 's'}`;
     this.draw();
   }
@@ -258,8 +277,16 @@ export class MemoryMap {
           ctx.fillRect(x, y, used, h);
           ctx.fillStyle = this.fills.waste;
           ctx.fillRect(x + used, y, bw - used, h);
+        } else if (b.state === STATE.UNMAPPED) {
+          ctx.fillStyle = '#fff';
+          ctx.fillRect(x, y, bw, h);
+          ctx.strokeStyle = PALETTE.outline;
+          ctx.setLineDash([3, 3]);
+          ctx.strokeRect(x + 0.5, y + 0.5, Math.max(bw - 1, 0), h - 1);
+          ctx.setLineDash([]);
         } else {
-          ctx.fillStyle = b.state === STATE.PENDING ? this.fills.pending : this.fills.inactive;
+          ctx.fillStyle = b.state === STATE.PENDING ? this.fills.pending
+            : b.state === STATE.IDLE ? this.fills.idle : this.fills.inactive;
           ctx.fillRect(x, y, bw, h);
         }
         if (i > 0 && bw >= 2) {

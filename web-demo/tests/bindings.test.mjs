@@ -181,3 +181,30 @@ test('a snapshot of two GPUs is read one GPU at a time, the device asked for or 
   assert.deepEqual(one.map((t) => [t.device, t.length]), [[undefined, 2]]);
   throwsNaming(() => api.TraceFile.parse_each_device('{', 'bad.json'), /^bad\.json: invalid trace/);
 });
+
+test('under cachalot\'s policy the memory map shows idle pages, and the holes pages moved out of', () => {
+  const MiB = 2 ** 20;
+  const a = new api.Allocator('policy:cachalot', 100 * MiB);
+  const live = Array.from({ length: 20 }, () => a.malloc(5 * MiB, 0));
+  live.filter((_, i) => i % 2 === 0).forEach((p) => a.free_block(p));
+  const states = (flat) => {
+    const out = [];
+    for (let i = 1, s = 0; s < flat[0]; s++) {
+      const [kind, count] = [flat[i + 4], flat[i + 5]];
+      assert.equal(kind, 2, 'a range of cachalot\'s policy');
+      i += 6;
+      for (let b = 0; b < count; b++, i += 4) out.push([flat[i + 3], flat[i + 1]]);
+    }
+    return out;
+  };
+  const bytesIn = (list, state) => list.filter(([s]) => s === state).reduce((n, [, size]) => n + size, 0);
+  const before = states(a.memory_map());
+  assert.ok(bytesIn(before, 3) >= 8 * MiB, 'the holes hold idle pages');
+  assert.equal(bytesIn(before, 4), 0, 'nothing has moved yet');
+  a.malloc(8 * MiB, 0);
+  const after = states(a.memory_map());
+  assert.equal(bytesIn(after, 4), 8 * MiB, 'the pages moved left 8 MiB of unmapped address space');
+  const held = after.filter(([s]) => s !== 4).reduce((n, [, size]) => n + size, 0);
+  assert.equal(held, a.figures()[2], 'what holds memory is what is reserved');
+  a.free();
+});
