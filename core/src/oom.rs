@@ -80,6 +80,10 @@ pub struct OomReport {
     pub pinned_segments: u64,
     /// The segments with the most cached bytes (at most five), most first.
     pub segments: Vec<SegmentUse>,
+    /// True when the allocator maps pages into address ranges: its segments are ranges
+    /// (their mapped bytes), and cached memory it could not return shares pages with live
+    /// allocations.
+    pub virtual_memory: bool,
 }
 
 impl OomReport {
@@ -134,10 +138,11 @@ impl fmt::Display for OomReport {
                 write!(f, " Nothing is cached: the live allocations and this request do not fit together.")
             };
         }
+        let (segment, mapped) = if self.virtual_memory { ("address range", " mapped") } else { ("segment", "") };
         match &self.largest_free {
             Some(s) => write!(
                 f,
-                " Why nothing fit: the largest cached block is {} at {:#x}, in the {} segment at {:#x} ({})",
+                " Why nothing fit: the largest cached block is {} at {:#x}, in the {} {segment} at {:#x} ({}{mapped})",
                 sz(s.size),
                 s.addr,
                 s.pool.name(),
@@ -148,12 +153,25 @@ impl fmt::Display for OomReport {
         }
         write!(
             f,
-            "; cached memory: {} in the small pool, {} in the large pool; {} of it is pinned in {} segment(s) that still hold allocations, so it could not be returned to the device.",
+            "; cached memory: {} in the small pool, {} in the large pool; ",
             sz(self.cached_by_pool[0]),
-            sz(self.cached_by_pool[1]),
-            sz(self.pinned_bytes),
-            self.pinned_segments
-        )
+            sz(self.cached_by_pool[1])
+        )?;
+        if self.virtual_memory {
+            write!(
+                f,
+                "{} of it shares pages with live allocations in {} address range(s), so it could not be returned to the device.",
+                sz(self.pinned_bytes),
+                self.pinned_segments
+            )
+        } else {
+            write!(
+                f,
+                "{} of it is pinned in {} segment(s) that still hold allocations, so it could not be returned to the device.",
+                sz(self.pinned_bytes),
+                self.pinned_segments
+            )
+        }
     }
 }
 
@@ -242,6 +260,7 @@ impl<D: Device> Allocator<D> {
             pinned_bytes,
             pinned_segments,
             segments: uses,
+            virtual_memory: self.uses_virtual_memory(),
         }
     }
 }

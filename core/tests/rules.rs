@@ -323,6 +323,23 @@ fn out_of_memory_reports_the_figures() {
     checked(&a);
 }
 
+/// Under virtual memory the report speaks of address ranges and shared pages: a cached block
+/// left over sits in pages shared with live memory, not in a segment that could be freed.
+#[test]
+fn out_of_memory_under_virtual_memory_names_ranges_and_shared_pages() {
+    let mut a = alloc_with("policy:cachalot", 100 * MIB);
+    // Twenty 5 MiB tensors, every other one freed: each hole shares a page with its neighbours.
+    let live: Vec<u64> = (0..20).map(|_| a.malloc(5 * MIB, 0).unwrap()).collect();
+    for addr in live.iter().step_by(2) {
+        a.free(*addr).unwrap();
+    }
+    let msg = a.malloc(60 * MIB, 0).unwrap_err().to_string();
+    assert!(msg.contains("in the large address range at 0x") && msg.contains(" mapped)"), "{msg}");
+    assert!(msg.contains("shares pages with live allocations in 1 address range(s)"), "{msg}");
+    assert!(!msg.contains("segment"), "{msg}");
+    checked(&a);
+}
+
 #[test]
 fn garbage_collection_releases_old_cached_blocks_above_the_threshold() {
     let mut a = alloc_with("garbage_collection_threshold:0.5", 100 * MIB);
