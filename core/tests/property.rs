@@ -5,13 +5,16 @@
 //! After every step: `check_invariants()` holds; no two live allocations overlap; every
 //! live allocation lies in memory the device handed out (a segment or mapped pages); the
 //! device's used bytes
-//! equal the allocator's reserved bytes; the active statistics (allocated or waiting for a
+//! equal the allocator's reserved bytes; the layout the memory map draws is contiguous, starts
+//! every live allocation with an allocated block and holds no more than is reserved (all of it
+//! under classic segments); the active statistics (allocated or waiting for a
 //! pending free) peak where their step-by-step values did, and their sums agree with the
 //! allocation statistics', across peak and total resets. At the end, freeing everything and
 //! emptying the cache returns every byte to the device.
 
 use std::collections::BTreeMap;
 
+use cachalot_core::layout::Piece;
 use cachalot_core::stats::{Stat, StatArray};
 use cachalot_core::{AllocError, Allocator, Config, SimDevice};
 use proptest::prelude::*;
@@ -80,6 +83,38 @@ fn check(a: &Allocator<SimDevice>, live: &BTreeMap<u64, u64>) -> Result<(), Test
         prop_assert!(a.device().is_backed(addr, size), "allocation {addr:#x}+{size} lies outside memory");
     }
     prop_assert_eq!(a.device().used(), a.reserved_bytes());
+    let rows = a.layout();
+    prop_assert!(rows.windows(2).all(|w| w[0].address + w[0].size <= w[1].address), "layout rows overlap");
+    let mut allocated = BTreeMap::new();
+    let mut held = 0;
+    for row in &rows {
+        let mut at = row.address;
+        for b in &row.blocks {
+            prop_assert_eq!(b.address, at, "layout blocks are not contiguous");
+            at += b.size;
+            match b.piece {
+                Piece::Allocated | Piece::PendingFree => {
+                    allocated.insert(b.address, b.size);
+                }
+                Piece::Unmapped => prop_assert!(row.virtual_range, "a classic segment has unmapped space"),
+                Piece::Idle => prop_assert!(row.virtual_range, "a classic segment has idle pages"),
+                Piece::Free => {}
+            }
+            if b.piece != Piece::Unmapped {
+                held += b.size;
+            }
+        }
+        prop_assert_eq!(at, row.address + row.size);
+        prop_assert!(row.blocks.last().is_some_and(|b| b.piece != Piece::Unmapped), "a row ends in unmapped space");
+    }
+    for (&addr, &size) in live {
+        prop_assert!(allocated.get(&addr).is_some_and(|&s| s >= size), "live {addr:#x} is no allocated block");
+    }
+    // Chunks kept aside from a move hold memory outside every range.
+    prop_assert!(held <= a.reserved_bytes(), "the layout holds {held}, more than reserved");
+    if !a.uses_virtual_memory() {
+        prop_assert_eq!(held, a.reserved_bytes());
+    }
     Ok(())
 }
 
