@@ -126,9 +126,9 @@ pub fn run(args: &mut Args, out: Out) -> Result<(), Failure> {
     }
     writeln!(
         out,
-        "\nsegs+maps: segments allocated or maps of new pages (num_device_alloc); driver calls: memory alloc,\n\
-         free, create, map, unmap and release calls; both of the first pass. PyTorch's resv/req is over the\n\
-         peak its own run requested."
+        "\nsegs+maps: segments allocated, or spans of pages mapped, new or moved (num_device_alloc); driver\n\
+         calls: memory alloc, free, create, map, unmap and release calls; both of the first pass. PyTorch's\n\
+         resv/req is over the peak its own run requested."
     )?;
     Ok(())
 }

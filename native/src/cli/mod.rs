@@ -73,9 +73,9 @@ CONF uses PYTORCH_CUDA_ALLOC_CONF syntax, e.g. policy:pytorch,max_split_size_mb:
 without policy:pytorch it runs cachalot's policy, which maps pages, so PyTorch's
 max_split_size_mb, max_non_split_rounding_mb and expandable_segments do nothing there.
 SIZE takes units: 80GiB, 141GB, 512MiB, 1.5GiB.
-Counts: segments+maps are segments allocated plus maps of new pages (PyTorch's
-num_device_alloc); driver calls are cuMemAlloc, cuMemFree, cuMemCreate, cuMemMap,
-cuMemUnmap and cuMemRelease calls.";
+Counts: segments+maps are segments allocated plus spans of pages mapped, new or moved
+(PyTorch's num_device_alloc); driver calls are cuMemAlloc, cuMemFree, cuMemCreate,
+cuMemMap, cuMemUnmap and cuMemRelease calls.";
 
 /// Every option of the tool, so a command can tell one it does not take from a typo.
 const TOOL_OPTIONS: &[&str] = &["config", "capacity", "passes", "device", "json", "summary", "plot", "strict"];

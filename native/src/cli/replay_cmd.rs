@@ -63,7 +63,7 @@ pub fn run(args: &mut Args, out: Out) -> Result<(), Failure> {
         )?;
         writeln!(
             out,
-            "segments+maps   {} obtained, {} given back (num_device_alloc/free: segments, or maps of new pages)",
+            "segments+maps   {} obtained, {} given back (num_device_alloc/free: segments, or spans of pages mapped and unmapped)",
             r.device_allocs, r.device_frees
         )?;
         writeln!(
