@@ -480,18 +480,21 @@ impl<D: Device> Allocator<D> {
         if is_retry {
             self.stats.num_alloc_retries += 1;
         }
+        let expandable = self.vm.mode == VmMode::Expandable;
         if let Some(allowed) = self.allowed_here() {
             if self.reserved + size > allowed {
-                self.explainer
-                    .note(|| Decision::SegmentRefused { size, reason: "it would exceed the memory fraction" });
+                let reason = "it would exceed the memory fraction";
+                self.explainer.note(|| match expandable {
+                    true => Decision::PagesRefused { size, reason },
+                    false => Decision::SegmentRefused { size, reason },
+                });
                 return Ok(None);
             }
         }
-        if self.vm.mode == VmMode::Expandable {
+        if expandable {
             let found = self.grow_expandable(pool, stream, rounded)?;
             if found.is_none() {
-                self.explainer
-                    .note(|| Decision::SegmentRefused { size, reason: "the device could not map more pages" });
+                self.explainer.note(|| Decision::PagesRefused { size, reason: "the device could not map more pages" });
             }
             return Ok(found);
         }

@@ -122,14 +122,24 @@ pub enum Decision {
         /// Their bytes.
         bytes: u64,
     },
-    /// Cached segments were returned to the device to make room.
+    /// Cached segments (under virtual memory: idle pages, and address ranges left empty)
+    /// were returned to the device to make room.
     Released {
-        /// Segments returned.
+        /// Segments returned (under virtual memory: address ranges released).
         segments: u64,
         /// Bytes returned.
         bytes: u64,
         /// Which step of the recovery path.
         step: &'static str,
+        /// The allocator maps pages into address ranges.
+        virtual_memory: bool,
+    },
+    /// Expandable segments: mapping pages for the request was refused.
+    PagesRefused {
+        /// Bytes of pages asked for.
+        size: u64,
+        /// Why.
+        reason: &'static str,
     },
     /// Nothing worked: out of memory.
     OutOfMemory {
@@ -236,17 +246,25 @@ impl fmt::Display for Decision {
                 sz(*bytes)
             ),
             Decision::SegmentRefused { size, reason } => write!(f, "A new {} segment is refused: {reason}.", sz(*size)),
-            Decision::Released { segments, bytes, step } => {
+            Decision::Released { segments, bytes, step, virtual_memory } => {
                 let mut chars = step.chars();
                 let first = chars.next().map(|c| c.to_ascii_uppercase()).unwrap_or(' ');
                 let step = chars.as_str();
-                if *segments == 0 && *bytes > 0 {
-                    // Virtual memory gives back pages, not segments.
-                    write!(f, "{first}{step}: returned {} of idle pages to the device.", sz(*bytes))
-                } else {
-                    write!(f, "{first}{step}: returned {segments} cached segment(s), {}, to the device.", sz(*bytes))
+                match (*virtual_memory, *segments) {
+                    (false, _) => write!(
+                        f,
+                        "{first}{step}: returned {segments} cached segment(s), {}, to the device.",
+                        sz(*bytes)
+                    ),
+                    (true, 0) => write!(f, "{first}{step}: returned {} of idle pages to the device.", sz(*bytes)),
+                    (true, ranges) => write!(
+                        f,
+                        "{first}{step}: returned {} of idle pages to the device, and released {ranges} address range(s) left empty.",
+                        sz(*bytes)
+                    ),
                 }
             }
+            Decision::PagesRefused { size, reason } => write!(f, "Mapping {} of pages is refused: {reason}.", sz(*size)),
             Decision::OutOfMemory { requested } => {
                 write!(f, "Out of memory: nothing can serve {} even after releasing the cache.", sz(*requested))
             }
@@ -368,13 +386,20 @@ mod tests {
             "{text}"
         );
 
-        let released = Decision::Released { segments: 0, bytes: 16 << 20, step: "release every idle page and retry" };
+        let step = "release every idle page and retry";
+        let released = Decision::Released { segments: 0, bytes: 16 << 20, step, virtual_memory: true };
         assert_eq!(
             alloc::format!("{released}"),
             "Release every idle page and retry: returned 16.00 MiB of idle pages to the device."
         );
+        let released = Decision::Released { segments: 1, bytes: 2 << 20, step, virtual_memory: true };
+        let text = alloc::format!("{released}");
+        assert!(text.ends_with("2.00 MiB of idle pages to the device, and released 1 address range(s) left empty."));
 
-        let (first, _) = holes_then_eight_mib("policy:pytorch,expandable_segments:True");
+        let (first, eight) = holes_then_eight_mib("policy:pytorch,expandable_segments:True");
+        // Expandable segments map 20 MiB pages: the holes hold none whole, so the request fails.
+        assert!(eight.iter().any(|d| matches!(d, Decision::PagesRefused { .. })), "{eight:?}");
+        assert!(!eight.iter().any(|d| matches!(d, Decision::SegmentRefused { .. } | Decision::NewSegment { .. })));
         assert!(first.contains(&Decision::Pool { pool: "large", segment_size: 20 << 20, page: 20 << 20 }), "{first:?}");
         assert!(first.iter().any(
             |d| matches!(d, Decision::MappedPages { size, new_bytes, .. } if *size == 20 << 20 && new_bytes == size)

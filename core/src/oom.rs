@@ -81,8 +81,8 @@ pub struct OomReport {
     /// The segments with the most cached bytes (at most five), most first.
     pub segments: Vec<SegmentUse>,
     /// True when the allocator maps pages into address ranges: its segments are ranges
-    /// (their mapped bytes), and cached memory it could not return shares pages with live
-    /// allocations.
+    /// (their mapped bytes), and cached memory it could not return lies in pages mapped
+    /// together (one page, or a chunk of several) with live allocations.
     pub virtual_memory: bool,
 }
 
@@ -160,7 +160,7 @@ impl fmt::Display for OomReport {
         if self.virtual_memory {
             write!(
                 f,
-                "{} of it shares pages with live allocations in {} address range(s), so it could not be returned to the device.",
+                "{} of it lies in pages mapped together with live allocations in {} address range(s), so it could not be returned to the device.",
                 sz(self.pinned_bytes),
                 self.pinned_segments
             )

@@ -103,7 +103,8 @@ impl<D: Device> Allocator<D> {
         // of segments.
         let segments = held.saturating_sub(self.stats.segment.current()) as u64;
         let bytes = reserved - self.reserved;
-        self.explainer.note(|| Decision::Released { segments, bytes, step });
+        let virtual_memory = self.uses_virtual_memory();
+        self.explainer.note(|| Decision::Released { segments, bytes, step, virtual_memory });
         Ok(out)
     }
 

@@ -323,8 +323,8 @@ fn out_of_memory_reports_the_figures() {
     checked(&a);
 }
 
-/// Under virtual memory the report speaks of address ranges and shared pages: a cached block
-/// left over sits in pages shared with live memory, not in a segment that could be freed.
+/// Under virtual memory the report speaks of address ranges and pages: a cached block left
+/// over lies in pages mapped together with live memory, not in a segment that could be freed.
 #[test]
 fn out_of_memory_under_virtual_memory_names_ranges_and_shared_pages() {
     let mut a = alloc_with("policy:cachalot", 100 * MIB);
@@ -335,7 +335,7 @@ fn out_of_memory_under_virtual_memory_names_ranges_and_shared_pages() {
     }
     let msg = a.malloc(60 * MIB, 0).unwrap_err().to_string();
     assert!(msg.contains("in the large address range at 0x") && msg.contains(" mapped)"), "{msg}");
-    assert!(msg.contains("shares pages with live allocations in 1 address range(s)"), "{msg}");
+    assert!(msg.contains("lies in pages mapped together with live allocations in 1 address range(s)"), "{msg}");
     assert!(!msg.contains("segment"), "{msg}");
     checked(&a);
 }

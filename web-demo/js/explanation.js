@@ -20,7 +20,7 @@ function decisionItem(d, number) {
   const li = document.createElement('li');
   li.value = number;
   li.dataset.kind = d.kind;
-  if (d.kind === 'out_of_memory' || d.kind === 'segment_refused') li.className = 'oom';
+  if (['out_of_memory', 'segment_refused', 'pages_refused'].includes(d.kind)) li.className = 'oom';
   const k = document.createElement('span');
   k.className = 'kind';
   k.textContent = d.kind.replace(/_/g, ' ');
