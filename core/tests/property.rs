@@ -112,6 +112,13 @@ fn check(a: &Allocator<SimDevice>, live: &BTreeMap<u64, u64>) -> Result<(), Test
     }
     // Chunks kept aside from a move hold memory outside every range.
     prop_assert!(held <= a.reserved_bytes(), "the layout holds {held}, more than reserved");
+    // Idle pages are what empty_cache can return: no more than it does return.
+    let idle: u64 = rows.iter().flat_map(|r| &r.blocks).filter(|b| b.piece == Piece::Idle).map(|b| b.size).sum();
+    let mut emptied = a.clone();
+    if emptied.empty_cache().is_ok() {
+        let returned = a.reserved_bytes() - emptied.reserved_bytes();
+        prop_assert!(returned >= idle, "{idle} bytes drawn idle, but empty_cache returns {returned}");
+    }
     if !a.uses_virtual_memory() {
         prop_assert_eq!(held, a.reserved_bytes());
     }

@@ -24,7 +24,8 @@ pub const BLOCK_FIELDS: usize = 4;
 pub const STATE_ALLOCATED: f64 = 0.0;
 /// A freed block waiting for other streams (`active_pending_free`).
 pub const STATE_PENDING_FREE: f64 = 1.0;
-/// A cached free block (`inactive`); under virtual memory, in pages shared with live memory.
+/// A cached free block (`inactive`); under virtual memory, in pages mapped together with
+/// live memory.
 pub const STATE_INACTIVE: f64 = 2.0;
 /// Cached free pages lying wholly inside their block: movable, or returned by `empty_cache`.
 pub const STATE_IDLE: f64 = 3.0;

@@ -86,8 +86,9 @@ export function outcomeTable(host, f, elapsedMs = null, { embedded = false } = {
 /** Renders an Allocator's `figures()` (current and peak bytes) into `host`. */
 export function liveFigures(host, fig) {
   const [req, alloc, resv, , , peakResv, devAllocs, ooms, segs, kind] = fig;
-  // Under virtual memory (kind 1 or 2) segments are address ranges and device allocations
-  // are mapping calls, some of which map pages moved rather than new.
+  // Under virtual memory (kind 1 or 2) segments are address ranges (reserved, whether or not
+  // they still hold memory) and device allocations are mappings of spans of pages, some of
+  // them moved rather than new.
   const vm = kind > 0;
   const items = [
     ['requested', req, 'live_requested'], ['allocated', alloc, 'live_allocated'], ['reserved', resv, 'live_reserved'],
@@ -106,7 +107,7 @@ export function liveFigures(host, fig) {
   }
   const counts = [
     [vm ? 'address ranges' : 'segments', segs, 'live_segments'],
-    [vm ? 'mapping calls' : 'device allocs', devAllocs, 'live_device_allocs'], ['OOMs', ooms, 'live_ooms'],
+    [vm ? 'mappings' : 'device allocs', devAllocs, 'live_device_allocs'], ['OOMs', ooms, 'live_ooms'],
   ];
   for (const [label, v, field] of counts) {
     const s = document.createElement('span');

@@ -116,8 +116,13 @@ export function describeBlock(seg, block) {
     lines.push(`requested  ${bytes(block.requested)} (${block.requested} B)`);
     lines.push(`waste      ${bytes(waste)} of rounding and unsplit remainder`);
   }
-  const what = seg.kind === KIND.CLASSIC ? 'segment  ' : 'range    ';
-  lines.push(`${what}  ${hex(seg.address)}, ${seg.large ? 'large' : 'small'} pool, ${bytes(seg.total)}, stream ${seg.stream}`);
+  const pool = `${seg.large ? 'large' : 'small'} pool`;
+  if (seg.kind === KIND.CLASSIC) {
+    lines.push(`segment    ${hex(seg.address)}, ${pool}, ${bytes(seg.total)}, stream ${seg.stream}`);
+  } else {
+    const mapped = seg.blocks.filter((b) => b.state !== STATE.UNMAPPED).reduce((n, b) => n + b.size, 0);
+    lines.push(`range      ${hex(seg.address)}, ${pool}, ${bytes(mapped)} mapped in the ${bytes(seg.total)} drawn, stream ${seg.stream}`);
+  }
   return lines.join('\n');
 }
 
@@ -181,7 +186,7 @@ export class MemoryMap {
     // Under virtual memory a row is an address range up to its last memory, not a device
     // allocation: the caption names what the figures count.
     const rows = this.segments.some((s) => s.kind !== KIND.CLASSIC)
-      ? `${n} address range${n === 1 ? '' : 's'}` : `${n} segment${n === 1 ? '' : 's'}`;
+      ? `${n} address range${n === 1 ? '' : 's'} holding memory` : `${n} segment${n === 1 ? '' : 's'}`;
     this.info.textContent = `${rows}, ${blocks} block${blocks === 1 ? '' : 's'}`;
     this.draw();
   }
@@ -189,7 +194,9 @@ export class MemoryMap {
   /** Draws bars against `bytes` at least (two maps shown side by side share one scale); null: each map its own. */
   shareScale(bytes) {
     this.sharedMax = bytes;
-    this.maxTotal = Math.max(this.ownMax || 1, bytes || 0);
+    const max = Math.max(this.ownMax || 1, bytes || 0);
+    if (max === this.maxTotal) return;
+    this.maxTotal = max;
     this.draw();
   }
 

@@ -383,9 +383,9 @@ test('by hand under cachalot\'s policy: the page speaks of mapped pages and addr
   assert.match(await page.textContent('#hand-explain'), /mapped in pages of 2\.00 MiB/);
   const figures = await page.textContent('#hand-figures');
   assert.match(figures, /address ranges 1/);
-  assert.match(figures, /mapping calls \d+/);
+  assert.match(figures, /mappings \d+/);
   assert.doesNotMatch(figures, /segments/);
-  assert.match(await page.textContent('#hand-map .map-bar .note'), /^1 address range, \d+ blocks?$/);
+  assert.match(await page.textContent('#hand-map .map-bar .note'), /^1 address range holding memory, \d+ blocks?$/);
   assert.ok(await page.evaluate(() => window.cachalot.hand.map.segments.every((s) => s.kind === 2)));
   await page.click('#hand-empty');
   assert.match(await page.textContent('#hand-explain'), /empty_cache\(\): [\d.]+ [KMG]?i?B of pages went back to the device/);
