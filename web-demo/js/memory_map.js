@@ -62,6 +62,21 @@ function pattern(ctx, paint) {
   return ctx.createPattern(c, 'repeat');
 }
 
+/** Diagonal hatching on white, in `colour` and lines `width` wide. */
+function hatch(colour, width) {
+  return (g) => {
+    g.fillStyle = '#fff';
+    g.fillRect(0, 0, 8, 8);
+    g.strokeStyle = colour;
+    g.lineWidth = width;
+    g.beginPath();
+    g.moveTo(0, 8); g.lineTo(8, 0);
+    g.moveTo(-2, 2); g.lineTo(2, -2);
+    g.moveTo(6, 10); g.lineTo(10, 6);
+    g.stroke();
+  };
+}
+
 function patterns(ctx) {
   return {
     allocated: PALETTE.allocated,
@@ -72,28 +87,8 @@ function patterns(ctx) {
       g.fillRect(1, 1, 2, 2);
       g.fillRect(5, 5, 2, 2);
     }),
-    inactive: pattern(ctx, (g) => {
-      g.fillStyle = '#fff';
-      g.fillRect(0, 0, 8, 8);
-      g.strokeStyle = '#aab1ba';
-      g.lineWidth = 1.5;
-      g.beginPath();
-      g.moveTo(0, 8); g.lineTo(8, 0);
-      g.moveTo(-2, 2); g.lineTo(2, -2);
-      g.moveTo(6, 10); g.lineTo(10, 6);
-      g.stroke();
-    }),
-    idle: pattern(ctx, (g) => {
-      g.fillStyle = '#fff';
-      g.fillRect(0, 0, 8, 8);
-      g.strokeStyle = PALETTE.idle;
-      g.lineWidth = 2;
-      g.beginPath();
-      g.moveTo(0, 8); g.lineTo(8, 0);
-      g.moveTo(-2, 2); g.lineTo(2, -2);
-      g.moveTo(6, 10); g.lineTo(10, 6);
-      g.stroke();
-    }),
+    inactive: pattern(ctx, hatch('#aab1ba', 1.5)),
+    idle: pattern(ctx, hatch(PALETTE.idle, 2)),
     pending: pattern(ctx, (g) => {
       g.fillStyle = PALETTE.pending;
       g.fillRect(0, 0, 8, 8);
