@@ -64,17 +64,30 @@ pub enum FaultSite {
     /// Destroying a physical handle (`vm_destroy`): fails with a driver error, the handle
     /// still held.
     Destroy,
+    /// Freeing a segment (`free`): fails with a driver error, the segment still held.
+    Free,
+    /// Releasing an address range (`vm_release`): fails with a driver error, the range still
+    /// reserved.
+    Release,
+    /// Granting access to mapped pages (`vm_set_access`): fails with a driver error.
+    SetAccess,
+    /// Querying an event (`query_event`): fails with a driver error.
+    QueryEvent,
 }
 
 impl FaultSite {
     /// Every kind, in declaration order.
-    pub const ALL: [FaultSite; 6] = [
+    pub const ALL: [FaultSite; 10] = [
         FaultSite::Allocate,
         FaultSite::Create,
         FaultSite::Map,
         FaultSite::Unmap,
         FaultSite::RecordEvent,
         FaultSite::Destroy,
+        FaultSite::Free,
+        FaultSite::Release,
+        FaultSite::SetAccess,
+        FaultSite::QueryEvent,
     ];
 }
 
@@ -433,6 +446,10 @@ impl Device for SimDevice {
     }
 
     fn free(&mut self, address: u64, size: u64) -> Result<(), DeviceError> {
+        if self.segments.get(&address) == Some(&size) && self.faults.refuses(FaultSite::Free) {
+            self.calls.injected_failures += 1;
+            return Err(DeviceError::Driver { call: "free", code: INJECTED_FAULT_CODE });
+        }
         match self.segments.get(&address) {
             Some(&len) if len == size => {
                 self.segments.remove(&address);
@@ -459,6 +476,10 @@ impl Device for SimDevice {
     }
 
     fn query_event(&mut self, event: Event) -> Result<bool, DeviceError> {
+        if self.faults.refuses(FaultSite::QueryEvent) {
+            self.calls.injected_failures += 1;
+            return Err(DeviceError::Driver { call: "query_event", code: INJECTED_FAULT_CODE });
+        }
         self.calls.event_queries += 1;
         Ok(!self.pending_events.contains_key(&event))
     }
@@ -513,6 +534,10 @@ impl Device for SimDevice {
         let mapped_inside = self.mappings.range(addr..addr + size).next().is_some();
         if self.reservations.get(&addr) != Some(&size) || mapped_inside {
             return Err(DeviceError::Driver { call: "vm_release", code: 1 });
+        }
+        if self.faults.refuses(FaultSite::Release) {
+            self.calls.injected_failures += 1;
+            return Err(DeviceError::Driver { call: "vm_release", code: INJECTED_FAULT_CODE });
         }
         self.reservations.remove(&addr);
         self.calls.vm_releases += 1;
@@ -572,6 +597,10 @@ impl Device for SimDevice {
         self.vm_ok()?;
         if !self.is_backed(addr, size) {
             return Err(DeviceError::Driver { call: "vm_set_access", code: 1 });
+        }
+        if self.faults.refuses(FaultSite::SetAccess) {
+            self.calls.injected_failures += 1;
+            return Err(DeviceError::Driver { call: "vm_set_access", code: INJECTED_FAULT_CODE });
         }
         self.calls.vm_set_access += 1;
         Ok(())

@@ -417,6 +417,37 @@ fn a_failed_page_destruction_is_a_device_error_that_keeps_the_page() {
 }
 
 #[test]
+fn a_failed_segment_free_range_release_access_grant_or_event_query_is_a_device_error() {
+    let sweeps = [
+        Sweep {
+            name: "segment free fails once",
+            site: Some(FaultSite::Free),
+            fault: |c| Fault::Once(FaultSite::Free, c),
+            judge: one_device_error,
+        },
+        Sweep {
+            name: "range release fails once",
+            site: Some(FaultSite::Release),
+            fault: |c| Fault::Once(FaultSite::Release, c),
+            judge: one_device_error,
+        },
+        Sweep {
+            name: "access grant fails once",
+            site: Some(FaultSite::SetAccess),
+            fault: |c| Fault::Once(FaultSite::SetAccess, c),
+            judge: one_device_error,
+        },
+        Sweep {
+            name: "event query fails once",
+            site: Some(FaultSite::QueryEvent),
+            fault: |c| Fault::Once(FaultSite::QueryEvent, c),
+            judge: one_device_error,
+        },
+    ];
+    assert_no_failures(sweeps.iter().flat_map(|s| run_sweep(s, &POLICIES)).collect());
+}
+
+#[test]
 fn events_that_stay_pending_keep_every_invariant() {
     let s = Sweep {
         name: "side-stream events stuck from step",

@@ -201,32 +201,37 @@ fn streams_that_cache_nothing_keep_no_index_after_empty_cache() {
     a.free(p).unwrap();
 }
 
-/// The `ops` inputs again, each injected fault moved to page destruction: a site the inputs
-/// cannot name (their bytes name the first five, so that the corpus keeps its meaning).
+/// The `ops` inputs again, each injected fault moved to a site the inputs cannot name (their
+/// bytes name the first five, so that the corpus keeps its meaning): page destruction,
+/// segment free, range release, access grant, event query.
 #[test]
-fn ops_corpus_replays_with_destruction_faults() {
+fn ops_corpus_replays_with_faults_at_later_sites() {
     use cachalot_core::sim::FaultSite;
     use targets::scenario::{Op, Scenario};
-    let mut replayed = 0;
-    for file in inputs("ops") {
-        let mut s = Scenario::decode(&std::fs::read(&file).unwrap());
-        let mut faults = 0;
-        for op in &mut s.ops {
-            if let Op::Fail { site, .. } = op {
-                *site = FaultSite::Destroy;
-                faults += 1;
+    for later in FaultSite::ALL.into_iter().skip(5) {
+        let mut replayed = 0;
+        for file in inputs("ops") {
+            let mut s = Scenario::decode(&std::fs::read(&file).unwrap());
+            let mut faults = 0;
+            for op in &mut s.ops {
+                if let Op::Fail { site, .. } = op {
+                    *site = later;
+                    faults += 1;
+                }
+            }
+            if faults == 0 {
+                continue;
+            }
+            replayed += 1;
+            let result = std::panic::catch_unwind(|| targets::ops::execute(&s));
+            match result {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => {
+                    panic!("fuzz input {} with {later:?} faults: {e}\nscenario: {}", display(&file), s.config)
+                }
+                Err(_) => panic!("fuzz input {} with {later:?} faults panicked", display(&file)),
             }
         }
-        if faults == 0 {
-            continue;
-        }
-        replayed += 1;
-        let result = std::panic::catch_unwind(|| targets::ops::execute(&s));
-        match result {
-            Ok(Ok(())) => {}
-            Ok(Err(e)) => panic!("fuzz input {} with destruction faults: {e}\nscenario: {}", display(&file), s.config),
-            Err(_) => panic!("fuzz input {} with destruction faults panicked", display(&file)),
-        }
+        assert!(replayed > 50, "only {replayed} inputs inject faults");
     }
-    assert!(replayed > 50, "only {replayed} inputs inject faults");
 }
