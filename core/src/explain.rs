@@ -365,6 +365,23 @@ mod tests {
         (first_call, a.take_decisions())
     }
 
+    /// A request that fails explains no move: the pages it took from cached blocks went back
+    /// to the kept ones (found by review: "Move 1 idle page(s) ... to serve this request",
+    /// then out of memory).
+    #[test]
+    fn a_failed_request_explains_no_move() {
+        let mut a = Allocator::new(SimDevice::new(100 << 20), Config::parse("policy:cachalot").unwrap());
+        a.set_explain(true);
+        let small = a.malloc(1000, 0).unwrap();
+        let _large = a.malloc(90 << 20, 0).unwrap();
+        a.free(small).unwrap();
+        a.take_decisions();
+        assert!(a.malloc(12 << 20, 0).is_err());
+        let decisions = a.take_decisions();
+        assert!(decisions.iter().any(|d| matches!(d, Decision::OutOfMemory { .. })), "{decisions:?}");
+        assert!(!decisions.iter().any(|d| matches!(d, Decision::MovedPages { .. })), "{decisions:?}");
+    }
+
     /// Under virtual memory the explanations speak of pages, not of segments: what was
     /// mapped, how much of it is new memory, and which idle pages moved.
     #[test]

@@ -84,6 +84,8 @@ struct Placement {
 struct Creation {
     within_peak: u64,
     uncounted: u64,
+    /// Idle pages moved for the request so far (explained once every span is filled).
+    moved: u64,
 }
 
 /// An unmapped stretch under a request: where it starts, the pages the request needs there
@@ -321,10 +323,7 @@ impl<D: Device> Allocator<D> {
                 }
             }
             self.vm.moved_pages += moved;
-            if moved > 0 {
-                let bytes = moved * self.vm.paged_page;
-                self.explainer.note(|| Decision::MovedPages { pages: moved, bytes });
-            }
+            creation.moved += moved;
         }
         // Beyond the peak: new chunks for the rest.
         while have(got) < span.need {
@@ -359,7 +358,7 @@ impl<D: Device> Allocator<D> {
         let held = self.vm.mapped_pages + self.vm.page_pool.iter().map(|c| c.pages).sum::<u64>();
         let peak = self.vm.peak_in_use.max(in_use_after);
         let within_peak = (peak + self.page_slack(peak)).saturating_sub(held);
-        let mut creation = Creation { within_peak, uncounted: 0 };
+        let mut creation = Creation { within_peak, uncounted: 0, moved: 0 };
         let mut plans: Vec<(u64, Vec<Chunk>)> = Vec::with_capacity(spans.len());
         for span in &spans {
             let mut got = Vec::new();
@@ -371,6 +370,10 @@ impl<D: Device> Allocator<D> {
                 let returned = self.return_all(plans.into_iter().map(|(_, chunks)| chunks));
                 return filled.and(returned).map(|_| None);
             }
+        }
+        if creation.moved > 0 {
+            let (pages, bytes) = (creation.moved, creation.moved * page);
+            self.explainer.note(|| Decision::MovedPages { pages, bytes });
         }
         // Mapping merges blocks, so each span's block is found by address.
         let mut plans = plans.into_iter();
