@@ -307,6 +307,21 @@ cachalot_status cachalot_empty_cache(cachalot_allocator *allocator);
 cachalot_status cachalot_set_memory_fraction(cachalot_allocator *allocator, double fraction);
 
 /**
+ * Writes the notes on `config` (NULL: `CACHALOT_ALLOC_CONF`), one line each, as
+ * `cachalot_memory_summary` writes its table: NUL-terminated into `buf`, the bytes it takes,
+ * NUL included, into `*out_len`; an empty string when every key takes effect. A config
+ * that does not parse fails with `CACHALOT_STATUS_INVALID_CONFIG`.
+ *
+ * # Safety
+ * `config` must be NULL or a NUL-terminated string; `buf` must be NULL or point to
+ * `buf_len` writable bytes; `out_len` must be NULL or point to a writable `size_t`.
+ */
+cachalot_status cachalot_config_notes(const char *config,
+                                      char *buf,
+                                      size_t buf_len,
+                                      size_t *out_len);
+
+/**
  * Creates an allocator for CUDA device `device` (its ordinal) and stores its handle in
  * `*out`.
  *

@@ -207,6 +207,18 @@ impl Config {
         set.iter().filter(|(_, on)| *on).map(|(key, _)| *key).collect()
     }
 
+    /// One sentence for each of [`Config::keys_moot_under_paging`]: that it does nothing, and
+    /// what to write instead.
+    pub fn moot_key_notes(&self) -> Vec<String> {
+        let note = |key| {
+            alloc::format!(
+                "{key} has no effect under policy:cachalot, which maps pages (it applies where a device lacks \
+                 virtual memory); add policy:pytorch for PyTorch's rules"
+            )
+        };
+        self.keys_moot_under_paging().into_iter().map(note).collect()
+    }
+
     /// The config as a string this parser reads back to an equal config.
     pub fn to_config_string(&self) -> String {
         use core::fmt::Write;

@@ -116,6 +116,7 @@ def _signatures():
         ("cachalot_get_stats", [handle, p(_Stats)], status),
         ("cachalot_memory_summary", [handle, ctypes.c_bool, ctypes.c_char_p, size, p(size)], status),
         ("cachalot_snapshot_json", [handle, ctypes.c_char_p, size, p(size)], status),
+        ("cachalot_config_notes", [ctypes.c_char_p, ctypes.c_char_p, size, p(size)], status),
         ("cachalot_reset_peak_stats", [handle], status),
         ("cachalot_malloc", [handle, size, ctypes.c_void_p, p(ctypes.c_void_p)], status),
         ("cachalot_free", [handle, ctypes.c_void_p], status),
@@ -246,6 +247,13 @@ class Library:
     def reset_peak_stats(self, handle):
         self.check("cachalot_reset_peak_stats", self.dll.cachalot_reset_peak_stats(handle))
 
+    def config_notes(self, config=None):
+        """The keys of `config` (None: $CACHALOT_ALLOC_CONF) that change nothing under the
+        policy it selects, one sentence each."""
+        conf = None if config is None else config.encode()
+        text = self._text("cachalot_config_notes", self.dll.cachalot_config_notes, conf)
+        return [line for line in text.split("\n") if line]
+
 
 def stats_dict(s):
     """A `cachalot_stats` as torch.cuda.memory_stats()'s flat OrderedDict (sorted by key)."""
@@ -314,6 +322,9 @@ def install(lib_path=None, config=None):
     raises ValueError naming the key. A second call returns the same allocator; given a
     config, it must be the one installed (spaces around keys and values aside).
 
+    A key that changes nothing under the policy the config selects (PyTorch's
+    max_split_size_mb under cachalot's own policy, say) is named in a UserWarning.
+
     Raises FileNotFoundError when the library is missing, OSError when the file cannot be
     loaded as a shared library, RuntimeError when it is not cachalot or an older cachalot
     than this module, RuntimeError when PyTorch has already initialised its allocator, and
@@ -343,6 +354,8 @@ def install(lib_path=None, config=None):
         os.environ[CONFIG_ENV] = config
     try:
         _check_config(lib)
+        for note in lib.config_notes():
+            warnings.warn(f"cachalot: {CONFIG_ENV}: {note}", UserWarning, stacklevel=2)
         alloc = torch.cuda.memory.CUDAPluggableAllocator(path, "cachalot_torch_malloc", "cachalot_torch_free")
         raw = alloc.allocator()
         for setter, symbol in HOOKS:

@@ -31,6 +31,7 @@ import tempfile
 import threading
 import types
 import unittest
+import warnings
 from unittest import mock
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -851,6 +852,22 @@ class Install(unittest.TestCase):
         self.assertEqual(pairs(""), [])
         for refused in ["garbage", ":1", "a:", "a:[1", "a:[1]x"]:
             self.assertIsNone(pairs(refused), refused)
+
+    def test_keys_without_effect_under_cachalots_policy_are_a_warning(self):
+        sys.modules["torch"] = fake_torch()
+        with self.assertWarnsRegex(UserWarning, "CACHALOT_ALLOC_CONF: max_split_size_mb has no effect under "
+                                                "policy:cachalot.*add policy:pytorch"):
+            cachalot_torch.install(config="max_split_size_mb:128")
+        cachalot_torch._INSTALLED = cachalot_torch._INSTALLED_CONFIG = None
+        sys.modules["torch"] = fake_torch()
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # PyTorch's policy uses the key: nothing to say
+            cachalot_torch.install(config="policy:pytorch,max_split_size_mb:128,expandable_segments:True")
+        lib = cachalot_torch.load_library()
+        self.assertEqual(lib.config_notes("policy:pytorch"), [])
+        self.assertEqual(len(lib.config_notes("expandable_segments:True,max_non_split_rounding_mb:64")), 2)
+        with self.assertRaises(cachalot_torch.CachalotError):
+            lib.config_notes("bogus_key:1")
 
     def test_a_missing_hook_is_a_warning(self):
         torch = sys.modules["torch"] = fake_torch(lacking=("set_record_stream_fn",))

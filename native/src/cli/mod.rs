@@ -143,14 +143,11 @@ fn parse_user_configs(texts: &[String]) -> Result<Vec<Config>, Failure> {
         .iter()
         .map(|t| Config::parse(t).map_err(|e| Failure::Usage(format!("--config '{t}': {e}"))))
         .collect::<Result<_, _>>()?;
-    let mut noted: Vec<&str> = Vec::new();
-    for key in configs.iter().flat_map(Config::keys_moot_under_paging) {
-        if !noted.contains(&key) {
-            noted.push(key);
-            output::note(&format!(
-                "{key} has no effect under policy:cachalot, which maps pages (it applies where a device lacks \
-                 virtual memory); add policy:pytorch for PyTorch's rules"
-            ));
+    let mut noted: Vec<String> = Vec::new();
+    for note in configs.iter().flat_map(Config::moot_key_notes) {
+        if !noted.contains(&note) {
+            output::note(&note);
+            noted.push(note);
         }
     }
     Ok(configs)

@@ -20,7 +20,7 @@ use crate::shared_allocator::SharedAllocator;
 ///
 /// # Safety
 /// `config`, when not NULL, must point to a NUL-terminated string.
-unsafe fn read_config(config: *const c_char) -> Result<Config, Error> {
+pub(super) unsafe fn read_config(config: *const c_char) -> Result<Config, Error> {
     if config.is_null() {
         return config_env::from_env();
     }

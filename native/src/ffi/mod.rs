@@ -6,12 +6,14 @@
 //! inside [`boundary`]'s panic boundary, so no panic crosses into C; the message of a
 //! failure kept per thread for [`last_error::cachalot_last_error_message`]. Each file holds
 //! one group of functions: [`handle`] (create, destroy), [`allocation`] (malloc, free,
-//! streams, cache, limits), [`stats`], [`report`] (summary, snapshot), [`torch`] (PyTorch's
-//! pluggable-allocator entry points), [`version`].
+//! streams, cache, limits), [`stats`], [`report`] (summary, snapshot), [`config`] (what a
+//! config string leaves without effect), [`torch`] (PyTorch's pluggable-allocator entry
+//! points), [`version`].
 
 pub mod allocation;
 pub mod boundary;
 pub mod buffer;
+pub mod config;
 pub mod handle;
 pub mod last_error;
 pub mod report;

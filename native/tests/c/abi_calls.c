@@ -200,6 +200,29 @@ static int call_report(struct fixture *fx, const struct abi_args *in, bool summa
     return result;
 }
 
+static int call_config_notes(const struct abi_args *in) {
+    const char *config = config_of(in);
+    size_t needed = 0, len = 0, out_len = SENTINEL_LEN;
+    if (cachalot_config_notes(config, NULL, 0, &needed) != CACHALOT_STATUS_OK) {
+        needed = 1; /* a config the row expects refused: any buffer will do */
+    }
+    char *b = buffer_of(in->buf, needed, needed - 1, &len);
+    cachalot_status s = cachalot_config_notes(config, b, len, in->out == O_NULL ? NULL : &out_len);
+    int result = s;
+    if (s != CACHALOT_STATUS_OK) {
+        if (out_len != SENTINEL_LEN || (b != NULL && !untouched(b, len > 0 ? len : 1))) {
+            result = wrong(WRONG_OUTPUT, "a failing call wrote *out_len or the buffer");
+        }
+    } else if (out_len != needed) {
+        result = wrong(WRONG_OUTPUT, "*out_len is not the size the query gave");
+    } else if (b != NULL && (strlen(b) + 1 != needed || !untouched(b + needed, len - needed) ||
+                             (in->text[0] == '\0' ? b[0] != '\0' : strstr(b, in->text) == NULL))) {
+        result = wrong(WRONG_OUTPUT, "the notes are not the ones expected, or not whole and NUL-terminated");
+    }
+    free(b);
+    return result;
+}
+
 static int call_get_stats(struct fixture *fx, const struct abi_args *in) {
     long want = (long)sizeof(cachalot_stats) + in->struct_delta;
     uint32_t size = (uint32_t)want;
@@ -287,6 +310,7 @@ int abi_call(struct fixture *fx, const struct abi_row *row) {
     case F_MEMORY_SUMMARY: return call_report(fx, in, true);
     case F_SNAPSHOT_JSON: return call_report(fx, in, false);
     case F_GET_STATS: return call_get_stats(fx, in);
+    case F_CONFIG_NOTES: return call_config_notes(in);
     case F_RESET_PEAK_STATS: return cachalot_reset_peak_stats(a);
     case F_STATUS_NAME: {
         const char *name = cachalot_status_name(in->number);

@@ -296,6 +296,24 @@ const struct abi_row abi_rows[] = {
         .abbreviated = true),
     ROW("memory_summary: larger", F_MEMORY_SUMMARY, S(OK), LEFT_ALONE, .buf = B_LARGER),
 
+    /* cachalot_config_notes(config, buf, buf_len, out_len) */
+    ROW("config_notes: NULL out_len", F_CONFIG_NOTES, S(NULL_POINTER), "out_len is NULL", .out = O_NULL,
+        .config = "max_split_size_mb:128", .text = ""),
+    ROW("config_notes: NULL buf, buf_len 64", F_CONFIG_NOTES, S(NULL_POINTER), "buf", .buf = B_NULL_64,
+        .config = "max_split_size_mb:128", .text = ""),
+    ROW("config_notes: a bad key", F_CONFIG_NOTES, S(INVALID_CONFIG), "bogus_key", .buf = B_EXACT,
+        .config = "bogus_key:1", .text = ""),
+    ROW("config_notes: no room for the NUL", F_CONFIG_NOTES, S(BUFFER_TOO_SMALL), TOO_SMALL, .buf = B_SHORT,
+        .config = "max_split_size_mb:128", .text = ""),
+    ROW("config_notes: size query", F_CONFIG_NOTES, S(OK), LEFT_ALONE, .buf = B_QUERY,
+        .config = "max_split_size_mb:128", .text = ""),
+    ROW("config_notes: every key takes effect", F_CONFIG_NOTES, S(OK), LEFT_ALONE, .buf = B_EXACT,
+        .config = "policy:pytorch,max_split_size_mb:128,expandable_segments:True", .text = ""),
+    ROW("config_notes: max_split_size_mb under cachalot's policy", F_CONFIG_NOTES, S(OK), LEFT_ALONE, .buf = B_EXACT,
+        .config = "max_split_size_mb:128", .text = "max_split_size_mb has no effect under policy:cachalot"),
+    ROW("config_notes: NULL reads CACHALOT_ALLOC_CONF", F_CONFIG_NOTES, S(OK), LEFT_ALONE, .buf = B_LARGER,
+        .null_config = true, .env = "expandable_segments:True", .text = "expandable_segments has no effect"),
+
     /* cachalot_snapshot_json(allocator, buf, buf_len, out_len) */
     ROW("snapshot_json: NULL handle", F_SNAPSHOT_JSON, S(NULL_POINTER), HANDLE, .handle = H_NULL),
     ROW("snapshot_json: NULL handle, a buffer", F_SNAPSHOT_JSON, S(NULL_POINTER), HANDLE, .handle = H_NULL,

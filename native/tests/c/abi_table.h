@@ -26,7 +26,7 @@ enum abi_fn {
     F_NEW_CUDA, F_NEW_SIMULATED, F_NEW_SIMULATED_PLACED, F_ALLOCATOR_FREE, F_LAST_ERROR_MESSAGE,
     F_MEMORY_SUMMARY, F_SNAPSHOT_JSON, F_GET_STATS, F_RESET_PEAK_STATS, F_STATUS_NAME,
     F_TORCH_MALLOC, F_TORCH_FREE, F_TORCH_EMPTY_CACHE, F_TORCH_SET_MEMORY_FRACTION,
-    F_TORCH_RECORD_STREAM, F_TORCH_ALLOCATOR, F_VERSION,
+    F_TORCH_RECORD_STREAM, F_TORCH_ALLOCATOR, F_VERSION, F_CONFIG_NOTES,
     F_COUNT
 };
 
@@ -86,7 +86,8 @@ struct abi_args {
     const char *env;       /* CACHALOT_ALLOC_CONF for a null_config row (NULL: unset) */
     long struct_delta;     /* cachalot_get_stats: struct_size = sizeof(cachalot_stats) + this */
     bool abbreviated;
-    const char *text;      /* the string cachalot_status_name must return */
+    const char *text;      /* the string cachalot_status_name must return; the text
+                              cachalot_config_notes must write ("" exactly, or a part of it) */
     const char *primer;    /* a config whose error primes the last error (NULL: the usual) */
 };
 
