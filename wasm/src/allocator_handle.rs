@@ -143,13 +143,14 @@ impl Allocator {
         self.inner.stats().to_flat_json()
     }
 
-    /// Keys of this allocator's config that change nothing here: PyTorch's split and
-    /// expandable-segment settings under cachalot's policy, which maps pages instead.
+    /// A sentence for each key of this allocator's config that changes nothing here:
+    /// PyTorch's split and expandable-segment settings under cachalot's policy, which maps
+    /// pages instead (the core's `Config::moot_key_notes`).
     pub fn keys_without_effect(&self) -> Vec<String> {
         if !self.inner.uses_virtual_memory() {
             return Vec::new();
         }
-        self.inner.config().keys_moot_under_paging().into_iter().map(String::from).collect()
+        self.inner.config().moot_key_notes()
     }
 
     /// The figures the page shows on every frame: requested, allocated and reserved bytes

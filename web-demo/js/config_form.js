@@ -196,8 +196,9 @@ export class ConfigForm {
   }
 
   /**
-   * `value()` once the core accepts it (an allocator is built and dropped), with `moot`: the
-   * keys that change nothing under the policy that runs; throws an Error saying what was rejected.
+   * `value()` once the core accepts it (an allocator is built and dropped), with `moot`: a
+   * sentence for each key that changes nothing under the policy that runs; throws an Error
+   * saying what was rejected.
    */
   checked() {
     let v;
@@ -231,10 +232,7 @@ export class ConfigForm {
   accept(value) {
     this.inEffect = { config: value.config, capacity: value.capacity };
     this.status.textContent = '';
-    const moot = value.moot || [];
-    this.note.textContent = moot.length === 0 ? ''
-      : `${moot.join(' and ')} ${moot.length === 1 ? 'has' : 'have'} no effect under policy:cachalot, which maps pages `
-        + '(they apply where a device lacks virtual memory); add policy:pytorch for PyTorch’s rules.';
+    this.note.textContent = (value.moot || []).map((note) => `${note}.`).join(' ');
   }
 
   /** Says why the form's config was not applied, and shows the config in effect again. */
