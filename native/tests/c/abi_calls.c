@@ -178,13 +178,14 @@ static cachalot_status report(bool summary, const cachalot_allocator *a, bool ab
                    : cachalot_snapshot_json(a, b, len, out_len);
 }
 
-static int call_report(struct fixture *fx, const struct abi_args *in, bool summary) {
-    size_t needed = 0, len = 0, out_len = SENTINEL_LEN;
-    if (report(summary, fx->a, in->abbreviated, NULL, 0, &needed) != CACHALOT_STATUS_OK || needed < 2) {
-        return wrong(WRONG_OUTPUT, "the size query of the fixture failed");
-    }
-    char *b = buffer_of(in->buf, needed, needed - 1, &len);
-    cachalot_status s = report(summary, handle_of(fx, in), in->abbreviated, b, len, in->out == O_NULL ? NULL : &out_len);
+/*
+ * Judges a call that wrote text into a buffer: a failure must write neither *out_len nor the
+ * buffer; a success gives the size the query gave, and a whole NUL-terminated text with
+ * nothing written past its NUL, whose content `content_ok` vouches for. Frees `b`.
+ */
+static int text_result(cachalot_status s, char *b, size_t len, size_t out_len, size_t needed,
+                       bool (*content_ok)(const char *text, size_t needed, const struct abi_args *in),
+                       const struct abi_args *in) {
     int result = s;
     if (s != CACHALOT_STATUS_OK) {
         if (out_len != SENTINEL_LEN || (b != NULL && !untouched(b, len > 0 ? len : 1))) {
@@ -193,11 +194,37 @@ static int call_report(struct fixture *fx, const struct abi_args *in, bool summa
     } else if (out_len != needed) {
         result = wrong(WRONG_OUTPUT, "*out_len is not the size the query gave");
     } else if (b != NULL && (strlen(b) + 1 != needed || !untouched(b + needed, len - needed) ||
-                             (summary ? strstr(b, "memory summary") == NULL : b[0] != '{' || b[needed - 2] != '}'))) {
-        result = wrong(WRONG_OUTPUT, "the text is not whole, not NUL-terminated, or was written past its NUL");
+                             !content_ok(b, needed, in))) {
+        result = wrong(WRONG_OUTPUT, "the text is not the one expected, not whole, not NUL-terminated, "
+                                     "or was written past its NUL");
     }
     free(b);
     return result;
+}
+
+static bool is_summary(const char *text, size_t needed, const struct abi_args *in) {
+    (void)needed, (void)in;
+    return strstr(text, "memory summary") != NULL;
+}
+
+static bool is_json_object(const char *text, size_t needed, const struct abi_args *in) {
+    (void)in;
+    return text[0] == '{' && text[needed - 2] == '}';
+}
+
+static bool has_expected_notes(const char *text, size_t needed, const struct abi_args *in) {
+    (void)needed;
+    return in->text[0] == '\0' ? text[0] == '\0' : strstr(text, in->text) != NULL;
+}
+
+static int call_report(struct fixture *fx, const struct abi_args *in, bool summary) {
+    size_t needed = 0, len = 0, out_len = SENTINEL_LEN;
+    if (report(summary, fx->a, in->abbreviated, NULL, 0, &needed) != CACHALOT_STATUS_OK || needed < 2) {
+        return wrong(WRONG_OUTPUT, "the size query of the fixture failed");
+    }
+    char *b = buffer_of(in->buf, needed, needed - 1, &len);
+    cachalot_status s = report(summary, handle_of(fx, in), in->abbreviated, b, len, in->out == O_NULL ? NULL : &out_len);
+    return text_result(s, b, len, out_len, needed, summary ? is_summary : is_json_object, in);
 }
 
 static int call_config_notes(const struct abi_args *in) {
@@ -208,19 +235,7 @@ static int call_config_notes(const struct abi_args *in) {
     }
     char *b = buffer_of(in->buf, needed, needed - 1, &len);
     cachalot_status s = cachalot_config_notes(config, b, len, in->out == O_NULL ? NULL : &out_len);
-    int result = s;
-    if (s != CACHALOT_STATUS_OK) {
-        if (out_len != SENTINEL_LEN || (b != NULL && !untouched(b, len > 0 ? len : 1))) {
-            result = wrong(WRONG_OUTPUT, "a failing call wrote *out_len or the buffer");
-        }
-    } else if (out_len != needed) {
-        result = wrong(WRONG_OUTPUT, "*out_len is not the size the query gave");
-    } else if (b != NULL && (strlen(b) + 1 != needed || !untouched(b + needed, len - needed) ||
-                             (in->text[0] == '\0' ? b[0] != '\0' : strstr(b, in->text) == NULL))) {
-        result = wrong(WRONG_OUTPUT, "the notes are not the ones expected, or not whole and NUL-terminated");
-    }
-    free(b);
-    return result;
+    return text_result(s, b, len, out_len, needed, has_expected_notes, in);
 }
 
 static int call_get_stats(struct fixture *fx, const struct abi_args *in) {
