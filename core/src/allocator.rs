@@ -834,11 +834,7 @@ impl<D: Device> Allocator<D> {
     pub(crate) fn count_held(&mut self, change: HeldChange) {
         self.stats.segment.change(change.pool, change.segments);
         self.stats.reserved_bytes.change(change.pool, change.bytes);
-        match change.oversize_segments {
-            1.. => self.stats.oversize_segments.increase(change.oversize_segments as u64),
-            ..0 => self.stats.oversize_segments.decrease(change.oversize_segments.unsigned_abs()),
-            0 => {}
-        }
+        self.stats.oversize_segments.change(change.oversize_segments);
         self.device.held_changed(change);
     }
 

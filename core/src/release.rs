@@ -101,7 +101,7 @@ impl<D: Device> Allocator<D> {
         let out = f(self)?;
         // Unmap calls count in `num_device_free` too (ghosts included), so they are no count
         // of segments.
-        let segments = held.saturating_sub(self.stats.segment.current()) as u64;
+        let segments = (held - self.stats.segment.current()).max(0) as u64;
         let bytes = reserved - self.reserved;
         let virtual_memory = self.uses_virtual_memory();
         self.explainer.note(|| Decision::Released { segments, bytes, step, virtual_memory });

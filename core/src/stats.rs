@@ -45,6 +45,15 @@ impl Stat {
         self.freed += n as i64;
     }
 
+    /// Adds `n` when positive, subtracts it when negative.
+    pub fn change(&mut self, n: i64) {
+        match n {
+            1.. => self.increase(n as u64),
+            ..0 => self.decrease(n.unsigned_abs()),
+            0 => {}
+        }
+    }
+
     fn reset_peak(&mut self) {
         self.peak = self.current;
     }
