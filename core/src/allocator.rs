@@ -74,14 +74,7 @@ impl<D: Device> Allocator<D> {
             live: AddrTable::default(),
             stream_uses: Default::default(),
             events: PendingEvents::default(),
-            stats: Counters {
-                max_split_size: if config.max_split_size == u64::MAX {
-                    -1
-                } else {
-                    i64::try_from(config.max_split_size).unwrap_or(i64::MAX)
-                },
-                ..Counters::default()
-            },
+            stats: Counters { max_split_size: config.max_split_size_stat(), ..Counters::default() },
             reserved: 0,
             allowed: None,
             lookups: [0; 2],

@@ -124,6 +124,16 @@ fn err(key: &str, message: impl Into<String>) -> ConfigError {
 }
 
 impl Config {
+    /// `max_split_size` as the statistics report it (PyTorch's `max_split_size`): -1 when
+    /// off, else the bytes, held at `i64::MAX` when larger.
+    pub fn max_split_size_stat(&self) -> i64 {
+        if self.max_split_size == u64::MAX {
+            -1
+        } else {
+            i64::try_from(self.max_split_size).unwrap_or(i64::MAX)
+        }
+    }
+
     /// Parses a config string; the empty string gives the defaults.
     pub fn parse(text: &str) -> Result<Config, ConfigError> {
         let mut config = Config::default();

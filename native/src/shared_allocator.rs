@@ -162,8 +162,7 @@ impl SharedAllocator {
     /// The statistics of an allocator that has done nothing yet (per-stream shards before
     /// the first malloc).
     fn empty_stats(&self) -> DeviceStats {
-        let limit = self.shards.config().max_split_size;
-        DeviceStats { max_split_size: if limit == u64::MAX { -1 } else { limit as i64 }, ..DeviceStats::default() }
+        DeviceStats { max_split_size: self.shards.config().max_split_size_stat(), ..DeviceStats::default() }
     }
 
     /// Restarts every peak statistic at its current value.
