@@ -21,7 +21,6 @@ import collections
 import json
 import operator
 import os
-import re
 import subprocess
 
 import cachalot_torch
@@ -111,8 +110,12 @@ def history_capacity(config):
     """record_history's N in `config` (None: $CACHALOT_ALLOC_CONF); 0 when it is off."""
     if config is None:
         config = os.environ.get(cachalot_torch.CONFIG_ENV, "")
-    m = re.search(r"record_history:(\d+)", config)
-    return int(m.group(1)) if m else 0
+    # Read as the core reads it: spaces around keys and values allowed, the last value wins.
+    values = [v for k, v in cachalot_torch._config_pairs(config) or [] if k == "record_history"]
+    try:
+        return int(values[-1]) if values else 0
+    except ValueError:  # the core refuses such a config before anything is recorded
+        return 0
 
 
 def _segment_key(s):

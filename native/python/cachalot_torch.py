@@ -330,7 +330,8 @@ def install(lib_path=None, config=None):
     than this module, RuntimeError when PyTorch has already initialised its allocator, and
     RuntimeError when called again with another config."""
     global _INSTALLED, _INSTALLED_CONFIG
-    path = find_library(lib_path)
+    # Without a path, the library already loaded is the one meant, wherever it came from.
+    path = _LIB.path if lib_path is None and _LIB is not None else find_library(lib_path)
     lib = load_library(path)
     if _INSTALLED is not None:
         if config is not None and not _same_config(config, _INSTALLED_CONFIG):

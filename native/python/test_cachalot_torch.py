@@ -25,6 +25,7 @@ import json
 import os
 import queue
 import random
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -220,6 +221,19 @@ class Readers(unittest.TestCase):
             self.assertEqual(self.lib.malloc(handle, 16 << 20), top - (16 << 20), "then its own rule: top down")
         finally:
             self.lib.free_allocator(handle)
+
+    def test_history_capacity_reads_the_config_as_the_core_does(self):
+        cap = cachalot_replay.history_capacity
+        self.assertEqual(cap("policy:pytorch"), 0)
+        self.assertEqual(cap("record_history:100"), 100)
+        self.assertEqual(cap("record_history: 100"), 100, "spaces around a value")
+        self.assertEqual(cap(" record_history :7,policy:pytorch"), 7, "spaces around a key")
+        self.assertEqual(cap("record_history:5,record_history:1000"), 1000, "the last value wins")
+        ops, _ = cachalot_replay.trace_ops(workload(seed=2, steps=50))
+        config = "policy:pytorch, record_history: 100000"
+        live = cachalot_replay.replay_simulated(self.lib, ops, config, 8 * GiB)
+        checks = {c["check"]: c for c in cachalot_replay.compare(live, config, sim=live)}
+        self.assertTrue(checks["history complete (entries < record_history)"]["ok"])
 
     def test_compare_reports_a_mismatch_with_its_size(self):
         ops, _ = cachalot_replay.trace_ops(workload(seed=2, steps=400))
@@ -845,6 +859,21 @@ class Install(unittest.TestCase):
                       str(e.exception))
         with self.assertRaises(RuntimeError):
             cachalot_torch.install(config="policy:pytorch")
+
+    def test_a_second_install_without_a_path_keeps_the_library_loaded(self):
+        sys.modules["torch"] = fake_torch()
+        original = cachalot_torch.load_library()
+        with tempfile.TemporaryDirectory() as tmp, EnvVar("CACHALOT_LIB", None):
+            copied = shutil.copy(original.path, os.path.join(tmp, "libcachalot.so"))
+            cachalot_torch._LIB = None
+            try:
+                alloc = cachalot_torch.install(lib_path=copied)
+                self.assertIs(cachalot_torch.install(), alloc, "the library loaded, not the one found by default")
+                self.assertIs(cachalot_torch.install(lib_path=copied), alloc)
+                with self.assertRaisesRegex(RuntimeError, "already loaded in this process"):
+                    cachalot_torch.install(lib_path=original.path)
+            finally:
+                cachalot_torch._LIB = original
 
     def test_a_config_is_split_as_the_core_splits_it(self):
         pairs = cachalot_torch._config_pairs
