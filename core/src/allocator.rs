@@ -83,7 +83,7 @@ impl<D: Device> Allocator<D> {
             config,
         };
         if let Some(f) = a.config.per_process_memory_fraction {
-            a.allowed = Some(a.fraction_to_bytes(f));
+            a.allowed = a.limit_of(f);
         }
         a
     }
@@ -334,12 +334,13 @@ impl<D: Device> Allocator<D> {
         Ok(())
     }
 
-    /// Limits the bytes of segments held to `fraction` of the device's memory.
+    /// Limits the bytes of segments held to `fraction` of the device's memory; 1.0 lifts
+    /// the limit.
     pub fn set_memory_fraction(&mut self, fraction: f64) -> Result<(), AllocError> {
         if !(0.0..=1.0).contains(&fraction) {
             return Err(AllocError::InvalidFraction(fraction));
         }
-        self.allowed = Some(self.fraction_to_bytes(fraction));
+        self.allowed = self.limit_of(fraction);
         Ok(())
     }
 
@@ -350,8 +351,10 @@ impl<D: Device> Allocator<D> {
         self.allowed.map(|a| a.saturating_sub(self.device.reserved_elsewhere()))
     }
 
-    fn fraction_to_bytes(&self, fraction: f64) -> u64 {
-        (fraction * self.device.total_memory() as f64) as u64
+    /// The limit a memory fraction sets: none for the whole device, as in PyTorch, whose
+    /// garbage collection, fraction check and "allowed" figure then stay off.
+    fn limit_of(&self, fraction: f64) -> Option<u64> {
+        (fraction < 1.0).then(|| (fraction * self.device.total_memory() as f64) as u64)
     }
 
     /// True when PyTorch's garbage collection of cached blocks is on.

@@ -343,7 +343,7 @@ fn out_of_memory_under_virtual_memory_names_ranges_and_shared_pages() {
 #[test]
 fn garbage_collection_releases_old_cached_blocks_above_the_threshold() {
     let mut a = alloc_with("garbage_collection_threshold:0.5", 100 * MIB);
-    a.set_memory_fraction(1.0).unwrap();
+    a.set_memory_fraction(0.999).unwrap();
     let old = a.malloc(30 * MIB, 0).unwrap();
     a.free(old).unwrap();
     for _ in 0..5 {
@@ -359,13 +359,31 @@ fn garbage_collection_releases_old_cached_blocks_above_the_threshold() {
     checked(&a);
 }
 
+/// A memory fraction of 1.0 sets no limit in PyTorch (`setMemoryFraction` leaves
+/// `allowed_memory_maximum` empty), so garbage collection stays off: measured on an H200 with
+/// PyTorch 2.11 (`native/gpu/stats_parity.py`, scenario `gc_threshold_fraction_1.0`).
+#[test]
+fn a_memory_fraction_of_one_sets_no_limit_and_no_garbage_collection() {
+    let mut a = alloc_with("garbage_collection_threshold:0.3", 1000 * MIB);
+    a.set_memory_fraction(1.0).unwrap();
+    assert_eq!(a.allowed_bytes(), None);
+    let old = a.malloc(400 * MIB, 0).unwrap();
+    a.free(old).unwrap();
+    let _big = a.malloc(500 * MIB, 0).unwrap();
+    assert_eq!((a.reserved_bytes(), a.stats().num_device_free), (900 * MIB, 0), "the old block stays cached");
+    a.set_memory_fraction(0.5).unwrap();
+    assert_eq!(a.allowed_bytes(), Some(500 * MIB));
+    assert_eq!(alloc_with("per_process_memory_fraction:1.0", GIB).allowed_bytes(), None);
+    checked(&a);
+}
+
 /// PyTorch's garbage collection releases the cached blocks at least as old as the average,
 /// age counted in large-pool lookups since a block was cached: the old block goes, the two
 /// cached since stay.
 #[test]
 fn garbage_collection_releases_the_old_blocks_and_keeps_the_young() {
     let mut a = alloc_with("garbage_collection_threshold:0.3", 1000 * MIB);
-    a.set_memory_fraction(1.0).unwrap();
+    a.set_memory_fraction(0.999).unwrap();
     let old = a.malloc(100 * MIB, 0).unwrap();
     let young = a.malloc(100 * MIB, 0).unwrap();
     a.free(old).unwrap();

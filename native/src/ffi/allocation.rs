@@ -106,7 +106,8 @@ pub unsafe extern "C" fn cachalot_empty_cache(allocator: *mut SharedAllocator) -
 
 /// Limits the memory the allocator may hold to `fraction` (0.0 to 1.0) of the device's
 /// total; a request beyond it fails with `CACHALOT_STATUS_OUT_OF_MEMORY`
-/// (`torch.cuda.set_per_process_memory_fraction`). Other values (NaN included) fail with
+/// (`torch.cuda.set_per_process_memory_fraction`). 1.0 lifts the limit, as in PyTorch:
+/// `garbage_collection_threshold` then does nothing. Other values (NaN included) fail with
 /// `CACHALOT_STATUS_INVALID_ARGUMENT`.
 ///
 /// # Safety
