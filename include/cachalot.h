@@ -238,7 +238,8 @@ typedef struct {
    */
   cachalot_stat oversize_segments;
   /**
-   * The configured `max_split_size_mb` in bytes; -1 when unlimited.
+   * The configured `max_split_size_mb` in bytes; -1 when unlimited (the bytes cast to a
+   * signed integer, as PyTorch reports them: negative past 2^63).
    */
   int64_t max_split_size;
 } cachalot_stats;

@@ -124,14 +124,12 @@ fn err(key: &str, message: impl Into<String>) -> ConfigError {
 }
 
 impl Config {
-    /// `max_split_size` as the statistics report it (PyTorch's `max_split_size`): -1 when
-    /// off, else the bytes, held at `i64::MAX` when larger.
+    /// `max_split_size` as the statistics report it: the bytes cast to `i64` as PyTorch
+    /// casts them (`static_cast<int64_t>`), so -1 when off and negative past 2^63 bytes
+    /// (measured on an H200 with PyTorch 2.11: `max_split_size_mb:8796093022208` reads
+    /// `i64::MIN`).
     pub fn max_split_size_stat(&self) -> i64 {
-        if self.max_split_size == u64::MAX {
-            -1
-        } else {
-            i64::try_from(self.max_split_size).unwrap_or(i64::MAX)
-        }
+        self.max_split_size as i64
     }
 
     /// Parses a config string; the empty string gives the defaults.

@@ -88,7 +88,8 @@ pub struct Stats {
     pub oversize_allocations: Stat,
     /// Segments of at least `max_split_size` bytes.
     pub oversize_segments: Stat,
-    /// The configured `max_split_size_mb` in bytes; -1 when unlimited.
+    /// The configured `max_split_size_mb` in bytes; -1 when unlimited (the bytes cast to a
+    /// signed integer, as PyTorch reports them: negative past 2^63).
     pub max_split_size: i64,
 }
 
