@@ -125,6 +125,13 @@ impl<D: Device> Allocator<D> {
         self.vm.mode != VmMode::Off
     }
 
+    /// Address ranges reserved for virtual memory now (none with classic segments). Under
+    /// expandable segments they are what PyTorch's summary calls segments, though its
+    /// `segment` statistic does not count them.
+    pub fn address_ranges(&self) -> usize {
+        self.vm.ranges.len()
+    }
+
     /// Host memory the allocator's block metadata holds now: bytes that grow with the number
     /// of blocks (the block slab, the address table, the free index's class vectors) and
     /// bytes fixed per pool and stream (the free index's bitmaps and tables of vectors by

@@ -173,7 +173,9 @@ impl<D: Device> Allocator<D> {
                 prev = id;
                 id = c.next;
             }
-            rc.segment.increase(pool, 1);
+            if range.is_none() || self.range_segments() == 1 {
+                rc.segment.increase(pool, 1);
+            }
             let held = match range {
                 Some(r) => {
                     if seg_size != r.size {

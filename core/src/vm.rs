@@ -20,6 +20,17 @@ use crate::history::Action;
 use crate::size::Pool;
 use crate::vrange::{Chunk, VirtualRange};
 
+/// How a chunk leaves its mapping.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Unmapping {
+    /// Left mapped as a ghost (the paged policy's moves): no driver call, no device free.
+    LeaveGhost,
+    /// Unmapped, counted as a device free and recorded in the history.
+    Counted,
+    /// Unmapped as one page of a larger unmap the caller counts and records once.
+    PartOfBlock,
+}
+
 /// A `map_chunks` that failed: the error, and how many of the chunks (from the first) it
 /// mapped and kept all the same.
 pub(crate) struct MapFailure {
@@ -43,8 +54,16 @@ impl<D: Device> Allocator<D> {
         self.vm.unmapped[pool.index()].insert((stream, base), id);
         let mappings = alloc::collections::BTreeMap::new();
         self.vm.ranges.push(VirtualRange { base, size, page, stream, pool, mappings, head: id });
-        self.count_held(HeldChange { pool, segments: 1, bytes: 0, oversize_segments: 0 });
+        self.count_held(HeldChange { pool, segments: self.range_segments(), bytes: 0, oversize_segments: 0 });
         Ok(Some(id))
+    }
+
+    /// What one address range adds to the `segment` statistic: nothing under PyTorch's
+    /// expandable segments, whose allocator counts only classic segments there (measured on
+    /// an H200 with PyTorch 2.11: `segment.all` stays 0); one under cachalot's policy, whose
+    /// ranges are its segments.
+    pub(crate) fn range_segments(&self) -> i64 {
+        i64::from(self.vm.mode != crate::vrange::VmMode::Expandable)
     }
 
     /// Bytes of a range with pages of `page` bytes: the device's whole memory and an eighth
@@ -68,7 +87,7 @@ impl<D: Device> Allocator<D> {
         if let Some(r) = self.vm.range_of(addr) {
             self.vm.ranges.swap_remove(r);
         }
-        self.count_held(HeldChange { pool, segments: -1, bytes: 0, oversize_segments: 0 });
+        self.count_held(HeldChange { pool, segments: -self.range_segments(), bytes: 0, oversize_segments: 0 });
         Ok(())
     }
 
@@ -260,17 +279,17 @@ impl<D: Device> Allocator<D> {
     /// nothing.
     /// `near` is a block at or before it, if known ([`Allocator::block_containing_near`]).
     pub(crate) fn unmap_chunk(&mut self, addr: u64, near: u32) -> Result<Chunk, AllocError> {
-        self.unmap_chunk_as(addr, false, near)
+        self.unmap_chunk_as(addr, Unmapping::Counted, near)
     }
 
     /// [`Allocator::unmap_chunk`] for a chunk about to be mapped elsewhere (paged policy): the
     /// mapping stays as a ghost and the driver is not called, so the chunk coming back here
     /// later costs nothing.
     pub(crate) fn move_chunk_out(&mut self, addr: u64, near: u32) -> Result<Chunk, AllocError> {
-        self.unmap_chunk_as(addr, true, near)
+        self.unmap_chunk_as(addr, Unmapping::LeaveGhost, near)
     }
 
-    fn unmap_chunk_as(&mut self, addr: u64, leave_ghost: bool, near: u32) -> Result<Chunk, AllocError> {
+    fn unmap_chunk_as(&mut self, addr: u64, how: Unmapping, near: u32) -> Result<Chunk, AllocError> {
         let r = self.vm.range_of(addr).expect("unmapped address lies in a range");
         let (page, stream, pool) = (self.vm.ranges[r].page, self.vm.ranges[r].stream, self.vm.ranges[r].pool);
         let (size, handle) = self.vm.ranges[r].mappings[&addr];
@@ -283,15 +302,18 @@ impl<D: Device> Allocator<D> {
                 self.vm.epochs.synchronized(stream);
             }
         }
-        if leave_ghost {
-            self.vm.ghosts.insert(addr, (size, handle));
-        } else {
-            self.device.vm_unmap(addr, size)?;
-            self.stats.num_device_free += 1;
+        match how {
+            Unmapping::LeaveGhost => {
+                self.vm.ghosts.insert(addr, (size, handle));
+            }
+            Unmapping::Counted | Unmapping::PartOfBlock => self.device.vm_unmap(addr, size)?,
         }
         self.vm.ranges[r].mappings.remove(&addr);
         self.vm.mapped_pages -= size / page;
-        self.record(Action::SegmentUnmap, addr, size, stream);
+        if how != Unmapping::PartOfBlock {
+            self.stats.num_device_free += u64::from(how == Unmapping::Counted);
+            self.record(Action::SegmentUnmap, addr, size, stream);
+        }
         self.uncache(id);
         let mid = self.carve(id, addr, size);
         self.blocks[mid].state = BlockState::Unmapped;
@@ -333,17 +355,37 @@ impl<D: Device> Allocator<D> {
 
     /// Unmaps and destroys every chunk lying wholly inside the free block `id`. Returns the
     /// bytes returned to the device; if that leaves the range wholly unmapped, releases it.
+    /// Under expandable segments this is PyTorch's `unmap_block`: one device free and one
+    /// unmap in the history for the block's whole pages, however many pages that is
+    /// (measured on an H200 with PyTorch 2.11); under the paged policy each chunk counts.
     pub(crate) fn unmap_free_block(&mut self, id: u32) -> Result<u64, AllocError> {
         let chunks = self.idle_chunks(id);
         let Some(&(first, _)) = chunks.first() else { return Ok(0) };
         let r = self.vm.range_of(first).expect("chunk lies in a range");
-        let page = self.vm.ranges[r].page;
+        let (page, stream) = (self.vm.ranges[r].page, self.vm.ranges[r].stream);
+        let how =
+            if self.vm.mode == crate::vrange::VmMode::Expandable { Unmapping::PartOfBlock } else { Unmapping::Counted };
         let mut bytes = 0;
+        let mut unmapped = 0;
+        let mut result = Ok(());
         for (addr, size) in chunks {
-            let c = self.unmap_chunk(addr, id)?;
-            self.destroy_chunk(c, page)?;
+            match self.unmap_chunk_as(addr, how, id) {
+                Ok(c) => {
+                    unmapped += size;
+                    result = self.destroy_chunk(c, page);
+                }
+                Err(e) => result = Err(e),
+            }
+            if result.is_err() {
+                break;
+            }
             bytes += size;
         }
+        if how == Unmapping::PartOfBlock && unmapped > 0 {
+            self.stats.num_device_free += 1;
+            self.record(Action::SegmentUnmap, first, unmapped, stream);
+        }
+        result?;
         self.release_range_if_empty(r)?;
         Ok(bytes)
     }

@@ -403,6 +403,42 @@ fn garbage_collection_releases_the_old_blocks_and_keeps_the_young() {
     checked(&a);
 }
 
+/// Under expandable segments PyTorch's `segment` statistic counts nothing: its allocator
+/// counts classic segments only, and an expandable segment's range is not one (measured on an
+/// H200 with PyTorch 2.11, `native/gpu/stats_parity.py`).
+#[test]
+fn expandable_segments_add_no_segment_to_the_statistics() {
+    let mut a = alloc_with("expandable_segments:True", 80 * GIB);
+    let p = a.malloc(30 * MIB, 0).unwrap();
+    let q = a.malloc(1000, 0).unwrap();
+    assert_eq!(a.address_ranges(), 2, "a range for each pool");
+    let s = a.stats();
+    assert_eq!((s.segment.all.current, s.segment.all.peak, s.segment.all.allocated), (0, 0, 0));
+    a.free(p).unwrap();
+    a.free(q).unwrap();
+    a.empty_cache().unwrap();
+    assert_eq!((a.stats().segment.all.allocated, a.stats().segment.all.freed), (0, 0));
+    checked(&a);
+}
+
+/// PyTorch's `unmap_block` unmaps a free block's whole pages with one count in
+/// `num_device_free` and one unmap in the history, however many pages (measured on an H200
+/// with PyTorch 2.11: a 60 MiB block of three 20 MiB pages is one device free).
+#[test]
+fn expandable_segments_count_one_device_free_per_block_unmapped() {
+    let mut a = alloc_with("expandable_segments:True,record_history:1000", 80 * GIB);
+    let p = a.malloc(60 * MIB, 0).unwrap();
+    assert_eq!(a.stats().num_device_alloc, 1);
+    a.free(p).unwrap();
+    a.empty_cache().unwrap();
+    assert_eq!(a.stats().num_device_free, 1);
+    let unmaps: Vec<_> = a.history().into_iter().filter(|e| e.action == Action::SegmentUnmap).collect();
+    assert_eq!(unmaps.len(), 1);
+    assert_eq!((unmaps[0].addr, unmaps[0].size), (p, 60 * MIB));
+    assert_eq!(a.device().calls().vm_unmaps, 3, "still a driver call per page");
+    checked(&a);
+}
+
 /// PyTorch's split rule follows the `expandable_segments` flag even where the device cannot
 /// map pages and segments stay classic: a large block then splits off any remainder of 512
 /// bytes or more, not only one above 1 MiB.

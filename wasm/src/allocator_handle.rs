@@ -170,7 +170,11 @@ impl Allocator {
             r.peak as f64,
             s.num_device_alloc as f64,
             s.num_ooms as f64,
-            s.segment.all.current as f64,
+            if self.inner.uses_virtual_memory() {
+                self.inner.address_ranges() as f64
+            } else {
+                s.segment.all.current as f64
+            },
             self.vm_kind(),
         ]
     }
