@@ -46,6 +46,9 @@ FAKE_CAPACITY = 32 * (1 << 30)
 import cachalot_replay  # noqa: E402
 import cachalot_torch  # noqa: E402
 
+sys.path.insert(0, os.path.join(ROOT, "native", "gpu"))
+import stats_parity  # noqa: E402
+
 GiB = 1 << 30
 CONFIG_ENV = "CACHALOT_ALLOC_CONF"
 
@@ -128,6 +131,20 @@ class Readers(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         cls.lib = cachalot_torch.load_library()
+
+    def test_statistics_equal_pytorchs_own_recorded_on_an_h200(self):
+        """native/gpu/stats_parity.py's scenarios (mixes under each config, garbage collection,
+        a memory fraction, out of memory, expandable segments), with PyTorch 2.11's figures
+        recorded on an H200: all 122 statistics at every reading equal cachalot's under
+        policy:pytorch, its segments placed where the GPU put PyTorch's."""
+        with open(os.path.join(ROOT, "native", "gpu", "results", "stats_parity_h200.json")) as fh:
+            recorded = json.load(fh)
+        self.assertEqual(set(recorded), set(stats_parity.SCENARIOS), "every scenario recorded")
+        self.assertTrue(all(r["torch"].startswith("2.11") for r in recorded.values()))
+        readings = sum(len(r["stats"]) for r in recorded.values())
+        self.assertGreater(readings, 70)
+        found = stats_parity.differences(self.lib, recorded)
+        self.assertEqual(found[:10], [], f"{len(found)} statistics differ from PyTorch's")
 
     def test_stats_have_pytorchs_keys_in_its_order(self):
         h = self.lib.new_simulated(GiB, "policy:pytorch,max_split_size_mb:20")

@@ -1,0 +1,227 @@
+"""PyTorch's own statistics beside cachalot's, for short scripted scenarios.
+
+Each scenario is a config and a list of steps (allocate, free, empty the cache, set the memory
+fraction, read the statistics). Two halves:
+
+  python3 native/gpu/stats_parity.py torch OUT.json [--every-step] [SCENARIO ...]
+      on a GPU with PyTorch: runs every scenario (or those named) through PyTorch's own
+      caching allocator, each in a process of its own (PYTORCH_CUDA_ALLOC_CONF is read once),
+      and writes the 122 statistics read at each `stats` step (after every step with
+      --every-step), the GPU's total memory and where it put each segment;
+  python3 native/gpu/stats_parity.py cachalot IN.json
+      anywhere: replays the same steps on cachalot's simulated allocator (C ABI,
+      `policy:pytorch` plus the scenario's config, the GPU's total memory as capacity, each
+      segment where the GPU put PyTorch's: best fit breaks ties by address) and prints every
+      statistic that differs; exit status 1 if any does.
+
+The recorded figures of one H200 run are kept in `native/gpu/results/stats_parity_h200.json`,
+so `make python-test` compares cachalot with them on every run.
+"""
+import ctypes
+import json
+import os
+import random
+import subprocess
+import sys
+
+MiB = 1 << 20
+OOM_STATUS = "CACHALOT_STATUS_OUT_OF_MEMORY"
+
+
+def mixed_steps(seed, count, sizes):
+    """Allocations and frees of `sizes`, at random, a cache emptied now and then."""
+    rng = random.Random(seed)
+    steps, live, next_id = [], [], 0
+    for i in range(count):
+        if live and rng.random() < 0.45:
+            steps.append(("free", live.pop(rng.randrange(len(live)))))
+        else:
+            steps.append(("malloc", next_id, rng.choice(sizes)))
+            live.append(next_id)
+            next_id += 1
+        if i % 97 == 96:
+            steps.append(("empty_cache",))
+        if i % 50 == 49:
+            steps.append(("stats",))
+    steps += [("free", k) for k in live] + [("stats",), ("empty_cache",), ("stats",)]
+    return steps
+
+
+SIZES = [512, 1000, 4096, MiB - 1, MiB, 3 * MiB // 2, 3 * MiB, 10 * MiB, 25 * MiB, 100 * MiB, 300 * MiB]
+
+# Sizes written as ("T", f) are f times the GPU's total memory, rounded down to 512 bytes.
+SCENARIOS = {
+    # A fraction of 1.0: is it a limit (garbage collection on) or none?
+    "gc_threshold_fraction_1.0": ("garbage_collection_threshold:0.3", [
+        ("fraction", 1.0), ("malloc", 0, ("T", 0.4)), ("free", 0), ("malloc", 1, ("T", 0.5)), ("stats",),
+        ("free", 1), ("stats",)]),
+    "gc_threshold_fraction_0.99": ("garbage_collection_threshold:0.3", [
+        ("fraction", 0.99), ("malloc", 0, ("T", 0.4)), ("free", 0), ("malloc", 1, ("T", 0.5)), ("stats",),
+        ("free", 1), ("stats",)]),
+    # Segments, device calls and unmaps under expandable segments.
+    "expandable_small_and_large": ("expandable_segments:True", [
+        ("malloc", 0, 30 * MiB), ("malloc", 1, 1000), ("stats",), ("free", 0), ("free", 1), ("empty_cache",),
+        ("stats",)]),
+    "expandable_one_block_of_three_pages": ("expandable_segments:True", [
+        ("malloc", 0, 60 * MiB), ("stats",), ("free", 0), ("empty_cache",), ("stats",)]),
+    # max_split_size as the statistic reports it, for sizes past i64.
+    "max_split_size_2^43_mb": ("max_split_size_mb:8796093022208", [("malloc", 0, 4096), ("stats",)]),
+    "max_split_size_u64_max_mb": ("max_split_size_mb:18446744073709551615", [("malloc", 0, 4096), ("stats",)]),
+    # Longer mixes under each of PyTorch's configs.
+    "mixed_default": ("", mixed_steps(1, 300, SIZES)),
+    "mixed_expandable": ("expandable_segments:True", mixed_steps(2, 300, SIZES)),
+    "mixed_max_split_64": ("max_split_size_mb:64", mixed_steps(3, 300, SIZES)),
+    "mixed_roundup": ("roundup_power2_divisions:4", mixed_steps(4, 300, SIZES)),
+    "mixed_gc_fraction_0.5": ("garbage_collection_threshold:0.6", [("fraction", 0.5)] + mixed_steps(5, 300, SIZES)),
+    "mixed_max_split_128_roundup": ("max_split_size_mb:128,roundup_power2_divisions:[256:2,>:8]",
+                                    mixed_steps(6, 300, SIZES)),
+    "mixed_gc_fraction_0.3": ("garbage_collection_threshold:0.5", [("fraction", 0.3)] + mixed_steps(7, 300, SIZES)),
+    "mixed_expandable_max_split": ("expandable_segments:True,max_split_size_mb:40", mixed_steps(8, 300, SIZES)),
+    # Out of memory under a memory fraction: the retries and what was freed first.
+    "oom_under_fraction": ("", [
+        ("fraction", 0.01), ("malloc", 0, 300 * MiB), ("malloc", 1, 25 * MiB), ("free", 1), ("malloc", 2, 10 * MiB),
+        ("free", 2), ("malloc", 3, 1400 * MiB), ("stats",), ("malloc", 4, 1000 * MiB), ("stats",)]),
+    "oom_under_fraction_max_split": ("max_split_size_mb:20", [
+        ("fraction", 0.01), ("malloc", 0, 300 * MiB), ("free", 0), ("malloc", 1, 100 * MiB), ("free", 1),
+        ("malloc", 2, 30 * MiB), ("malloc", 3, 1200 * MiB), ("stats",), ("malloc", 4, 1300 * MiB), ("stats",)]),
+}
+
+
+def every_step(steps):
+    """`steps` with the statistics read after each one."""
+    return [x for step in steps for x in (step, ("stats",)) if step[0] != "stats" or x is step]
+
+
+def size_of(size, total):
+    if isinstance(size, (list, tuple)):
+        return int(total * size[1]) // 512 * 512
+    return size
+
+
+# ---- PyTorch's side ---------------------------------------------------------------------------
+
+def run_torch_scenario(name, detail):
+    import torch
+
+    _, steps = SCENARIOS[name]
+    steps = every_step(steps) if detail else steps
+    total = torch.cuda.mem_get_info()[1]
+    # The history gives where the device put each segment: best fit breaks ties by address,
+    # so the replay must put them there too.
+    torch.cuda.memory._record_memory_history(context=None, max_entries=1_000_000)
+    live, out = {}, []
+    for step in steps:
+        if step[0] == "malloc":
+            try:
+                live[step[1]] = torch.empty(size_of(step[2], total), dtype=torch.uint8, device="cuda")
+            except torch.OutOfMemoryError:
+                pass
+        elif step[0] == "free":
+            live.pop(step[1], None)
+        elif step[0] == "empty_cache":
+            torch.cuda.empty_cache()
+        elif step[0] == "fraction":
+            torch.cuda.set_per_process_memory_fraction(step[1])
+        elif step[0] == "stats":
+            torch.cuda.synchronize()
+            out.append(dict(torch.cuda.memory_stats()))
+    trace = torch.cuda.memory._snapshot()["device_traces"][torch.cuda.current_device()]
+    placements = [(e["addr"], e["size"]) for e in trace if e["action"] == "segment_alloc"]
+    print(json.dumps({"total": total, "stats": out, "torch": torch.__version__, "every_step": detail,
+                      "placements": placements}))
+
+
+def record_torch(path, names, detail):
+    results = {}
+    for name in names or SCENARIOS:
+        conf = SCENARIOS[name][0]
+        env = dict(os.environ, PYTORCH_CUDA_ALLOC_CONF=conf)
+        if not conf:
+            env.pop("PYTORCH_CUDA_ALLOC_CONF")
+        run = subprocess.run([sys.executable, __file__, "torch-scenario", name] + ["--every-step"] * detail, env=env,
+                             capture_output=True, text=True)
+        if run.returncode != 0:
+            results[name] = {"error": run.stderr.strip().splitlines()[-1:]}
+        else:
+            results[name] = json.loads(run.stdout.strip().splitlines()[-1])
+        print(name, "error" if "error" in results[name] else "ok", flush=True)
+    with open(path, "w") as fh:
+        json.dump(results, fh, indent=1, sort_keys=True)
+
+
+# ---- cachalot's side --------------------------------------------------------------------------
+
+def replay_cachalot(lib, name, total, detail=False, placements=()):
+    conf, steps = SCENARIOS[name]
+    steps = every_step(steps) if detail else steps
+    handle = lib.new_simulated(total, "policy:pytorch" + ("," + conf if conf else ""),
+                               [tuple(p) for p in placements])
+    lib.dll.cachalot_set_memory_fraction.argtypes = [ctypes.c_void_p, ctypes.c_double]
+    lib.dll.cachalot_empty_cache.argtypes = [ctypes.c_void_p]
+    live, out = {}, []
+    try:
+        for step in steps:
+            if step[0] == "malloc":
+                try:
+                    live[step[1]] = lib.malloc(handle, size_of(step[2], total))
+                except RuntimeError as e:
+                    if getattr(e, "status", None) != OOM_STATUS:
+                        raise
+            elif step[0] == "free":
+                if step[1] in live:
+                    lib.free(handle, live.pop(step[1]))
+            elif step[0] == "empty_cache":
+                lib.check("cachalot_empty_cache", lib.dll.cachalot_empty_cache(handle))
+            elif step[0] == "fraction":
+                lib.check("cachalot_set_memory_fraction", lib.dll.cachalot_set_memory_fraction(handle, step[1]))
+            elif step[0] == "stats":
+                out.append(lib.stats(handle))
+    finally:
+        lib.free_allocator(handle)
+    return out
+
+
+def differences(lib, recorded):
+    """(scenario, stats step, key, PyTorch's value, cachalot's value) for each statistic that
+    differs; a scenario PyTorch refused is skipped."""
+    found = []
+    for name, rec in sorted(recorded.items()):
+        if "error" in rec or name not in SCENARIOS:
+            continue
+        ours = replay_cachalot(lib, name, rec["total"], rec.get("every_step", False), rec.get("placements", ()))
+        for i, (theirs, mine) in enumerate(zip(rec["stats"], ours)):
+            for key in sorted(theirs):
+                if mine.get(key) != theirs[key]:
+                    found.append((name, i, key, theirs[key], mine.get(key)))
+    return found
+
+
+def main(argv):
+    if len(argv) >= 3 and argv[1] == "torch-scenario":
+        run_torch_scenario(argv[2], "--every-step" in argv)
+    elif len(argv) >= 3 and argv[1] == "torch":
+        names = [a for a in argv[3:] if a != "--every-step"]
+        unknown = [n for n in names if n not in SCENARIOS]
+        if unknown:
+            print(f"unknown scenarios: {unknown}; known: {list(SCENARIOS)}", file=sys.stderr)
+            return 2
+        record_torch(argv[2], names, "--every-step" in argv)
+    elif len(argv) == 3 and argv[1] == "cachalot":
+        sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+        import cachalot_torch
+
+        with open(argv[2]) as fh:
+            recorded = json.load(fh)
+        found = differences(cachalot_torch.load_library(), recorded)
+        for name, i, key, theirs, mine in found:
+            print(f"{name} stats #{i}: {key}: PyTorch {theirs}, cachalot {mine}")
+        print(f"{len(found)} statistics differ over {len(recorded)} scenarios")
+        return 1 if found else 0
+    else:
+        print(__doc__, file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
