@@ -493,3 +493,27 @@ fn usage_errors_exit_2_and_name_the_option() {
     let v = json(&cachalot(&["replay", "mixed_fc_conv", "--capacity", "1.5GiB", "--json", "--passes", "3"]));
     assert_eq!(v["capacity_bytes"], 3u64 << 29);
 }
+
+/// A snapshot's replay puts segments where the recorded run's driver put them, in every
+/// figure the tool gives: the report, the plot and `advise` make the same decisions.
+#[test]
+fn a_snapshot_replays_alike_in_the_report_the_plot_and_advise() {
+    let snapshot = traces().join("recorded/resnet50_train.policy_pytorch.snapshot.json.gz");
+    let s = snapshot.to_str().unwrap();
+    let dir = std::env::temp_dir().join(format!("cachalot-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let plot = dir.join("oom.svg");
+    let mut args = vec!["replay", s, "--capacity", "2GiB", "--config", "policy:pytorch", "--json"];
+    let report = json(&cachalot(&args));
+    args.extend(["--plot", plot.to_str().unwrap()]);
+    json(&cachalot(&args));
+    let ooms = report["ooms"].as_u64().unwrap();
+    let svg = std::fs::read_to_string(&plot).unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert!(svg.contains(&format!("{ooms} out-of-memory events")), "the plot's count differs from {ooms}");
+    let advice = json(&cachalot(&["advise", s, "--capacity", "2GiB", "--json"]));
+    let row = advice.as_array().unwrap().iter().find(|c| c["config"] == "policy:pytorch").expect("policy:pytorch row");
+    assert_eq!(row["ooms"].as_u64(), Some(ooms));
+    let calls = report["device_allocs"].as_u64().unwrap() + report["device_frees"].as_u64().unwrap();
+    assert_eq!(row["device_calls"].as_u64(), Some(calls));
+}

@@ -30,7 +30,7 @@ impl MetadataPeak {
 
 /// Replays `t` under `config` twice on one allocator, sampling after every operation.
 pub fn measure(t: &NamedTrace, config: &Config, capacity: u64) -> Result<MetadataPeak, String> {
-    let mut alloc = Allocator::new(SimDevice::new(capacity), config.clone());
+    let mut alloc = Allocator::new(SimDevice::for_replay(capacity, &t.trace), config.clone());
     let mut replayer = Replayer::new(t.trace.slots);
     let mut peak = MetadataPeak { blocks: 0, bytes: 0, fixed_bytes: 0 };
     let mut sample = |alloc: &Allocator<SimDevice>| {

@@ -70,7 +70,7 @@ pub fn evaluate(t: &NamedTrace, config: &str, capacity: u64) -> Result<Candidate
         Policy::PyTorch => "pytorch",
         Policy::Cachalot => "cachalot",
     };
-    let mut alloc = Allocator::new(SimDevice::new(capacity), conf);
+    let mut alloc = Allocator::new(SimDevice::for_replay(capacity, &t.trace), conf);
     let failed = |e: &dyn std::fmt::Display| format!("{}: {e}", t.name);
     let mut replayer = Replayer::new(t.trace.slots);
     let out = replayer.run_ops(&mut alloc, &t.trace.ops).map_err(|e| failed(&e))?;

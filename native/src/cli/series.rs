@@ -26,7 +26,7 @@ pub struct Series {
 
 /// Replays `t` under `config` and records its timeline.
 pub fn record(t: &NamedTrace, config: &Config, capacity: u64) -> Result<Series, String> {
-    let mut alloc = Allocator::new(SimDevice::new(capacity), config.clone());
+    let mut alloc = Allocator::new(SimDevice::for_replay(capacity, &t.trace), config.clone());
     let mut replayer = Replayer::new(t.trace.slots);
     let n = t.trace.ops.len().max(1);
     let per = n.div_ceil(BUCKETS);
