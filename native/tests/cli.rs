@@ -174,6 +174,14 @@ fn bad_input_gives_one_clear_message() {
     fails_with(&["replay", "--jsn"], "unknown option --jsn");
     fails_with(&["replay", "a", "b"], "unexpected argument 'b'");
     fails_with(&["frobnicate"], "unknown command");
+    fails_with(&["replay", "--config", "policy:pytorch", "--config", "policy:cachalot"], "compare takes several");
+    fails_with(&["replay", "--capacity=1GiB", "--capacity", "2GiB"], "option --capacity is given 2 times");
+    fails_with(&["advise", "--capacity", "2GiB", "--capacity", "3GiB"], "advise takes one");
+    fails_with(&["compare", "--passes", "3", "--passes=4"], "option --passes is given 2 times");
+    fails_with(&["--help", "extra"], "unknown command 'extra'");
+    fails_with(&["help", "replay", "x"], "help takes at most a command name (got 'x')");
+    fails_with(&["--version", "--json"], "--version takes no arguments (got '--json')");
+    assert!(cachalot(&["help", "replay"]).status.success());
     fails_with(&["replay", unknown.to_str().unwrap(), "--strict"], "1 free(s) of pointers the trace never allocated");
     // Without --strict, unknown frees are counted, reported on stderr, and skipped.
     let out = cachalot(&["replay", unknown.to_str().unwrap(), "--json", "--passes", "3"]);

@@ -67,9 +67,15 @@ impl Args {
         Ok(out)
     }
 
-    /// The last value of `--name`, if given.
+    /// The value of `--name`, if given; given twice, it is refused rather than one value
+    /// silently winning (two `--config`s belong to `compare`, not `replay`).
     pub fn value(&mut self, name: &str) -> Result<Option<String>, String> {
-        Ok(self.values(name)?.pop())
+        let mut values = self.values(name)?;
+        if values.len() > 1 {
+            let hint = if name == "config" { " (compare takes several)" } else { "" };
+            return Err(format!("option --{name} is given {} times; {} takes one{hint}", values.len(), self.command));
+        }
+        Ok(values.pop())
     }
 
     /// Finishes option parsing: anything left that starts with `-` is an option the command

@@ -84,16 +84,42 @@ const TOOL_OPTIONS: &[&str] = &["config", "capacity", "passes", "device", "json"
 pub fn main(argv: Vec<String>) -> Result<(), Failure> {
     let mut it = argv.into_iter();
     let command = it.next().ok_or_else(|| Failure::Usage("missing command".into()))?;
-    let mut args = Args::new(&command, TOOL_OPTIONS, it);
+    let rest: Vec<String> = it.collect();
+    let mut args = Args::new(&command, TOOL_OPTIONS, rest.clone());
     output::to_stdout(|out| match command.as_str() {
         "replay" | "compare" | "advise" if args.wants_help() => Ok(writeln!(out, "{USAGE}")?),
         "replay" => replay_cmd::run(&mut args, out),
         "compare" => compare_cmd::run(&mut args, out),
         "advise" => advise_cmd::run(&mut args, out),
-        "help" | "--help" | "-h" => Ok(writeln!(out, "{USAGE}")?),
-        "--version" | "version" => Ok(writeln!(out, "cachalot {}", env!("CARGO_PKG_VERSION"))?),
+        "help" | "--help" | "-h" => {
+            nothing_more(&command, &rest, true)?;
+            Ok(writeln!(out, "{USAGE}")?)
+        }
+        "--version" | "version" => {
+            nothing_more(&command, &rest, false)?;
+            Ok(writeln!(out, "cachalot {}", env!("CARGO_PKG_VERSION"))?)
+        }
         other => Err(Failure::Usage(format!("unknown command '{other}'"))),
     })
+}
+
+/// The commands `help` may name.
+const COMMANDS: &[&str] = &["replay", "compare", "advise"];
+
+/// Refuses arguments after `help` (but one command name) or `version`, so that a mistyped
+/// command line is not taken for a request for help.
+fn nothing_more(command: &str, rest: &[String], command_name_allowed: bool) -> Result<(), Failure> {
+    let skip = usize::from(command_name_allowed && rest.first().is_some_and(|c| COMMANDS.contains(&c.as_str())));
+    match rest.get(skip) {
+        None => Ok(()),
+        Some(extra) if command_name_allowed && skip == 0 && !extra.starts_with('-') => {
+            Err(Failure::Usage(format!("unknown command '{extra}' (commands: {})", COMMANDS.join(", "))))
+        }
+        Some(extra) => Err(Failure::Usage(format!(
+            "{command} takes {} (got '{extra}')",
+            if command_name_allowed { "at most a command name" } else { "no arguments" }
+        ))),
+    }
 }
 
 /// Reads `--capacity`: the simulated device's size in bytes.
