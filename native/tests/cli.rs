@@ -253,6 +253,20 @@ fn the_readme_out_of_memory_example_runs_out_of_memory_and_explains_it() {
     assert!(report.contains("when reserved memory peaked"), "--summary: {report}");
 }
 
+/// When no config avoids out of memory, `replay` says why as `advise` does: the trace needs
+/// more than the device, or it fits live but no config packs it.
+#[test]
+fn replay_tells_a_trace_too_large_from_one_no_config_packs() {
+    for (capacity, why) in [
+        ("1.3GiB", "the trace needs more memory than this capacity (it holds 1.36 GiB live at once)"),
+        ("1.36GiB", "none fits 1.36 GiB (the trace holds at most 1.36 GiB live at once)"),
+    ] {
+        let out = cachalot(&["replay", "mixed_fc_conv", "--capacity", capacity, "--passes", "3"]);
+        let report = text(&out.stdout);
+        assert!(report.contains(&format!("avoided by     no config tried: {why}")), "{capacity}: {report}");
+    }
+}
+
 #[test]
 fn compare_divides_pytorchs_reserved_by_pytorchs_requested_even_when_ours_ran_out() {
     let out =

@@ -10,7 +10,7 @@
 use super::args::Args;
 use super::output::Out;
 use super::run::human;
-use super::search::{as_pytorch_conf, candidates, quieter_than_best, search, Candidate, WARM_PASSES};
+use super::search::{as_pytorch_conf, candidates, quieter_than_best, search, why_none_fits, Candidate, WARM_PASSES};
 use super::{capacity_option, device_option, input, Failure};
 
 /// How much more peak reserved memory than the best a config may take to be named for
@@ -69,11 +69,7 @@ pub fn run(args: &mut Args, out: Out) -> Result<(), Failure> {
 
 /// Says that every config tried ran out of memory, and why, instead of recommending one.
 fn no_fit(out: Out, best: &Candidate, peak_requested: u64, capacity: u64) -> Result<(), Failure> {
-    let why = if peak_requested > capacity {
-        format!("the trace needs more memory than this capacity (it holds {} live at once)", human(peak_requested))
-    } else {
-        format!("none fits {} (the trace holds at most {} live at once)", human(capacity), human(peak_requested))
-    };
+    let why = why_none_fits(peak_requested, capacity);
     writeln!(
         out,
         "no config tried avoids out of memory: {why}; the fewest out-of-memory events, {}, under {}",

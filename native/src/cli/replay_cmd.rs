@@ -8,7 +8,7 @@ use super::args::Args;
 use super::output::Out;
 use super::plot_file::PlotFile;
 use super::run::{driver_calls, human, run as replay};
-use super::search::{candidates, search};
+use super::search::{candidates, search, why_none_fits};
 use super::{device_option, input, parse_user_configs, plot, run_options, series, Failure};
 
 /// Which config of `advise`'s search avoids out of memory on this trace at this capacity.
@@ -21,7 +21,7 @@ fn avoiding_config(t: &input::NamedTrace, failed: &str, capacity: u64) -> Result
             human(c.peak_reserved_bytes),
             failed
         ),
-        None => "avoided by     no config tried: the trace needs more memory than this capacity".to_string(),
+        None => format!("avoided by     no config tried: {}", why_none_fits(t.trace.peak_requested(), capacity)),
     })
 }
 

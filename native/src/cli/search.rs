@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use cachalot_core::{Allocator, Config, Policy, Replayer, SimDevice};
 
 use super::input::NamedTrace;
-use super::run::driver_calls;
+use super::run::{driver_calls, human};
 
 /// One candidate's figures.
 #[derive(Clone, Debug, serde::Serialize)]
@@ -161,4 +161,14 @@ pub fn as_pytorch_conf(config: &str) -> Option<String> {
     let rest = config.strip_prefix("policy:pytorch")?;
     let rest = rest.trim_start_matches(',');
     Some(rest.to_string())
+}
+
+/// Why no config tried avoids out of memory on a trace that holds at most `peak_requested`
+/// bytes live at once: it needs more than `capacity`, or it fits but no config packs it.
+pub fn why_none_fits(peak_requested: u64, capacity: u64) -> String {
+    if peak_requested > capacity {
+        format!("the trace needs more memory than this capacity (it holds {} live at once)", human(peak_requested))
+    } else {
+        format!("none fits {} (the trace holds at most {} live at once)", human(capacity), human(peak_requested))
+    }
 }
