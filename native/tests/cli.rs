@@ -539,3 +539,24 @@ fn a_snapshot_replays_alike_in_the_report_the_plot_and_advise() {
     let calls = report["device_allocs"].as_u64().unwrap() + report["device_frees"].as_u64().unwrap();
     assert_eq!(row["device_calls"].as_u64(), Some(calls));
 }
+
+/// A folder named like a built-in trace does not hide it; a file of that name is read instead.
+#[test]
+fn a_folder_named_like_a_built_in_trace_does_not_hide_it() {
+    let dir = std::env::temp_dir().join(format!("cachalot-named-{}", std::process::id()));
+    std::fs::create_dir_all(dir.join("mixed_fc_conv")).unwrap();
+    let run = |dir: &PathBuf| {
+        Command::new(env!("CARGO_BIN_EXE_cachalot"))
+            .args(["replay", "mixed_fc_conv", "--json", "--passes", "3"])
+            .current_dir(dir)
+            .output()
+            .unwrap()
+    };
+    assert_eq!(json(&run(&dir))["trace"], "mixed_fc_conv.csv.gz");
+    std::fs::remove_dir(dir.join("mixed_fc_conv")).unwrap();
+    std::fs::write(dir.join("mixed_fc_conv"), "Thread,Time,Action,Pointer,Size,Stream\n0,1,allocate,0x10,4096,0x0\n")
+        .unwrap();
+    let v = json(&run(&dir));
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert_eq!((v["trace"].as_str(), v["peak_requested_bytes"].as_u64()), (Some("mixed_fc_conv"), Some(4096)));
+}

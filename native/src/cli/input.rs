@@ -51,7 +51,9 @@ pub fn load(spec: Option<&str>, device: Option<usize>) -> Result<NamedTrace, Str
     let (name, text) = if let Some((n, bytes)) = EMBEDDED
         .iter()
         .find(|(n, _)| *n == spec || n.strip_suffix(".csv.gz") == Some(spec))
-        .filter(|_| !Path::new(spec).exists())
+        // A file of that name wins; a folder of that name (a project's own `gpt2_train/`)
+        // does not hide the built-in trace.
+        .filter(|_| !Path::new(spec).is_file())
     {
         (n.to_string(), decode(bytes, n)?)
     } else {
