@@ -335,9 +335,9 @@ fn without_bom(text: &str) -> &str {
     text.strip_prefix('\u{feff}').unwrap_or(text)
 }
 
-/// True for a PyTorch snapshot (JSON), false for an RMM CSV.
+/// True for JSON (a PyTorch snapshot, or a list that is not one), false for an RMM CSV.
 fn is_snapshot(text: &str) -> bool {
-    text.trim_start().starts_with('{')
+    text.trim_start().starts_with(['{', '['])
 }
 
 fn json(text: &str) -> Result<serde_json::Value, TraceError> {
@@ -346,6 +346,11 @@ fn json(text: &str) -> Result<serde_json::Value, TraceError> {
 
 /// A snapshot's `device_traces`, each checked to be a list.
 fn snapshot_lists(v: &serde_json::Value) -> Result<&[serde_json::Value], TraceError> {
+    if v.is_array() {
+        let message = "a JSON list, not a PyTorch memory snapshot (an object with 'device_traces', as \
+                       torch.cuda.memory._snapshot() returns)";
+        return Err(error(0, message));
+    }
     let lists = v
         .get("device_traces")
         .and_then(|t| t.as_array())
@@ -509,6 +514,11 @@ mod tests {
         assert_eq!(t.segment_placements, [(0, 2097152)]);
         assert!(parse_trace("{\"segments\": []}").unwrap_err().message.contains("device_traces"));
         assert!(parse_trace("{not json").is_err());
+        // A bare list (the device_traces alone, say) is named as JSON, not as a CSV header.
+        for list in ["[]", " [[{\"action\": \"alloc\"}]]"] {
+            let e = parse_trace(list).unwrap_err();
+            assert!(e.message.contains("a JSON list, not a PyTorch memory snapshot"), "{list}: {}", e.message);
+        }
     }
 
     /// Two GPUs' events read as one device's doubled their memory (the browser demo read
