@@ -13,13 +13,26 @@ use cachalot_core::{parse_device_trace, Trace, TraceErrorKind};
 pub fn decode(bytes: &[u8], what: &str) -> Result<String, String> {
     if bytes.starts_with(&[0x1f, 0x8b]) {
         let mut text = String::new();
-        flate2::read::MultiGzDecoder::new(bytes)
-            .read_to_string(&mut text)
-            .map_err(|e| format!("{what}: cannot decompress: {e}"))?;
+        if let Err(e) = flate2::read::MultiGzDecoder::new(bytes).read_to_string(&mut text) {
+            return Err(match trailing_bytes(bytes) {
+                Some(n) => format!(
+                    "{what}: cannot decompress: {n} bytes after the end of the gzip data are not gzip (something appended to the file?)"
+                ),
+                None => format!("{what}: cannot decompress: {e}"),
+            });
+        }
         Ok(text)
     } else {
         String::from_utf8(bytes.to_vec()).map_err(|_| format!("{what}: not UTF-8 text (nor gzip)"))
     }
+}
+
+/// Bytes left after the first gzip member of `bytes`, when that member decodes whole and
+/// something follows it: a file with data appended after its gzip stream.
+fn trailing_bytes(bytes: &[u8]) -> Option<usize> {
+    let mut first = flate2::bufread::GzDecoder::new(bytes);
+    first.read_to_end(&mut Vec::new()).ok()?;
+    Some(first.into_inner().len()).filter(|&n| n > 0)
 }
 
 /// Reads and parses the trace at `path`: of a snapshot of several GPUs, `device`'s events,

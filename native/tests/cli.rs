@@ -165,6 +165,15 @@ fn bad_input_gives_one_clear_message() {
     fails_with(&["replay", "/no/such/trace.csv"], "cannot read trace '/no/such/trace.csv'");
     fails_with(&["replay", malformed.to_str().unwrap()], "line 2: bad size 'lots'");
     fails_with(&["replay", binary.to_str().unwrap()], "cannot decompress");
+    let appended = dir.join("appended.csv.gz");
+    let mut bytes = std::fs::read(traces().join("mixed_fc_conv.csv.gz")).unwrap();
+    bytes.extend(b"garbage\n");
+    std::fs::write(&appended, bytes).unwrap();
+    fails_with(&["replay", appended.to_str().unwrap()], "8 bytes after the end of the gzip data are not gzip");
+    let truncated = dir.join("truncated.csv.gz");
+    let bytes = std::fs::read(traces().join("mixed_fc_conv.csv.gz")).unwrap();
+    std::fs::write(&truncated, &bytes[..bytes.len() / 2]).unwrap();
+    fails_with(&["replay", truncated.to_str().unwrap()], "cannot decompress: incomplete deflate stream");
     fails_with(&["replay", "--config", "max_split_size_mb:5"], "max_split_size_mb");
     fails_with(&["replay", "--config", "colour:blue"], "unknown key");
     fails_with(&["replay", "--capacity", "1MiB"], "capacity");
