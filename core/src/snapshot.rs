@@ -137,10 +137,13 @@ impl<D: Device> Allocator<D> {
                     seg.active_size += c.size;
                     seg.requested_size += c.requested();
                 }
+                // A cached block's field holds its cache stamp, not bytes: PyTorch reports
+                // the stale size of the block's last allocation there, which is not kept.
+                let requested_size = if c.state == BlockState::Free { 0 } else { c.requested() };
                 seg.blocks.push(BlockInfo {
                     address: c.addr,
                     size: c.size,
-                    requested_size: c.requested(),
+                    requested_size,
                     state: state.into(),
                     frames: Vec::new(),
                 });

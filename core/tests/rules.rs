@@ -185,6 +185,28 @@ fn freed_blocks_merge_with_free_neighbours() {
     checked(&a);
 }
 
+/// A cached block's snapshot entry reports no requested bytes: the field the block keeps them
+/// in holds its cache stamp while cached (garbage collection's age), which leaked into
+/// snapshots as a size.
+#[test]
+fn a_cached_block_reports_no_requested_bytes_in_snapshots() {
+    let mut a = alloc_with("garbage_collection_threshold:0.5", GIB);
+    a.set_memory_fraction(0.9).unwrap();
+    let x = a.malloc(30 * MIB, 0).unwrap();
+    for _ in 0..3 {
+        let y = a.malloc(50 * MIB, 0).unwrap(); // lookups that age the cached blocks
+        a.free(y).unwrap();
+    }
+    a.free(x).unwrap();
+    let _z = a.malloc(60 * MIB, 0).unwrap();
+    let blocks: Vec<_> = a.segments(0).into_iter().flat_map(|s| s.blocks).collect();
+    assert!(blocks.iter().any(|b| b.state == "inactive"));
+    for b in blocks.iter().filter(|b| b.state == "inactive") {
+        assert_eq!(b.requested_size, 0, "{b:?}");
+    }
+    checked(&a);
+}
+
 #[test]
 fn record_stream_delays_reuse_until_the_stream_finishes() {
     let mut a = pytorch();
