@@ -6,18 +6,20 @@ fraction, read the statistics). Two halves:
   python3 native/gpu/stats_parity.py torch OUT.json [--every-step] [SCENARIO ...]
       on a GPU with PyTorch: runs every scenario (or those named) through PyTorch's own
       caching allocator, each in a process of its own (PYTORCH_CUDA_ALLOC_CONF is read once),
-      and writes the 122 statistics read at each `stats` step (after every step with
-      --every-step), the GPU's total memory and where it put each segment;
+      and writes the 122 statistics, memory_summary() and the snapshot's segments read at
+      each `stats` step (after every step with --every-step), the GPU's total memory and
+      where it put each segment;
   python3 native/gpu/stats_parity.py cachalot IN.json
       anywhere: replays the same steps on cachalot's simulated allocator (C ABI,
       `policy:pytorch` plus the scenario's config, the GPU's total memory as capacity, each
       segment where the GPU put PyTorch's: best fit breaks ties by address) and prints every
       statistic that differs; exit status 1 if any does.
 
-The recorded figures of one H200 run are kept in `native/gpu/results/stats_parity_h200.json`,
+The recorded figures of one H200 run are kept in `native/gpu/results/stats_parity_h200.json.gz`,
 so `make python-test` compares cachalot with them on every run.
 """
 import ctypes
+import gzip
 import json
 import os
 import random
@@ -92,6 +94,27 @@ def every_step(steps):
     return [x for step in steps for x in (step, ("stats",)) if step[0] != "stats" or x is step]
 
 
+def segment_layout(segments):
+    """A snapshot's segments as comparable lists: type, size, whether expandable, and each
+    block's size, requested size and state, in address order (addresses themselves are left
+    out: expandable segments' ranges are reserved wherever the driver has room)."""
+    ordered = sorted(segments, key=lambda s: s["address"])
+    return [[s["segment_type"], s["total_size"], s["is_expandable"],
+             [[b["size"], b["requested_size"], b["state"]] for b in s["blocks"]]] for s in ordered]
+
+
+def comparable(layout):
+    """`layout` without the requested bytes of inactive blocks: PyTorch reports the stale size
+    of a cached block's last allocation there, which cachalot does not keep (it reports 0)."""
+    return [[*seg[:3], [[size, 0 if state == "inactive" else req, state] for size, req, state in seg[3]]]
+            for seg in layout]
+
+
+def summary_lines(text):
+    """memory_summary()'s lines, the title (which names the allocator) left out."""
+    return [line for line in text.splitlines() if "memory summary, device ID" not in line]
+
+
 def size_of(size, total):
     if isinstance(size, (list, tuple)):
         return int(total * size[1]) // 512 * 512
@@ -109,7 +132,7 @@ def run_torch_scenario(name, detail):
     # The history gives where the device put each segment: best fit breaks ties by address,
     # so the replay must put them there too.
     torch.cuda.memory._record_memory_history(context=None, max_entries=1_000_000)
-    live, out = {}, []
+    live, out, summaries, layouts = {}, [], [], []
     for step in steps:
         if step[0] == "malloc":
             try:
@@ -125,10 +148,12 @@ def run_torch_scenario(name, detail):
         elif step[0] == "stats":
             torch.cuda.synchronize()
             out.append(dict(torch.cuda.memory_stats()))
+            summaries.append(torch.cuda.memory_summary())
+            layouts.append(segment_layout(torch.cuda.memory._snapshot()["segments"]))
     trace = torch.cuda.memory._snapshot()["device_traces"][torch.cuda.current_device()]
     placements = [(e["addr"], e["size"]) for e in trace if e["action"] == "segment_alloc"]
     print(json.dumps({"total": total, "stats": out, "torch": torch.__version__, "every_step": detail,
-                      "placements": placements}))
+                      "placements": placements, "summaries": summaries, "layouts": layouts}))
 
 
 def record_torch(path, names, detail):
@@ -145,8 +170,8 @@ def record_torch(path, names, detail):
         else:
             results[name] = json.loads(run.stdout.strip().splitlines()[-1])
         print(name, "error" if "error" in results[name] else "ok", flush=True)
-    with open(path, "w") as fh:
-        json.dump(results, fh, indent=1, sort_keys=True)
+    with (gzip.open if path.endswith(".gz") else open)(path, "wt") as fh:
+        json.dump(results, fh, sort_keys=True)
 
 
 # ---- cachalot's side --------------------------------------------------------------------------
@@ -158,7 +183,7 @@ def replay_cachalot(lib, name, total, detail=False, placements=()):
                                [tuple(p) for p in placements])
     lib.dll.cachalot_set_memory_fraction.argtypes = [ctypes.c_void_p, ctypes.c_double]
     lib.dll.cachalot_empty_cache.argtypes = [ctypes.c_void_p]
-    live, out = {}, []
+    live, out, summaries, layouts = {}, [], [], []
     try:
         for step in steps:
             if step[0] == "malloc":
@@ -176,23 +201,46 @@ def replay_cachalot(lib, name, total, detail=False, placements=()):
                 lib.check("cachalot_set_memory_fraction", lib.dll.cachalot_set_memory_fraction(handle, step[1]))
             elif step[0] == "stats":
                 out.append(lib.stats(handle))
+                summaries.append(lib.summary(handle))
+                layouts.append(segment_layout(lib.snapshot(handle)["segments"]))
     finally:
         lib.free_allocator(handle)
-    return out
+    return out, summaries, layouts
+
+
+def load(path):
+    """Recorded figures, from a file written by the `torch` half (gzipped if named .gz)."""
+    with (gzip.open if path.endswith(".gz") else open)(path, "rt") as fh:
+        return json.load(fh)
 
 
 def differences(lib, recorded):
     """(scenario, stats step, key, PyTorch's value, cachalot's value) for each statistic that
-    differs; a scenario PyTorch refused is skipped."""
+    differs, then the first differing line of each memory_summary and each differing layout of
+    the snapshot's segments, all read at the same steps; a scenario PyTorch refused is skipped."""
     found = []
     for name, rec in sorted(recorded.items()):
         if "error" in rec or name not in SCENARIOS:
             continue
-        ours = replay_cachalot(lib, name, rec["total"], rec.get("every_step", False), rec.get("placements", ()))
+        ours, summaries, layouts = replay_cachalot(lib, name, rec["total"], rec.get("every_step", False),
+                                                    rec.get("placements", ()))
         for i, (theirs, mine) in enumerate(zip(rec["stats"], ours)):
             for key in sorted(theirs):
                 if mine.get(key) != theirs[key]:
                     found.append((name, i, key, theirs[key], mine.get(key)))
+        for i, (theirs, mine) in enumerate(zip(rec.get("summaries", []), summaries)):
+            for j, (a, b) in enumerate(zip(summary_lines(theirs), summary_lines(mine))):
+                if a != b:
+                    found.append((name, i, f"memory_summary line {j}", a, b))
+                    break
+            else:
+                if len(summary_lines(theirs)) != len(summary_lines(mine)):
+                    found.append((name, i, "memory_summary lines", len(summary_lines(theirs)),
+                                  len(summary_lines(mine))))
+        for i, (theirs, mine) in enumerate(zip(rec.get("layouts", []), layouts)):
+            theirs, mine = comparable(theirs), comparable(mine)
+            if theirs != mine:
+                found.append((name, i, "snapshot segments", theirs, mine))
     return found
 
 
@@ -210,12 +258,12 @@ def main(argv):
         sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
         import cachalot_torch
 
-        with open(argv[2]) as fh:
-            recorded = json.load(fh)
+        recorded = load(argv[2])
         found = differences(cachalot_torch.load_library(), recorded)
         for name, i, key, theirs, mine in found:
-            print(f"{name} stats #{i}: {key}: PyTorch {theirs}, cachalot {mine}")
-        print(f"{len(found)} statistics differ over {len(recorded)} scenarios")
+            print(f"{name} reading #{i}: {key}: PyTorch {theirs}, cachalot {mine}")
+        print(f"{len(found)} differences (statistics, memory_summary lines, snapshot segments) over "
+              f"{len(recorded)} scenarios")
         return 1 if found else 0
     else:
         print(__doc__, file=sys.stderr)

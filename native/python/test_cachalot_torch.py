@@ -135,16 +135,18 @@ class Readers(unittest.TestCase):
     def test_statistics_equal_pytorchs_own_recorded_on_an_h200(self):
         """native/gpu/stats_parity.py's scenarios (mixes under each config, garbage collection,
         a memory fraction, out of memory, expandable segments), with PyTorch 2.11's figures
-        recorded on an H200: all 122 statistics at every reading equal cachalot's under
-        policy:pytorch, its segments placed where the GPU put PyTorch's."""
-        with open(os.path.join(ROOT, "native", "gpu", "results", "stats_parity_h200.json")) as fh:
-            recorded = json.load(fh)
+        recorded on an H200: at every reading all 122 statistics, memory_summary() line by line
+        and the snapshot's segments equal cachalot's under policy:pytorch, its segments placed
+        where the GPU put PyTorch's."""
+        recorded = stats_parity.load(os.path.join(ROOT, "native", "gpu", "results", "stats_parity_h200.json.gz"))
         self.assertEqual(set(recorded), set(stats_parity.SCENARIOS), "every scenario recorded")
         self.assertTrue(all(r["torch"].startswith("2.11") for r in recorded.values()))
         readings = sum(len(r["stats"]) for r in recorded.values())
         self.assertGreater(readings, 70)
         found = stats_parity.differences(self.lib, recorded)
-        self.assertEqual(found[:10], [], f"{len(found)} statistics differ from PyTorch's")
+        self.assertEqual(found[:10], [], f"{len(found)} figures differ from PyTorch's")
+        self.assertTrue(all(len(r["summaries"]) == len(r["layouts"]) == len(r["stats"]) for r in recorded.values()),
+                        "each reading has its summary and segments")
 
     def test_stats_have_pytorchs_keys_in_its_order(self):
         h = self.lib.new_simulated(GiB, "policy:pytorch,max_split_size_mb:20")
