@@ -1,7 +1,8 @@
 """PyTorch's own statistics beside cachalot's, for short scripted scenarios.
 
-Each scenario is a config and a list of steps (allocate, free, empty the cache, set the memory
-fraction, read the statistics). Two halves:
+Each scenario is a config and a list of steps (allocate on the default or a side stream, use
+a block on the side stream, wait for the GPU, free, empty the cache, set the memory fraction,
+read the statistics). Two halves:
 
   python3 native/gpu/stats_parity.py torch OUT.json [--every-step] [SCENARIO ...]
       on a GPU with PyTorch: runs every scenario (or those named) through PyTorch's own
@@ -28,6 +29,7 @@ import sys
 
 MiB = 1 << 20
 OOM_STATUS = "CACHALOT_STATUS_OUT_OF_MEMORY"
+SIDE_STREAM = 0x5EED  # the simulated device's handle for the side stream (any but 0)
 
 
 def mixed_steps(seed, count, sizes):
@@ -46,6 +48,34 @@ def mixed_steps(seed, count, sizes):
         if i % 50 == 49:
             steps.append(("stats",))
     steps += [("free", k) for k in live] + [("stats",), ("empty_cache",), ("stats",)]
+    return steps
+
+
+def stream_steps(seed, count, sizes):
+    """Allocations on the default stream and a side stream, blocks of the default stream used
+    on the side stream too (`record_stream`), frees; every allocation waits for the GPU first,
+    so the events a free records have completed when the allocation looks at them, on the GPU
+    as on the simulated device."""
+    rng = random.Random(seed)
+    steps, live, next_id = [], [], 0
+    for i in range(count):
+        r = rng.random()
+        if live and r < 0.4:
+            steps.append(("free", live.pop(rng.randrange(len(live)))[0]))
+        elif live and r < 0.55:
+            mine = [k for k, side in live if not side]
+            if mine:
+                steps.append(("record", rng.choice(mine)))
+        else:
+            side = rng.random() < 0.4
+            steps += [("sync",), ("malloc", next_id, rng.choice(sizes)) + (("side",) if side else ())]
+            live.append((next_id, side))
+            next_id += 1
+        if i % 40 == 39:
+            steps.append(("stats",))
+        if i % 113 == 112:
+            steps.append(("empty_cache",))
+    steps += [("free", k) for k, _ in live] + [("stats",), ("sync",), ("empty_cache",), ("stats",)]
     return steps
 
 
@@ -79,6 +109,13 @@ SCENARIOS = {
                                     mixed_steps(6, 300, SIZES)),
     "mixed_gc_fraction_0.3": ("garbage_collection_threshold:0.5", [("fraction", 0.3)] + mixed_steps(7, 300, SIZES)),
     "mixed_expandable_max_split": ("expandable_segments:True,max_split_size_mb:40", mixed_steps(8, 300, SIZES)),
+    # A side stream, and blocks used on it (record_stream): frees wait for its events.
+    "record_stream_one_block": ("", [
+        ("malloc", 0, 10 * MiB), ("record", 0), ("malloc", 1, 3 * MiB, "side"), ("stats",), ("free", 0), ("stats",),
+        ("sync",), ("malloc", 2, 10 * MiB), ("stats",), ("free", 1), ("free", 2), ("empty_cache",), ("stats",)]),
+    "mixed_streams": ("", stream_steps(9, 300, SIZES)),
+    "mixed_streams_max_split": ("max_split_size_mb:64", stream_steps(10, 300, SIZES)),
+    "mixed_streams_expandable": ("expandable_segments:True", stream_steps(11, 300, SIZES)),
     # Out of memory under a memory fraction: the retries and what was freed first.
     "oom_under_fraction": ("", [
         ("fraction", 0.01), ("malloc", 0, 300 * MiB), ("malloc", 1, 25 * MiB), ("free", 1), ("malloc", 2, 10 * MiB),
@@ -133,12 +170,19 @@ def run_torch_scenario(name, detail):
     # so the replay must put them there too.
     torch.cuda.memory._record_memory_history(context=None, max_entries=1_000_000)
     live, out, summaries, layouts = {}, [], [], []
+    side = torch.cuda.Stream()
     for step in steps:
         if step[0] == "malloc":
+            stream = side if step[3:] == ("side",) else torch.cuda.current_stream()
             try:
-                live[step[1]] = torch.empty(size_of(step[2], total), dtype=torch.uint8, device="cuda")
+                with torch.cuda.stream(stream):
+                    live[step[1]] = torch.empty(size_of(step[2], total), dtype=torch.uint8, device="cuda")
             except torch.OutOfMemoryError:
                 pass
+        elif step[0] == "record":
+            live[step[1]].record_stream(side)
+        elif step[0] == "sync":
+            torch.cuda.synchronize()
         elif step[0] == "free":
             live.pop(step[1], None)
         elif step[0] == "empty_cache":
@@ -183,12 +227,18 @@ def replay_cachalot(lib, name, total, detail=False, placements=()):
                                [tuple(p) for p in placements])
     lib.dll.cachalot_set_memory_fraction.argtypes = [ctypes.c_void_p, ctypes.c_double]
     lib.dll.cachalot_empty_cache.argtypes = [ctypes.c_void_p]
+    lib.dll.cachalot_record_stream.argtypes = [ctypes.c_void_p] * 3
     live, out, summaries, layouts = {}, [], [], []
     try:
         for step in steps:
-            if step[0] == "malloc":
+            if step[0] == "sync":
+                pass  # the simulated device's events complete as soon as they are asked about
+            elif step[0] == "record":
+                lib.check("cachalot_record_stream", lib.dll.cachalot_record_stream(handle, live[step[1]], SIDE_STREAM))
+            elif step[0] == "malloc":
+                stream = SIDE_STREAM if step[3:] == ("side",) else 0
                 try:
-                    live[step[1]] = lib.malloc(handle, size_of(step[2], total))
+                    live[step[1]] = lib.malloc(handle, size_of(step[2], total), stream)
                 except RuntimeError as e:
                     if getattr(e, "status", None) != OOM_STATUS:
                         raise
