@@ -8,8 +8,8 @@ read the statistics). Two halves:
       on a GPU with PyTorch: runs every scenario (or those named) through PyTorch's own
       caching allocator, each in a process of its own (PYTORCH_CUDA_ALLOC_CONF is read once),
       and writes the 122 statistics, memory_summary() and the snapshot's segments read at
-      each `stats` step (after every step with --every-step), the GPU's total memory and
-      where it put each segment;
+      each `stats` step (after every step with --every-step), the memory history (actions,
+      sizes, streams, addresses), the GPU's total memory and where it put each segment;
   python3 native/gpu/stats_parity.py cachalot IN.json
       anywhere: replays the same steps on cachalot's simulated allocator (C ABI,
       `policy:pytorch` plus the scenario's config, the GPU's total memory as capacity, each
@@ -140,6 +140,22 @@ def segment_layout(segments):
              [[b["size"], b["requested_size"], b["state"]] for b in s["blocks"]]] for s in ordered]
 
 
+def history_of(trace):
+    """A memory history's entries as (action, size, stream, address): streams numbered by first
+    appearance (their handles differ), addresses kept only for classic segments (an
+    expandable segment's range lies wherever the driver had room)."""
+    streams = {}
+    out = []
+    for e in trace:
+        stream = streams.setdefault(e["stream"], len(streams))
+        # An out-of-memory entry gives the device's free bytes (PyTorch names them
+        # device_free), which the driver's own use makes differ from the simulated device's.
+        out.append([e["action"], e["size"], stream, None if e["action"] == "oom" else e["addr"]])
+    if any(a in ("segment_map", "segment_unmap") for a, *_ in out):
+        out = [[a, size, stream, None] for a, size, stream, _ in out]
+    return out
+
+
 def comparable(layout):
     """`layout` without the requested bytes of inactive blocks: PyTorch reports the stale size
     of a cached block's last allocation there, which cachalot does not keep (it reports 0)."""
@@ -197,7 +213,8 @@ def run_torch_scenario(name, detail):
     trace = torch.cuda.memory._snapshot()["device_traces"][torch.cuda.current_device()]
     placements = [(e["addr"], e["size"]) for e in trace if e["action"] == "segment_alloc"]
     print(json.dumps({"total": total, "stats": out, "torch": torch.__version__, "every_step": detail,
-                      "placements": placements, "summaries": summaries, "layouts": layouts}))
+                      "placements": placements, "summaries": summaries, "layouts": layouts,
+                      "history": history_of(trace)}))
 
 
 def record_torch(path, names, detail):
@@ -223,7 +240,7 @@ def record_torch(path, names, detail):
 def replay_cachalot(lib, name, total, detail=False, placements=()):
     conf, steps = SCENARIOS[name]
     steps = every_step(steps) if detail else steps
-    handle = lib.new_simulated(total, "policy:pytorch" + ("," + conf if conf else ""),
+    handle = lib.new_simulated(total, "policy:pytorch,record_history:1000000" + ("," + conf if conf else ""),
                                [tuple(p) for p in placements])
     lib.dll.cachalot_set_memory_fraction.argtypes = [ctypes.c_void_p, ctypes.c_double]
     lib.dll.cachalot_empty_cache.argtypes = [ctypes.c_void_p]
@@ -253,9 +270,10 @@ def replay_cachalot(lib, name, total, detail=False, placements=()):
                 out.append(lib.stats(handle))
                 summaries.append(lib.summary(handle))
                 layouts.append(segment_layout(lib.snapshot(handle)["segments"]))
+        history = history_of(lib.snapshot(handle)["device_traces"][0])
     finally:
         lib.free_allocator(handle)
-    return out, summaries, layouts
+    return out, summaries, layouts, history
 
 
 def load(path):
@@ -272,7 +290,7 @@ def differences(lib, recorded):
     for name, rec in sorted(recorded.items()):
         if "error" in rec or name not in SCENARIOS:
             continue
-        ours, summaries, layouts = replay_cachalot(lib, name, rec["total"], rec.get("every_step", False),
+        ours, summaries, layouts, history = replay_cachalot(lib, name, rec["total"], rec.get("every_step", False),
                                                     rec.get("placements", ()))
         for i, (theirs, mine) in enumerate(zip(rec["stats"], ours)):
             for key in sorted(theirs):
@@ -291,6 +309,14 @@ def differences(lib, recorded):
             theirs, mine = comparable(theirs), comparable(mine)
             if theirs != mine:
                 found.append((name, i, "snapshot segments", theirs, mine))
+        if "history" in rec:
+            # PyTorch notes each snapshot taken (each reading here) in its history.
+            theirs = [h for h in rec["history"] if h[0] != "snapshot"]
+            first = next((j for j, (a, b) in enumerate(zip(theirs, history)) if a != b), None)
+            if first is not None:
+                found.append((name, first, "history entry", theirs[first], history[first]))
+            elif len(theirs) != len(history):
+                found.append((name, -1, "history entries", len(theirs), len(history)))
     return found
 
 
@@ -312,7 +338,7 @@ def main(argv):
         found = differences(cachalot_torch.load_library(), recorded)
         for name, i, key, theirs, mine in found:
             print(f"{name} reading #{i}: {key}: PyTorch {theirs}, cachalot {mine}")
-        print(f"{len(found)} differences (statistics, memory_summary lines, snapshot segments) over "
+        print(f"{len(found)} differences (statistics, memory_summary lines, snapshot segments, history) over "
               f"{len(recorded)} scenarios")
         return 1 if found else 0
     else:

@@ -136,8 +136,8 @@ class Readers(unittest.TestCase):
         """native/gpu/stats_parity.py's scenarios (mixes under each config, garbage collection,
         a memory fraction, out of memory, expandable segments), with PyTorch 2.11's figures
         recorded on an H200: at every reading all 122 statistics, memory_summary() line by line
-        and the snapshot's segments equal cachalot's under policy:pytorch, its segments placed
-        where the GPU put PyTorch's."""
+        and the snapshot's segments, and the whole memory history, equal cachalot's under
+        policy:pytorch, its segments placed where the GPU put PyTorch's."""
         recorded = stats_parity.load(os.path.join(ROOT, "native", "gpu", "results", "stats_parity_h200.json.gz"))
         self.assertEqual(set(recorded), set(stats_parity.SCENARIOS), "every scenario recorded")
         self.assertTrue(all(r["torch"].startswith("2.11") for r in recorded.values()))
@@ -147,6 +147,7 @@ class Readers(unittest.TestCase):
         self.assertEqual(found[:10], [], f"{len(found)} figures differ from PyTorch's")
         self.assertTrue(all(len(r["summaries"]) == len(r["layouts"]) == len(r["stats"]) for r in recorded.values()),
                         "each reading has its summary and segments")
+        self.assertGreater(sum(len(r["history"]) for r in recorded.values()), 5000)
 
     def test_stats_have_pytorchs_keys_in_its_order(self):
         h = self.lib.new_simulated(GiB, "policy:pytorch,max_split_size_mb:20")
