@@ -80,6 +80,7 @@ def stream_steps(seed, count, sizes):
 
 
 SIZES = [512, 1000, 4096, MiB - 1, MiB, 3 * MiB // 2, 3 * MiB, 10 * MiB, 25 * MiB, 100 * MiB, 300 * MiB]
+LARGE_SIZES = SIZES + [600 * MiB, 1000 * MiB, 1500 * MiB]
 
 # Sizes written as ("T", f) are f times the GPU's total memory, rounded down to 512 bytes.
 SCENARIOS = {
@@ -116,6 +117,15 @@ SCENARIOS = {
     "mixed_streams": ("", stream_steps(9, 300, SIZES)),
     "mixed_streams_max_split": ("max_split_size_mb:64", stream_steps(10, 300, SIZES)),
     "mixed_streams_expandable": ("expandable_segments:True", stream_steps(11, 300, SIZES)),
+    "mixed_max_non_split_rounding": ("max_split_size_mb:64,max_non_split_rounding_mb:128", mixed_steps(12, 300, SIZES)),
+    "mixed_expandable_roundup_gc": ("expandable_segments:True,roundup_power2_divisions:[128:4,>:2],"
+                                    "garbage_collection_threshold:0.5",
+                                    [("fraction", 0.4)] + mixed_steps(13, 300, SIZES)),
+    # Many out-of-memory events: a memory fraction of about 3 GB and requests up to 1.5 GB.
+    "mixed_out_of_memory": ("", [("fraction", 0.02)] + mixed_steps(14, 300, LARGE_SIZES)),
+    "mixed_out_of_memory_max_split": ("max_split_size_mb:100", [("fraction", 0.02)] + mixed_steps(15, 300, LARGE_SIZES)),
+    "mixed_out_of_memory_expandable": ("expandable_segments:True",
+                                       [("fraction", 0.02)] + mixed_steps(16, 300, LARGE_SIZES)),
     # Out of memory under a memory fraction: the retries and what was freed first.
     "oom_under_fraction": ("", [
         ("fraction", 0.01), ("malloc", 0, 300 * MiB), ("malloc", 1, 25 * MiB), ("free", 1), ("malloc", 2, 10 * MiB),
