@@ -9,7 +9,8 @@
 //! request) plus the page slack moving has earned (`page_slack`, 1% by default), from idle
 //! chunks — chunks mapped wholly inside free blocks elsewhere, moved here, largest first,
 //! their old mapping left in place as a ghost (`vrange.rs`), so that moving one back costs
-//! no driver call — and last from new chunks beyond that peak. So peak
+//! no driver call — and last from new chunks beyond that peak (after returning an idle chunk
+//! too large for the span's room, when that is all that is idle). So peak
 //! reserved memory stays near the peak of pages in use, and each span costs a handful of
 //! driver calls, not one per page. A request served from a cached block that touches live
 //! memory only at its back takes that back, so the block's idle chunks stay free to move.
@@ -278,6 +279,7 @@ impl<D: Device> Allocator<D> {
         got: &mut Vec<Chunk>,
     ) -> Result<bool, AllocError> {
         let have = |got: &Vec<Chunk>| got.iter().map(|c| c.pages).sum::<u64>();
+        let page = self.vm.paged_page;
         // Kept chunks that fit the span's room, largest first.
         self.vm.page_pool.sort_by_key(|c| c.pages);
         while have(got) < span.need {
@@ -320,6 +322,15 @@ impl<D: Device> Allocator<D> {
                 if let Some(&c) = larger.max_by_key(|c| c.order()) {
                     got.push(self.move_chunk_out(c.addr, c.block)?);
                     moved += c.pages;
+                } else if let Some(&c) = idle.iter().min_by_key(|c| (c.pages, c.addr)) {
+                    // Every idle chunk left is too large for the span's room. Creating the
+                    // missing pages beside them would hold more than the peak (or, under a
+                    // memory fraction, end in emptying the whole cache), so the smallest goes
+                    // back to the device first: pages held do not grow.
+                    let chunk = self.unmap_chunk(c.addr, c.block)?;
+                    self.destroy_chunk(chunk, page)?;
+                    let (bytes, step) = (c.pages * page, "an idle chunk too large for the hole goes back");
+                    self.explainer.note(|| Decision::Released { segments: 0, bytes, step, virtual_memory: true });
                 }
             }
             self.vm.moved_pages += moved;

@@ -374,3 +374,31 @@ fn a_page_moving_back_where_it_was_costs_no_driver_call() {
     a.check_invariants().unwrap();
     assert_eq!((a.reserved_bytes(), a.device().used(), a.device().mapped_bytes()), (0, 0, 0));
 }
+
+/// A one-page hole the request must fill, with every idle chunk eight pages: none fits the
+/// hole's room. Creating a page beside them held more than the peak; under a memory fraction
+/// the refusal emptied the whole cache (64 idle pages destroyed) to serve 2 MiB. Now the
+/// smallest idle chunk goes back first, so the pages held do not grow either way.
+#[test]
+fn no_page_is_created_beyond_the_peak_while_too_large_chunks_sit_idle() {
+    const MIB: u64 = 1 << 20;
+    for fraction in [false, true] {
+        let mut a = Allocator::new(SimDevice::new(1 << 30), Config::parse("page_slack:0").unwrap());
+        let _front = a.malloc(4 * MIB, 0).unwrap();
+        let y = a.malloc(2 * MIB, 0).unwrap();
+        let _z = a.malloc(2 * MIB, 0).unwrap();
+        a.free(y).unwrap();
+        let _w = a.malloc(2 * MIB, 1).unwrap(); // y's page moves to stream 1: a one-page hole on stream 0
+        let big = a.malloc(128 * MIB, 1).unwrap();
+        a.free(big).unwrap(); // 64 idle pages in chunks of 8
+        if fraction {
+            a.set_memory_fraction((a.reserved_bytes() + MIB) as f64 / (1u64 << 30) as f64).unwrap();
+        }
+        let (reserved, retries) = (a.reserved_bytes(), a.stats().num_alloc_retries);
+        a.malloc(2 * MIB, 0).unwrap(); // into the one-page hole
+        assert!(a.reserved_bytes() <= reserved, "fraction {fraction}: {} > {reserved}", a.reserved_bytes());
+        assert!(a.reserved_bytes() >= reserved - 16 * MIB, "fraction {fraction}: one chunk went back, not the cache");
+        assert_eq!(a.stats().num_alloc_retries, retries, "fraction {fraction}: no recovery path");
+        a.check_invariants().unwrap();
+    }
+}
