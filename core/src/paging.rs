@@ -19,8 +19,8 @@
 //! up to at least what it needs and at most what its unmapped block can hold; reserved bytes
 //! equal mapped pages plus kept chunks, and with the chunks created for the request being
 //! placed never exceed the memory fraction; on failure, chunks created for the request go
-//! back to the device, chunks moved stay kept (they were reserved before), and no block
-//! changes.
+//! back to the device, chunks moved for it go back onto their ghosts (idle where they were,
+//! with no driver call) or, without one, stay kept (they were reserved before).
 
 use alloc::vec::Vec;
 
@@ -237,12 +237,24 @@ impl<D: Device> Allocator<D> {
     }
 
     /// After a request failed: chunks created for it go back to the device (a failed request
-    /// must not hold memory), chunks moved or taken from the kept ones are kept.
-    /// A chunk the device refuses to destroy is kept (and counted) instead, so none is lost.
+    /// must not hold memory); chunks moved for it go back where they were mapped, onto their
+    /// ghost, which costs no driver call and leaves them idle and in view as before; chunks
+    /// without a ghost (taken from the kept ones) are kept. A chunk the device refuses to
+    /// destroy is kept (and counted) instead, so none is lost.
     fn return_chunks(&mut self, chunks: Vec<Chunk>) -> Result<(), AllocError> {
         let page = self.vm.paged_page;
         let (created, moved): (Vec<Chunk>, Vec<Chunk>) = chunks.into_iter().partition(|c| c.counted_in.is_none());
-        self.keep_chunks(moved);
+        for c in moved {
+            let size = c.pages * page;
+            let ghost = self.vm.ghosts.iter().find(|(_, &g)| g == (size, c.handle)).map(|(&a, _)| a);
+            let back = ghost.is_some_and(|at| {
+                let id = self.block_containing_near(NIL, at);
+                self.map_chunks(id, at, core::slice::from_ref(&c)).is_ok()
+            });
+            if !back {
+                self.keep_chunks(alloc::vec![c]);
+            }
+        }
         let mut refused = None;
         for c in created {
             if let Err(e) = self.device.vm_destroy(c.handle, c.pages * page) {

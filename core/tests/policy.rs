@@ -402,3 +402,33 @@ fn no_page_is_created_beyond_the_peak_while_too_large_chunks_sit_idle() {
         a.check_invariants().unwrap();
     }
 }
+
+/// A request whose first try moved idle pages, was refused by the memory fraction, and then
+/// succeeded from a block a pending free released: the moved pages go back onto their ghosts
+/// (no driver call) and stay idle and in view, rather than kept where no snapshot or memory
+/// map shows them.
+#[test]
+fn pages_moved_for_a_failed_try_go_back_where_they_were() {
+    const MIB: u64 = 1 << 20;
+    let mut a = Allocator::new(SimDevice::new(1 << 30), Config::parse("page_slack:0").unwrap());
+    a.set_memory_fraction((30 * MIB) as f64 / (1u64 << 30) as f64).unwrap();
+    let p = a.malloc(16 * MIB, 0).unwrap();
+    let _k = a.malloc(2 * MIB, 0).unwrap();
+    let i = a.malloc(8 * MIB, 2).unwrap();
+    a.free(i).unwrap(); // 4 idle pages on stream 2
+    a.record_stream(p, 1).unwrap();
+    a.device_mut().hold_stream(1);
+    a.free(p).unwrap(); // pending on stream 1
+    a.malloc(16 * MIB, 0).unwrap(); // the first try moves stream 2's pages, then fails; the retry takes p's block
+    a.check_invariants().unwrap();
+    let in_segments: u64 = a.snapshot(0).segments.iter().map(|s| s.total_size).sum();
+    assert_eq!(a.reserved_bytes(), in_segments, "every reserved byte lies in a segment");
+    let idle: u64 = a
+        .layout()
+        .iter()
+        .flat_map(|r| &r.blocks)
+        .filter(|b| b.piece == cachalot_core::layout::Piece::Idle)
+        .map(|b| b.size)
+        .sum();
+    assert_eq!(idle, 8 * MIB, "stream 2's pages are idle again");
+}
