@@ -73,7 +73,12 @@ fn spoken(devices: &[usize]) -> String {
     }
 }
 
+/// True when `list` holds an allocation the replay keeps: a zero-byte one is skipped (PyTorch
+/// hands out no memory for it), so a device with only those has nothing to replay.
 fn has_allocations(list: &Value) -> bool {
-    list.as_array()
-        .is_some_and(|entries| entries.iter().any(|e| e.get("action").and_then(Value::as_str) == Some("alloc")))
+    list.as_array().is_some_and(|entries| {
+        entries.iter().any(|e| {
+            e.get("action").and_then(Value::as_str) == Some("alloc") && e.get("size").and_then(Value::as_u64) != Some(0)
+        })
+    })
 }

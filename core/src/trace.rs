@@ -558,6 +558,12 @@ mod tests {
         assert_eq!(parse_trace(&second).unwrap().device, Some(1));
         assert_eq!(parse_each_device(&second).unwrap().len(), 1);
         assert!(parse_device_trace(&second, Some(0)).unwrap_err().message.contains("no allocation events of device 0"));
+        // A device whose only allocation has zero bytes has nothing to replay: the other one
+        // is read, as the replay skips zero-byte allocations.
+        let zero_bytes = r#"[{"action": "alloc", "addr": 4096, "size": 0, "stream": 0}]"#.to_string();
+        let third = snapshot(&[zero_bytes, list(2, 0)]);
+        assert_eq!(parse_trace(&third).unwrap().device, Some(1));
+        assert_eq!(parse_each_device(&third).unwrap().iter().map(|t| t.device).collect::<Vec<_>>(), [Some(1)]);
         // One list: no device to name.
         assert_eq!(parse_device_trace(&snapshot(&[list(2, 0)]), Some(0)).unwrap().device, None);
         let e = parse_device_trace(r#"{"device_traces": []}"#, Some(0)).unwrap_err();
