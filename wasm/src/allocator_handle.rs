@@ -14,7 +14,7 @@ use wasm_bindgen::prelude::*;
 use crate::decisions;
 use crate::error::js_error;
 use crate::js_argument::{count, flag, number, text, whole};
-use crate::js_number::{to_capacity, to_f64};
+use crate::js_number::{to_capacity, to_f64, to_fraction};
 use crate::memory_map;
 use crate::trace_cursor::TraceCursor;
 use crate::trace_file::TraceFile;
@@ -88,7 +88,7 @@ impl Allocator {
     /// Limits reserved memory to `fraction` of the device (kept across resets). Throws,
     /// keeping the fraction in effect, unless `fraction` is a number from 0 to 1.
     pub fn set_memory_fraction(&mut self, fraction: &JsValue) -> Result<(), JsError> {
-        let fraction = number(fraction, "memory fraction")?;
+        let fraction = to_fraction(number(fraction, "memory fraction")?).map_err(js_error)?;
         self.inner.set_memory_fraction(fraction).map_err(js_error)?;
         self.fraction = Some(fraction);
         Ok(())

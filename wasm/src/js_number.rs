@@ -29,6 +29,16 @@ pub fn to_capacity(x: f64) -> Result<u64, String> {
     }
 }
 
+/// `x` as a memory fraction: a number from 0 to 1 (1 lifts the limit), named in JavaScript's
+/// spelling otherwise.
+pub fn to_fraction(x: f64) -> Result<f64, String> {
+    if (0.0..=1.0).contains(&x) {
+        Ok(x)
+    } else {
+        Err(format!("memory fraction must be a number from 0 to 1, got {}", as_js_writes(x)))
+    }
+}
+
 /// `x` as JavaScript writes it: `Infinity` where Rust writes `inf`.
 fn as_js_writes(x: f64) -> String {
     match x {
@@ -64,5 +74,10 @@ mod tests {
                 .starts_with("capacity must be a whole number of bytes from 1 to 1 TiB"));
         }
         assert!(to_capacity(f64::INFINITY).unwrap_err().ends_with("got Infinity"));
+        assert_eq!(to_fraction(0.5), Ok(0.5));
+        assert_eq!(to_fraction(1.0), Ok(1.0));
+        for (bad, written) in [(f64::INFINITY, "Infinity"), (-0.5, "-0.5"), (1.5, "1.5"), (f64::NAN, "NaN")] {
+            assert_eq!(to_fraction(bad), Err(format!("memory fraction must be a number from 0 to 1, got {written}")));
+        }
     }
 }

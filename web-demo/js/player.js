@@ -99,8 +99,10 @@ export class Player {
   frame(decisions, rewound = false) {
     this.scrub.value = String(this.position);
     this.scrub.setAttribute('aria-valuetext', `operation ${count(this.position)} of ${count(this.length)}`);
-    const next = this.position < this.length ? `next: ${this.describe(this.position)}` : 'end of the trace';
-    this.where.textContent = `op ${count(this.position)} / ${count(this.length)} · ${next}`;
+    // Operations are numbered from 0, as in the decisions' headings and the timeline's peak:
+    // after N operations run, the next is op N.
+    const next = this.position < this.length ? `next: op ${count(this.position)}: ${this.describe(this.position)}` : 'end of the trace';
+    this.where.textContent = `${count(this.position)} / ${count(this.length)} ops run · ${next}`;
     this.onFrame(this.position, decisions, rewound);
   }
 

@@ -117,15 +117,18 @@ export class ScenarioContext {
 
   /** Current and peak figures of the shown allocator. */
   fig() {
-    const [requested, allocated, reserved, peakRequested, peakAllocated, peakReserved, deviceAllocs, ooms, segments] = this.alloc.figures();
-    return { requested, allocated, reserved, peakRequested, peakAllocated, peakReserved, deviceAllocs, ooms, segments };
+    const [requested, allocated, reserved, peakRequested, peakAllocated, peakReserved, deviceAllocs, ooms, segments, kind] = this.alloc.figures();
+    return { requested, allocated, reserved, peakRequested, peakAllocated, peakReserved, deviceAllocs, ooms, segments, kind };
   }
 
-  /** "allocated X, reserved Y (cached Z), N segments". */
+  /** "allocated X, reserved Y (cached Z), N segments, M device allocations"; under virtual
+   *  memory, address ranges and mappings, in the words of the figures beside it. */
   line() {
     const f = this.fig();
+    const plural = (n, one) => `${count(n)} ${one}${n === 1 ? '' : 's'}`;
+    const [held, calls] = f.kind > 0 ? ['address range', 'mapping'] : ['segment', 'device allocation'];
     return `allocated ${bytes(f.allocated)}, reserved ${bytes(f.reserved)} (cached ${bytes(f.reserved - f.allocated)}), `
-      + `${count(f.segments)} segment${f.segments === 1 ? '' : 's'}, ${count(f.deviceAllocs)} device allocation${f.deviceAllocs === 1 ? '' : 's'}`;
+      + `${plural(f.segments, held)}, ${plural(f.deviceAllocs, calls)}`;
   }
 
   /** A whole cold pass of an embedded trace: the figures `cachalot replay --json` prints. */

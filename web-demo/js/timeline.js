@@ -141,7 +141,8 @@ export class Timeline {
       ctx.stroke();
     }
     // Peak reserved.
-    const px = PAD.left + (s.peakOp / s.length) * cols;
+    // Reached once op `peakOp` has run: at position peakOp + 1, where the cursor then stands.
+    const px = PAD.left + ((s.peakOp + 1) / s.length) * cols;
     ctx.strokeStyle = COLORS.peak;
     ctx.setLineDash([4, 3]);
     ctx.beginPath();

@@ -4,7 +4,8 @@
 // Every trace is parsed by the core's reader in wasm (TraceFile.parse).
 // Invariant: an embedded trace is fetched and parsed at most once per page load, and is
 // marked `embedded` (PyTorch's reference figures may apply to it, never to a file); a file
-// that is not valid gzip, or holds no allocation event, is refused with its name; a
+// that is not valid gzip, holds more text than the page can parse, or holds no allocation
+// event, is refused with its name; a
 // snapshot of several GPUs becomes one trace per GPU with events, each labelled with it.
 
 import { TraceFile } from '../pkg/cachalot_wasm.js';
@@ -13,8 +14,25 @@ import { clause } from './refusal.js';
 export const EMBEDDED = ['gpt2_train.csv.gz', 'resnet50_train.csv.gz', 'mixed_fc_conv.csv.gz'];
 const cache = new Map();
 
-/** All of a stream's chunks as one array; a failing stream throws its own error. */
-async function drain(stream) {
+/**
+ * The most bytes of trace text (once gunzipped) the page reads. The wasm module's memory
+ * (4 GiB at most, never given back) must hold the text, its copy and the parsed trace at
+ * once: a 1.2 GB CSV of 40 million operations traps, and the memory it took is lost to later
+ * files. An object, so that a test can lower it.
+ */
+export const limits = { textBytes: 768 * 1024 * 1024 };
+
+/** Refuses text longer than the limit, naming the file and the tool that can replay it. */
+function tooLarge(name, gzipped) {
+  const n = limits.textBytes;
+  const size = n >= 1024 * 1024 ? `${n / (1024 * 1024)} MiB` : `${n} bytes`;
+  return new Error(`${name}: too large for the page (more than ${size} of trace text`
+    + `${gzipped ? ' once decompressed' : ''}); replay it with the command-line tool: cachalot replay FILE`);
+}
+
+/** All of a stream's chunks as one array; a failing stream throws its own error, a stream
+ *  longer than `limit` bytes the one `tooLong()` makes. */
+async function drain(stream, limit, tooLong) {
   const reader = stream.getReader();
   const chunks = [];
   let length = 0;
@@ -23,6 +41,10 @@ async function drain(stream) {
     if (done) break;
     chunks.push(value);
     length += value.length;
+    if (length > limit) {
+      await reader.cancel();
+      throw tooLong();
+    }
   }
   const out = new Uint8Array(length);
   let at = 0;
@@ -40,13 +62,17 @@ async function drain(stream) {
 export async function textBytes(blob, name = 'the file') {
   const raw = new Uint8Array(await blob.arrayBuffer());
   if (raw.length >= 2 && raw[0] === 0x1f && raw[1] === 0x8b) {
-    // Read the stream itself: through a Response, every gzip error reads "Failed to fetch".
+    const tooLong = () => Object.assign(tooLarge(name, true), { tooLong: true });
     try {
-      return await drain(new Blob([raw]).stream().pipeThrough(new DecompressionStream('gzip')));
+      // Read the stream itself: through a Response, every gzip error reads "Failed to fetch".
+      return await drain(new Blob([raw]).stream().pipeThrough(new DecompressionStream('gzip')),
+        limits.textBytes, tooLong);
     } catch (e) {
+      if (e.tooLong) throw e;
       throw new Error(`${name}: not a valid gzip file (${clause(e.message || e)})`);
     }
   }
+  if (raw.length > limits.textBytes) throw tooLarge(name, false);
   return raw;
 }
 

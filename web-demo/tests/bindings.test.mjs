@@ -32,6 +32,9 @@ test('numbers must be numbers: null, booleans, strings and arrays are refused, n
   const a = new api.Allocator('', 1e9);
   throwsNaming(() => a.set_memory_fraction(null), /^memory fraction must be a number, got null$/);
   assert.equal(a.malloc(4096, 0) > 0, true, 'the refused fraction left no limit behind');
+  // Out of range, in JavaScript's spelling of the number.
+  throwsNaming(() => a.set_memory_fraction(Infinity), /^memory fraction must be a number from 0 to 1, got Infinity$/);
+  throwsNaming(() => a.set_memory_fraction(1.5), /^memory fraction must be a number from 0 to 1, got 1\.5$/);
   throwsNaming(() => a.malloc('4096', 0), /^size must be a number, got a string$/);
   throwsNaming(() => a.malloc(true, 0), /^size must be a number, got a boolean$/);
   throwsNaming(() => a.malloc([512], 0), /^size must be a number, got an array$/);
