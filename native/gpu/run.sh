@@ -21,7 +21,10 @@
 #      PLUGIN_CHECK=1 (native/gpu/pytorch_check.sh covers PyTorch in depth);
 #   6. stream_check: record_stream across two streams, verified by memory contents, and out of
 #      memory at a memory fraction with recovery after frees (both policies, and a lock per
-#      stream).
+#      stream);
+#   7. stats_parity.py: scripted scenarios through PyTorch's own allocator and through
+#      cachalot's simulated one, every statistic, summary line, snapshot segment and history
+#      entry compared (STATS_PARITY=0 skips it; its recording is kept as stats_parity.json.gz).
 # And for the policies (issues 6 and 7): the overlap check again under cachalot's paged policy
 # (real virtual memory: cuMemCreate/cuMemMap), replay_timing (cold and warm ns/op through the
 # C ABI, fresh allocator, as replay_torch.py times PyTorch) under both policies, and PyTorch's
@@ -248,6 +251,13 @@ fi
 if [ "${PLUGIN_CHECK:-0}" = 1 ] && have_time "PyTorch plug-in check" 120; then
     run_step "PyTorch plug-in (CUDAPluggableAllocator)" 120 plugin.log \
         env CACHALOT_ALLOC_CONF="$CONFIG" python3 native/gpu/torch_plugin_check.py "$LIB" || true
+fi
+
+# ---- PyTorch's own statistics beside cachalot's (scripted scenarios) ----
+if [ "${STATS_PARITY:-1}" = 1 ] && have_time "statistics beside PyTorch's" 240; then
+    run_step "statistics beside PyTorch's (stats_parity.py)" 240 stats_parity.log \
+        bash -c 'python3 native/gpu/stats_parity.py torch "$1" && CACHALOT_LIB="$2" python3 native/gpu/stats_parity.py cachalot "$1"' \
+        _ "$RESULTS/stats_parity.json.gz" "$LIB" || true
 fi
 
 # ---- summary, printed last ----

@@ -110,6 +110,14 @@ else:
                 f"loss {plugin.get('first_loss')} -> {plugin.get('last_loss')}, side stream ok: {plugin.get('side_stream_ok')}, "
                 f"last error: '{plugin.get('last_error')}'")
 
+parity = [l for l in read("stats_parity.log").splitlines() if " differences (" in l and " scenarios" in l]
+if not parity:
+    requirement("statistics, summary, segments and history = PyTorch's (stats_parity.py)",
+                "SKIPPED" if not read("stats_parity.log") else False, "no result")
+else:
+    requirement("statistics, summary, segments and history = PyTorch's (stats_parity.py)",
+                parity[-1].startswith("0 differences"), parity[-1])
+
 env = f"{meta.get('gpu', '?')}, driver {meta.get('driver', '?')}, {meta.get('nvcc', '?')}, torch {meta.get('torch', '?')}"
 table = [
     f"Device: {env}. cachalot config `{meta.get('config', '?')}`; PyTorch default config. "
