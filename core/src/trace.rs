@@ -132,17 +132,27 @@ struct Builder {
 }
 
 impl Builder {
-    fn alloc(&mut self, ptr: u64, size: u64, stream: Stream, time_us: u64) {
+    /// Makes room for one more operation, or says that memory ran out: a browser's module
+    /// has 4 GiB at most, and an allocation that fails there ends the module for good.
+    fn room_for_one(&mut self) -> Result<(), String> {
+        let (ops, times) = (&mut self.trace.ops, &mut self.trace.times_us);
+        ops.try_reserve(1).and_then(|()| times.try_reserve(1)).map_err(|_| {
+            alloc::format!("out of memory after {} operations: the trace is too large to hold here", ops.len())
+        })
+    }
+
+    fn alloc(&mut self, ptr: u64, size: u64, stream: Stream, time_us: u64) -> Result<(), String> {
         self.trace.report.rows += 1;
         if size == 0 {
             self.trace.report.zero_size += 1;
-            return;
+            return Ok(());
         }
         if self.slot_of.contains_key(&ptr) {
             self.trace.report.implicit_frees += 1;
-            self.free(ptr, time_us);
+            self.free(ptr, time_us)?;
             self.trace.report.rows -= 1;
         }
+        self.room_for_one()?;
         let slot = self.free_slots.pop().unwrap_or_else(|| {
             self.trace.slots += 1;
             self.trace.slots - 1
@@ -152,18 +162,22 @@ impl Builder {
         self.trace.ops.push(TraceOp::Alloc { slot, size, stream });
         self.trace.times_us.push(time_us);
         self.trace.report.allocs += 1;
+        Ok(())
     }
 
-    fn free(&mut self, ptr: u64, time_us: u64) {
+    fn free(&mut self, ptr: u64, time_us: u64) -> Result<(), String> {
         self.trace.report.rows += 1;
-        let Some(slot) = self.slot_of.remove(&ptr) else {
+        if !self.slot_of.contains_key(&ptr) {
             self.trace.report.unknown_frees += 1;
-            return;
-        };
+            return Ok(());
+        }
+        self.room_for_one()?;
+        let slot = self.slot_of.remove(&ptr).expect("checked above");
         self.free_slots.push(slot);
         self.trace.ops.push(TraceOp::Free { slot });
         self.trace.times_us.push(time_us);
         self.trace.report.frees += 1;
+        Ok(())
     }
 
     fn failure(&mut self) {
@@ -288,8 +302,10 @@ pub fn parse_csv(text: &str) -> Result<Trace, TraceError> {
             None => 0,
         };
         match fields[c_action].trim() {
-            "allocate" => b.alloc(ptr?, checked_size(size?).map_err(|m| error(n, m))?, stream, time),
-            "free" => b.free(ptr?, time),
+            "allocate" => {
+                b.alloc(ptr?, checked_size(size?).map_err(|m| error(n, m))?, stream, time).map_err(|m| error(n, m))?
+            }
+            "free" => b.free(ptr?, time).map_err(|m| error(n, m))?,
             "allocate failure" => b.failure(),
             other => {
                 return Err(error(
@@ -391,9 +407,9 @@ fn read_lists(lists: &[serde_json::Value], chosen: Option<usize>) -> Result<Trac
                 "alloc" => {
                     let size = checked_size(need("size")?)
                         .map_err(|m| error(0, alloc::format!("device_traces[{d}][{i}] (alloc): {m}")))?;
-                    b.alloc(need("addr")?, size, optional("stream")?, time)
+                    b.alloc(need("addr")?, size, optional("stream")?, time).map_err(|m| error(0, m))?
                 }
-                "free_requested" => b.free(need("addr")?, time),
+                "free_requested" => b.free(need("addr")?, time).map_err(|m| error(0, m))?,
                 "oom" => b.failure(),
                 "segment_alloc" if chosen.is_some() => placements.push((need("addr")?, need("size")?)),
                 _ => {}
