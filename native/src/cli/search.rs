@@ -50,12 +50,13 @@ pub fn candidates() -> Vec<String> {
     c.push("policy:pytorch,roundup_power2_divisions:[256:1,512:2,1024:4,>:8]".into());
     c.push("policy:pytorch,roundup_power2_divisions:4,max_split_size_mb:256".into());
     for t in [0.6, 0.8] {
-        c.push(format!("policy:pytorch,garbage_collection_threshold:{t},per_process_memory_fraction:1.0"));
+        // Garbage collection acts only under a limit, and a fraction of 1.0 sets none.
+        c.push(format!("policy:pytorch,garbage_collection_threshold:{t},per_process_memory_fraction:0.99"));
     }
     c.push("policy:pytorch,expandable_segments:True".into());
     c.push("policy:pytorch,expandable_segments:True,roundup_power2_divisions:4".into());
     c.push("policy:cachalot".into());
-    c.push("policy:cachalot,garbage_collection_threshold:0.8,per_process_memory_fraction:1.0".into());
+    c.push("policy:cachalot,garbage_collection_threshold:0.8,per_process_memory_fraction:0.99".into());
     for slack in [0.0, 0.03, 0.1] {
         c.push(format!("policy:cachalot,page_slack:{slack}"));
     }
@@ -170,5 +171,22 @@ pub fn why_none_fits(peak_requested: u64, capacity: u64) -> String {
         format!("the trace needs more memory than this capacity (it holds {} live at once)", human(peak_requested))
     } else {
         format!("none fits {} (the trace holds at most {} live at once)", human(capacity), human(peak_requested))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A candidate with a garbage-collection threshold must run under a limit: without one
+    /// (a fraction of 1.0, as in PyTorch) it collects nothing and only repeats its policy.
+    #[test]
+    fn garbage_collection_candidates_run_under_a_limit() {
+        let gc: Vec<String> = candidates().into_iter().filter(|c| c.contains("garbage_collection_threshold")).collect();
+        assert_eq!(gc.len(), 3);
+        for c in gc {
+            let a = Allocator::new(SimDevice::new(1 << 30), Config::parse(&c).unwrap());
+            assert!(a.allowed_bytes().is_some(), "{c} sets no limit");
+        }
     }
 }
