@@ -365,6 +365,22 @@ mod tests {
         (first_call, a.take_decisions())
     }
 
+    /// Under expandable segments, a release that leaves a range empty says so, though the
+    /// `segment` statistic (PyTorch's) counts no range (found by review).
+    #[test]
+    fn expandable_segments_explain_the_ranges_released() {
+        let mut a =
+            Allocator::new(SimDevice::new(1 << 30), Config::parse("policy:pytorch,expandable_segments:True").unwrap());
+        a.set_explain(true);
+        let p = a.malloc(300 << 20, 0).unwrap();
+        a.free(p).unwrap();
+        a.take_decisions();
+        a.malloc(900 << 20, 1).unwrap(); // stream 0's range is emptied and released
+        assert_eq!(a.address_ranges(), 1);
+        let text: alloc::string::String = a.take_decisions().iter().map(|d| alloc::format!("{d}\n")).collect();
+        assert!(text.contains("released 1 address range(s) left empty"), "{text}");
+    }
+
     /// A request that fails explains no move: the pages it took from cached blocks went back
     /// to the kept ones (found by review: "Move 1 idle page(s) ... to serve this request",
     /// then out of memory).

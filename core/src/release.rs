@@ -97,11 +97,14 @@ impl<D: Device> Allocator<D> {
         step: &'static str,
         f: impl FnOnce(&mut Self) -> Result<T, AllocError>,
     ) -> Result<T, AllocError> {
-        let (held, reserved) = (self.stats.segment.current(), self.reserved);
-        let out = f(self)?;
         // Unmap calls count in `num_device_free` too (ghosts included), so they are no count
-        // of segments.
-        let segments = (held - self.stats.segment.current()).max(0) as u64;
+        // of segments; and under expandable segments the `segment` statistic, as PyTorch's,
+        // counts no range, so ranges are counted where they are.
+        let held =
+            |a: &Self| if a.uses_virtual_memory() { a.vm.ranges.len() as i64 } else { a.stats.segment.current() };
+        let (before, reserved) = (held(self), self.reserved);
+        let out = f(self)?;
+        let segments = (before - held(self)).max(0) as u64;
         let bytes = reserved - self.reserved;
         let virtual_memory = self.uses_virtual_memory();
         self.explainer.note(|| Decision::Released { segments, bytes, step, virtual_memory });
