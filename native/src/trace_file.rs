@@ -11,9 +11,9 @@ use cachalot_core::{parse_device_trace, Trace, TraceErrorKind};
 /// The text of a trace file's bytes, gunzipped if they are gzip; `what` names the file in
 /// messages.
 pub fn decode(bytes: &[u8], what: &str) -> Result<String, String> {
-    if bytes.starts_with(&[0x1f, 0x8b]) {
-        let mut text = String::new();
-        if let Err(e) = flate2::read::MultiGzDecoder::new(bytes).read_to_string(&mut text) {
+    if bytes.starts_with(&GZIP_MAGIC) {
+        let mut raw = Vec::new();
+        if let Err(e) = flate2::read::MultiGzDecoder::new(bytes).read_to_end(&mut raw) {
             return Err(match trailing_bytes(bytes) {
                 Some(n) => format!(
                     "{what}: cannot decompress: {n} bytes after the end of the gzip data are not gzip (something appended to the file?)"
@@ -21,18 +21,26 @@ pub fn decode(bytes: &[u8], what: &str) -> Result<String, String> {
                 None => format!("{what}: cannot decompress: {e}"),
             });
         }
-        Ok(text)
+        String::from_utf8(raw).map_err(|_| format!("{what}: not UTF-8 text once decompressed"))
     } else {
         String::from_utf8(bytes.to_vec()).map_err(|_| format!("{what}: not UTF-8 text (nor gzip)"))
     }
 }
 
-/// Bytes left after the first gzip member of `bytes`, when that member decodes whole and
-/// something follows it: a file with data appended after its gzip stream.
+/// The bytes that start a gzip member.
+const GZIP_MAGIC: [u8; 2] = [0x1f, 0x8b];
+
+/// Bytes left after the last whole gzip member of `bytes` when they do not start another
+/// member: a file with data appended after its gzip stream. `None` when a member itself is
+/// broken (truncated or corrupt: the decoder's own error says so) or nothing follows.
 fn trailing_bytes(bytes: &[u8]) -> Option<usize> {
-    let mut first = flate2::bufread::GzDecoder::new(bytes);
-    first.read_to_end(&mut Vec::new()).ok()?;
-    Some(first.into_inner().len()).filter(|&n| n > 0)
+    let mut rest = bytes;
+    while rest.starts_with(&GZIP_MAGIC) {
+        let mut member = flate2::bufread::GzDecoder::new(rest);
+        member.read_to_end(&mut Vec::new()).ok()?;
+        rest = member.into_inner();
+    }
+    Some(rest.len()).filter(|&n| n > 0)
 }
 
 /// Reads and parses the trace at `path`: of a snapshot of several GPUs, `device`'s events,
@@ -72,6 +80,31 @@ pub fn take_device_flag(args: &mut Vec<String>) -> Result<Option<usize>, String>
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::io::Write;
+
+    fn gzip(text: &[u8]) -> Vec<u8> {
+        let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+        e.write_all(text).unwrap();
+        e.finish().unwrap()
+    }
+
+    /// Several members are one stream (as `gzip -d` reads them); only bytes that start no
+    /// member are called appended, and a broken member or text that is not UTF-8 is named as
+    /// such (found by review: both read as "something appended").
+    #[test]
+    fn gzip_members_appended_bytes_and_bad_text_are_told_apart() {
+        let header = gzip(b"Time,Action,Pointer,Size\n");
+        let row = gzip(b"0,allocate,0x10,4096\n");
+        let joined = [header.clone(), row.clone()].concat();
+        assert_eq!(decode(&joined, "t").unwrap(), "Time,Action,Pointer,Size\n0,allocate,0x10,4096\n");
+        let appended = [joined.clone(), b"junk".to_vec()].concat();
+        assert!(decode(&appended, "t").unwrap_err().contains("4 bytes after the end of the gzip data are not gzip"));
+        let truncated = [header.clone(), row[..row.len() - 6].to_vec()].concat();
+        let e = decode(&truncated, "t").unwrap_err();
+        assert!(e.starts_with("t: cannot decompress: ") && !e.contains("not gzip"), "{e}");
+        let not_utf8 = [header, gzip(b"0,allocate,0x10,\xff\xfe\n")].concat();
+        assert_eq!(decode(&not_utf8, "t").unwrap_err(), "t: not UTF-8 text once decompressed");
+    }
 
     fn args(list: &[&str]) -> Vec<String> {
         list.iter().map(|s| s.to_string()).collect()
