@@ -237,8 +237,9 @@ impl<D: Device> Allocator<D> {
     }
 
     /// After a request failed: chunks created for it go back to the device (a failed request
-    /// must not hold memory); chunks moved for it go back where they were mapped, onto their
-    /// ghost, which costs no driver call and leaves them idle and in view as before; chunks
+    /// must not hold memory); chunks moved for it go back onto a ghost of theirs (where they
+    /// were mapped before; the lowest if a chunk has several), which costs no driver call and
+    /// leaves them idle and in view; chunks
     /// without a ghost (taken from the kept ones) are kept. A chunk the device refuses to
     /// destroy is kept (and counted) instead, so none is lost.
     fn return_chunks(&mut self, chunks: Vec<Chunk>) -> Result<(), AllocError> {
