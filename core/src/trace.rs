@@ -167,12 +167,11 @@ impl Builder {
 
     fn free(&mut self, ptr: u64, time_us: u64) -> Result<(), String> {
         self.trace.report.rows += 1;
-        if !self.slot_of.contains_key(&ptr) {
+        self.room_for_one()?;
+        let Some(slot) = self.slot_of.remove(&ptr) else {
             self.trace.report.unknown_frees += 1;
             return Ok(());
-        }
-        self.room_for_one()?;
-        let slot = self.slot_of.remove(&ptr).expect("checked above");
+        };
         self.free_slots.push(slot);
         self.trace.ops.push(TraceOp::Free { slot });
         self.trace.times_us.push(time_us);
