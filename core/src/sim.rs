@@ -15,7 +15,9 @@
 //! `OutOfMemory`; a refused map, unmap or event record reports a driver error with code
 //! [`INJECTED_FAULT_CODE`] (CUDA's `CUDA_ERROR_UNKNOWN`) and changes nothing. Events that
 //! stay not ready are [`SimDevice::hold_stream`]: events recorded on a held stream stay
-//! pending until [`SimDevice::finish_stream`] or a synchronization on one of them.
+//! pending until [`SimDevice::finish_stream`], a synchronization of the stream or one on one
+//! of them. [`SimDevice::memory_behind`] tells which memory work on given addresses touches,
+//! so that tests can check no memory is handed to another stream while work may still use it.
 //! [`DeviceCalls::injected_failures`] counts every injected fault that fired.
 //!
 //! Invariants: live segments never overlap; mappings lie inside reservations and never
@@ -107,6 +109,15 @@ impl Faults {
     }
 }
 
+/// A piece of device memory as device work sees it (see [`SimDevice::memory_behind`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Memory {
+    /// A classic segment, by its number among all segments allocated (from 0).
+    Segment(u64),
+    /// A physical handle of virtual memory.
+    Handle(PhysHandle),
+}
+
 /// Counts of the calls a device received.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
 pub struct DeviceCalls {
@@ -124,6 +135,8 @@ pub struct DeviceCalls {
     pub event_queries: u64,
     /// Event synchronizations.
     pub event_syncs: u64,
+    /// Stream synchronizations (before unmapping memory a stream's work may still use).
+    pub stream_syncs: u64,
     /// Address ranges reserved.
     pub vm_reserves: u64,
     /// Address ranges released.
@@ -148,6 +161,9 @@ pub struct SimDevice {
     capacity: u64,
     used: u64,
     segments: BTreeMap<u64, u64>,
+    /// Each live segment's number among all segments allocated (from 0), so that a segment
+    /// later allocated at a freed one's address is not taken for it.
+    segment_serials: BTreeMap<u64, u64>,
     busy_streams: BTreeSet<Stream>,
     pending_events: BTreeMap<Event, Stream>,
     next_event: Event,
@@ -177,6 +193,7 @@ impl SimDevice {
             capacity,
             used: 0,
             segments: BTreeMap::new(),
+            segment_serials: BTreeMap::new(),
             busy_streams: BTreeSet::new(),
             pending_events: BTreeMap::new(),
             next_event: 1,
@@ -262,6 +279,37 @@ impl SimDevice {
             }
         }
         true
+    }
+
+    /// The memory behind `[addr, addr + size)`, in address order, as (memory, offset in it,
+    /// bytes): what device work on those addresses touches. A classic segment is its own
+    /// memory; a mapped address is its handle's, which other addresses may map too. Addresses
+    /// backed by nothing are left out.
+    pub fn memory_behind(&self, addr: u64, size: u64) -> alloc::vec::Vec<(Memory, u64, u64)> {
+        let end = addr + size;
+        let mut pieces = alloc::vec::Vec::new();
+        if let Some((&s, &len)) = self.segments.range(..end).next_back() {
+            if s + len > addr {
+                let from = addr.max(s);
+                pieces.push((Memory::Segment(self.segment_serials[&s]), from - s, end.min(s + len) - from));
+            }
+        }
+        let first = self.mappings.range(..=addr).next_back().map_or(addr, |(&m, _)| m);
+        for (&m, &(len, handle)) in self.mappings.range(first..end) {
+            if m + len > addr {
+                let from = addr.max(m);
+                pieces.push((Memory::Handle(handle), from - m, end.min(m + len) - from));
+            }
+        }
+        pieces
+    }
+
+    /// True while `memory` exists: a live segment, or a physical handle not yet destroyed.
+    pub fn holds(&self, memory: Memory) -> bool {
+        match memory {
+            Memory::Segment(n) => self.segment_serials.values().any(|&m| m == n),
+            Memory::Handle(h) => self.handles.contains_key(&h),
+        }
     }
 
     /// Bytes of physical memory in virtual-memory handles.
@@ -383,6 +431,11 @@ impl SimDevice {
         self.pending_events.retain(|_, s| *s != stream);
     }
 
+    /// True while `stream` is held busy: work queued on it has not finished.
+    pub fn is_busy(&self, stream: Stream) -> bool {
+        self.busy_streams.contains(&stream)
+    }
+
     /// Number of events recorded and not yet complete.
     pub fn pending_events(&self) -> usize {
         self.pending_events.len()
@@ -440,6 +493,7 @@ impl Device for SimDevice {
         }
         let addr = self.place(size);
         self.segments.insert(addr, size);
+        self.segment_serials.insert(addr, self.calls.allocations);
         self.used += size;
         self.calls.allocations += 1;
         Ok(addr)
@@ -453,6 +507,7 @@ impl Device for SimDevice {
         match self.segments.get(&address) {
             Some(&len) if len == size => {
                 self.segments.remove(&address);
+                self.segment_serials.remove(&address);
                 self.used -= size;
                 self.calls.frees += 1;
                 Ok(())
@@ -495,6 +550,12 @@ impl Device for SimDevice {
 
     fn release_event(&mut self, event: Event) {
         self.pending_events.remove(&event);
+    }
+
+    fn synchronize_stream(&mut self, stream: Stream) -> Result<(), DeviceError> {
+        self.calls.stream_syncs += 1;
+        self.finish_stream(stream);
+        Ok(())
     }
 
     fn now_us(&self) -> u64 {
@@ -651,6 +712,7 @@ impl DeviceCalls {
             events_recorded: self.events_recorded - earlier.events_recorded,
             event_queries: self.event_queries - earlier.event_queries,
             event_syncs: self.event_syncs - earlier.event_syncs,
+            stream_syncs: self.stream_syncs - earlier.stream_syncs,
             vm_reserves: self.vm_reserves - earlier.vm_reserves,
             vm_releases: self.vm_releases - earlier.vm_releases,
             vm_creates: self.vm_creates - earlier.vm_creates,
@@ -751,6 +813,38 @@ mod tests {
         assert!(d.allocate(2 << 20).is_ok());
         assert_eq!(d.calls().failed_allocations, 2);
         assert!(d.free(TOP_ADDRESS - (2 << 20) + 1, 2 << 20).is_err());
+    }
+
+    #[test]
+    fn memory_behind_addresses_follows_segments_and_handles() {
+        let g = VM_GRANULARITY;
+        let mut d = SimDevice::new(16 * g);
+        let seg = d.allocate(2 * g).unwrap();
+        assert_eq!(d.memory_behind(seg + 100, 50), [(Memory::Segment(0), 100, 50)]);
+        d.free(seg, 2 * g).unwrap();
+        assert!(!d.holds(Memory::Segment(0)));
+        let again = d.allocate(2 * g).unwrap();
+        assert_eq!(again, seg, "the freed segment's address comes back...");
+        assert_eq!(d.memory_behind(seg, 1), [(Memory::Segment(1), 0, 1)], "...as other memory");
+        let base = d.vm_reserve(8 * g).unwrap();
+        let (h1, h2) = (d.vm_create(g).unwrap(), d.vm_create(g).unwrap());
+        d.vm_map(base, g, h1).unwrap();
+        d.vm_map(base + g, g, h2).unwrap();
+        d.vm_map(base + 4 * g, g, h1).unwrap(); // one handle at two addresses
+        assert_eq!(d.memory_behind(base + g - 10, 20), [(Memory::Handle(h1), g - 10, 10), (Memory::Handle(h2), 0, 10)]);
+        assert_eq!(d.memory_behind(base + 4 * g, 8), [(Memory::Handle(h1), 0, 8)]);
+        assert!(d.memory_behind(base + 2 * g, g).is_empty(), "nothing mapped there");
+    }
+
+    #[test]
+    fn synchronizing_a_stream_finishes_its_work() {
+        let mut d = SimDevice::new(1 << 30);
+        d.hold_stream(4);
+        let e = d.record_event(4).unwrap();
+        assert!(d.is_busy(4) && !d.query_event(e).unwrap());
+        d.synchronize_stream(4).unwrap();
+        assert!(!d.is_busy(4) && d.query_event(e).unwrap());
+        assert_eq!(d.calls().stream_syncs, 1);
     }
 
     #[test]

@@ -432,3 +432,34 @@ fn pages_moved_for_a_failed_try_go_back_where_they_were() {
         .sum();
     assert_eq!(idle, 8 * MIB, "stream 2's pages are idle again");
 }
+
+/// Idle pages freed while their stream was busy move to another stream without waiting for
+/// that stream once an event recorded after the free shows its work done (the free epochs
+/// of `epochs.rs`), and wait for it while its work may still be running.
+#[test]
+fn idle_pages_wait_for_their_stream_only_while_its_work_may_run() {
+    const MIB: u64 = 1 << 20;
+    for finished in [true, false] {
+        let mut a = Allocator::new(SimDevice::new(1 << 30), Config::parse("page_slack:0").unwrap());
+        a.device_mut().hold_stream(2);
+        let on_2 = a.malloc(2 * MIB, 2).unwrap();
+        let on_3 = a.malloc(64 * MIB, 3).unwrap();
+        a.free(on_3).unwrap();
+        a.free(on_2).unwrap(); // one page, stamped with stream 2's open epoch
+        a.malloc(8 * MIB, 0).unwrap(); // a slow path: closes stream 2's epoch with an event, moves a chunk of stream 3's
+        a.malloc(56 * MIB, 3).unwrap(); // the rest of stream 3's pages, from its cache
+        if finished {
+            a.device_mut().finish_stream(2);
+        }
+        let before = a.device().calls();
+        a.malloc(2 * MIB, 0).unwrap(); // beyond the peak in use: stream 2's idle page moves here
+        let calls = a.device().calls().since(&before);
+        assert_eq!((calls.vm_maps, calls.vm_creates), (1, 0), "finished {finished}: the idle page moved");
+        assert_eq!(
+            calls.stream_syncs,
+            u64::from(!finished),
+            "finished {finished}: waits for stream 2 only while it may run"
+        );
+        a.check_invariants().unwrap();
+    }
+}

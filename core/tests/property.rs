@@ -9,12 +9,16 @@
 //! every live allocation with an allocated block and holds no more than is reserved (all of it
 //! under classic segments); the active statistics (allocated or waiting for a
 //! pending free) peak where their step-by-step values did, and their sums agree with the
-//! allocation statistics', across peak and total resets. At the end, freeing everything and
-//! emptying the cache returns every byte to the device.
+//! allocation statistics', across peak and total resets; and no memory that work queued on a
+//! busy stream may still use (an allocation freed, or recorded on that stream, while the
+//! stream was held) is unmapped, remapped or handed to an allocation on another stream until
+//! the stream finishes or is synchronized. At the end, freeing everything and emptying the
+//! cache returns every byte to the device.
 
 use std::collections::BTreeMap;
 
 use cachalot_core::layout::Piece;
+use cachalot_core::sim::Memory;
 use cachalot_core::stats::{Stat, StatArray};
 use cachalot_core::{AllocError, Allocator, Config, SimDevice};
 use proptest::prelude::*;
@@ -177,11 +181,91 @@ impl ActiveModel {
     }
 }
 
+/// Work a busy stream queued before an allocation it used was freed: the stream, the
+/// allocation's addresses and the memory behind them then.
+struct InFlight {
+    stream: u64,
+    addr: u64,
+    size: u64,
+    memory: Vec<(Memory, u64, u64)>,
+}
+
+/// Which streams use each live allocation (its own, then those it was recorded on), and the
+/// work that may still touch freed memory.
+#[derive(Default)]
+struct StreamWork {
+    users: BTreeMap<u64, Vec<u64>>,
+    in_flight: Vec<InFlight>,
+}
+
+impl StreamWork {
+    fn malloc(&mut self, addr: u64, stream: u64) {
+        self.users.insert(addr, vec![stream]);
+    }
+
+    fn record(&mut self, addr: u64, stream: u64) {
+        let users = self.users.get_mut(&addr).expect("recorded allocation is live");
+        if !users.contains(&stream) {
+            users.push(stream);
+        }
+    }
+
+    /// Before `addr` is freed: each of its streams held busy may still use its memory.
+    fn free(&mut self, dev: &SimDevice, addr: u64, size: u64) {
+        let memory = dev.memory_behind(addr, size);
+        for stream in self.users.remove(&addr).expect("freed allocation is live") {
+            if dev.is_busy(stream) {
+                self.in_flight.push(InFlight { stream, addr, size, memory: memory.clone() });
+            }
+        }
+    }
+
+    /// After every step: forgets work that finished (a stream finished or synchronized, or a
+    /// classic segment freed, which waits for the device) and checks that the rest still
+    /// finds its memory where it was.
+    fn check(&mut self, dev: &SimDevice) -> Result<(), TestCaseError> {
+        self.in_flight.retain(|w| {
+            dev.is_busy(w.stream) && w.memory.iter().all(|&(m, ..)| matches!(m, Memory::Handle(_)) || dev.holds(m))
+        });
+        for w in &self.in_flight {
+            prop_assert_eq!(
+                &dev.memory_behind(w.addr, w.size),
+                &w.memory,
+                "{:#x} (+{}) unmapped or remapped while stream {}'s work may still use it",
+                w.addr,
+                w.size,
+                w.stream
+            );
+        }
+        Ok(())
+    }
+
+    /// A new allocation on `stream` may take memory still in use only by that stream's own work.
+    fn check_new(&self, dev: &SimDevice, addr: u64, size: u64, stream: u64) -> Result<(), TestCaseError> {
+        for (m, off, len) in dev.memory_behind(addr, size) {
+            for w in self.in_flight.iter().filter(|w| w.stream != stream) {
+                let clash = w.memory.iter().any(|&(wm, woff, wlen)| wm == m && woff < off + len && off < woff + wlen);
+                prop_assert!(
+                    !clash,
+                    "{:#x} (+{}) on stream {} reuses memory stream {}'s work may still use ({:#x}, freed)",
+                    addr,
+                    size,
+                    stream,
+                    w.stream,
+                    w.addr
+                );
+            }
+        }
+        Ok(())
+    }
+}
+
 fn run(conf: &str, capacity: u64, ops: &[Op]) -> Result<(), TestCaseError> {
     let mut a = Allocator::new(SimDevice::new(capacity), Config::parse(conf).unwrap());
     let mut live: BTreeMap<u64, u64> = BTreeMap::new();
     let mut order: Vec<u64> = Vec::new();
     let mut active = ActiveModel::default();
+    let mut work = StreamWork::default();
     for op in ops {
         let injected_before = a.device().calls().injected_failures;
         match *op {
@@ -190,6 +274,9 @@ fn run(conf: &str, capacity: u64, ops: &[Op]) -> Result<(), TestCaseError> {
                     prop_assert_eq!(addr % 512, 0);
                     prop_assert!(live.insert(addr, size).is_none(), "address {addr:#x} handed out twice");
                     order.push(addr);
+                    work.check(a.device())?;
+                    work.check_new(a.device(), addr, size, stream)?;
+                    work.malloc(addr, stream);
                 }
                 Err(AllocError::OutOfMemory(r)) => {
                     // Out of memory only when the request exceeds what the device or the
@@ -209,11 +296,13 @@ fn run(conf: &str, capacity: u64, ops: &[Op]) -> Result<(), TestCaseError> {
             },
             Op::Free { pick } if !order.is_empty() => {
                 let addr = order.swap_remove(pick % order.len());
-                live.remove(&addr);
+                work.free(a.device(), addr, live.remove(&addr).unwrap());
                 a.free(addr).map_err(|e| TestCaseError::fail(e.to_string()))?;
             }
             Op::RecordStream { pick, stream } if !order.is_empty() => {
-                a.record_stream(order[pick % order.len()], stream).map_err(|e| TestCaseError::fail(e.to_string()))?;
+                let addr = order[pick % order.len()];
+                a.record_stream(addr, stream).map_err(|e| TestCaseError::fail(e.to_string()))?;
+                work.record(addr, stream);
             }
             Op::HoldStream(s) => a.device_mut().hold_stream(s),
             Op::FinishStream(s) => a.device_mut().finish_stream(s),
@@ -234,13 +323,17 @@ fn run(conf: &str, capacity: u64, ops: &[Op]) -> Result<(), TestCaseError> {
             _ => {}
         }
         check(&a, &live)?;
+        work.check(a.device())?;
         active.step(&a);
         active.check(&a)?;
     }
     for addr in order {
+        work.free(a.device(), addr, live[&addr]);
         a.free(addr).map_err(|e| TestCaseError::fail(e.to_string()))?;
+        work.check(a.device())?;
     }
     a.empty_cache().map_err(|e| TestCaseError::fail(e.to_string()))?;
+    work.check(a.device())?;
     check(&a, &BTreeMap::new())?;
     prop_assert_eq!(a.reserved_bytes(), 0, "segments leaked after freeing everything");
     if !conf.contains("pytorch") {
