@@ -225,6 +225,26 @@ fn record_stream_delays_reuse_until_the_stream_finishes() {
     checked(&a);
 }
 
+/// PyTorch keeps the events of pending frees per stream: a free waiting on a stream whose
+/// work finished completes even while an older free still waits on a busy stream.
+#[test]
+fn a_busy_stream_does_not_hold_up_frees_waiting_on_another() {
+    let mut a = pytorch();
+    let x = a.malloc(4 * MIB, 0).unwrap();
+    let y = a.malloc(4 * MIB, 0).unwrap();
+    let _keep = a.malloc(4 * MIB, 0).unwrap(); // x and y never merge into one free block
+    a.record_stream(x, 1).unwrap();
+    a.record_stream(y, 2).unwrap();
+    a.device_mut().hold_stream(1);
+    a.device_mut().hold_stream(2);
+    a.free(x).unwrap();
+    a.free(y).unwrap();
+    a.device_mut().finish_stream(2);
+    assert_eq!(a.malloc(4 * MIB, 0).unwrap(), y, "y's free completed behind x's pending one");
+    assert_eq!(a.stats().active.all.current, 3, "x still pending");
+    checked(&a);
+}
+
 #[test]
 fn record_stream_on_the_allocation_stream_is_ignored() {
     let mut a = pytorch();
