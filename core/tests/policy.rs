@@ -421,6 +421,7 @@ fn pages_moved_for_a_failed_try_go_back_where_they_were() {
     a.free(p).unwrap(); // pending on stream 1
     a.malloc(16 * MIB, 0).unwrap(); // the first try moves stream 2's pages, then fails; the retry takes p's block
     a.check_invariants().unwrap();
+    assert_eq!(a.stats().num_alloc_retries, 1, "one retry, after waiting for the pending free");
     let in_segments: u64 = a.snapshot(0).segments.iter().map(|s| s.total_size).sum();
     assert_eq!(a.reserved_bytes(), in_segments, "every reserved byte lies in a segment");
     let idle: u64 = a

@@ -70,6 +70,7 @@ fn config() -> impl Strategy<Value = String> {
         "policy:pytorch,garbage_collection_threshold:0.6,per_process_memory_fraction:0.8",
         "policy:pytorch,max_split_size_mb:20,max_non_split_rounding_mb:30",
         "policy:pytorch,expandable_segments:True",
+        "policy:pytorch,expandable_segments:True,max_split_size_mb:20",
         "",
         "policy:cachalot,garbage_collection_threshold:0.5,per_process_memory_fraction:0.9",
         "page_slack:0.5,per_process_memory_fraction:0.9",

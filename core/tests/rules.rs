@@ -340,6 +340,45 @@ fn oversize_cached_blocks_are_released_before_everything_else() {
     checked(&a);
 }
 
+/// One cached oversize segment at least as large as the request (but too large to serve it:
+/// more than 20 MiB of rounding) is released alone, the smallest such; smaller ones stay.
+#[test]
+fn one_oversize_cached_segment_large_enough_is_released_alone() {
+    let mut a = alloc_with("max_split_size_mb:20", 100 * MIB);
+    let large = a.malloc(64 * MIB, 0).unwrap();
+    let smaller = a.malloc(22 * MIB, 0).unwrap();
+    a.free(large).unwrap();
+    a.free(smaller).unwrap();
+    a.malloc(30 * MIB, 0).unwrap(); // 14 MiB free on the device
+    assert_eq!((a.stats().num_device_free, a.stats().num_alloc_retries), (1, 0));
+    assert_eq!(a.reserved_bytes(), 52 * MIB, "the 22 MiB segment stays cached");
+    checked(&a);
+}
+
+/// Releasing oversize segments largest first stops once enough is released, at the first
+/// segment below `max_split_size`, and at another stream's segments.
+#[test]
+fn oversize_segments_are_released_only_as_far_as_needed() {
+    let mut a = alloc_with("max_split_size_mb:20", 130 * MIB);
+    let cached: Vec<u64> = [50, 30, 24, 10].iter().map(|&m| a.malloc(m * MIB, 0).unwrap()).collect();
+    for p in cached {
+        a.free(p).unwrap();
+    }
+    a.malloc(60 * MIB, 0).unwrap(); // 16 MiB free: 50 and 30 go back, 24 and 10 stay
+    assert_eq!((a.stats().num_device_free, a.stats().num_alloc_retries), (2, 0));
+    assert_eq!(a.reserved_bytes(), 94 * MIB);
+    checked(&a);
+
+    let mut a = alloc_with("max_split_size_mb:20", 100 * MIB);
+    let other_stream = a.malloc(50 * MIB, 0).unwrap();
+    let own = a.malloc(24 * MIB, 1).unwrap();
+    a.free(other_stream).unwrap();
+    a.free(own).unwrap();
+    a.malloc(40 * MIB, 1).unwrap(); // 26 MiB free: stream 1's 24 MiB is not enough alone
+    assert_eq!(a.stats().num_alloc_retries, 1, "stream 0's segment waits for the full release");
+    checked(&a);
+}
+
 #[test]
 fn out_of_memory_reports_the_figures() {
     let mut a = pytorch_with_capacity(64 * MIB);
