@@ -484,6 +484,38 @@ fn garbage_collection_releases_the_old_blocks_and_keeps_the_young() {
     checked(&a);
 }
 
+/// When the blocks at least as old as the average do not free enough, garbage collection goes
+/// round again over the blocks left, against their own average age.
+#[test]
+fn garbage_collection_goes_round_again_over_the_blocks_left() {
+    let mut a = alloc_with("garbage_collection_threshold:0.33", 1000 * MIB);
+    a.set_memory_fraction(0.999).unwrap();
+    let oldest = a.malloc(100 * MIB, 0).unwrap();
+    let older = a.malloc(100 * MIB, 0).unwrap();
+    let young = a.malloc(100 * MIB, 0).unwrap();
+    let cycle = |a: &mut Allocator<SimDevice>, n| {
+        for _ in 0..n {
+            let x = a.malloc(150 * MIB, 0).unwrap(); // a segment of its own the first time
+            a.free(x).unwrap();
+        }
+    };
+    cycle(&mut a, 1);
+    a.free(oldest).unwrap();
+    cycle(&mut a, 6);
+    a.free(older).unwrap();
+    cycle(&mut a, 2);
+    a.free(young).unwrap();
+    assert_eq!((a.stats().num_device_free, a.reserved_bytes()), (0, 450 * MIB), "nothing collected yet");
+    // Over the 329.67 MiB threshold by 120.33 MiB. Ages in large-pool lookups: 9, 3, 1 (the
+    // 150 MiB block) and 1. The first round takes the blocks of age 3.5 or more: the oldest
+    // alone, 100 MiB. The second, over the three left, those of age 5/3 or more: the older.
+    let _big = a.malloc(200 * MIB, 0).unwrap();
+    assert_eq!((a.stats().num_device_free, a.reserved_bytes()), (2, 450 * MIB));
+    assert_eq!(a.malloc(100 * MIB, 0).unwrap(), young, "the young block is still cached");
+    assert_eq!(a.reserved_bytes(), 450 * MIB, "and so is the 150 MiB one");
+    checked(&a);
+}
+
 /// Under expandable segments PyTorch's `segment` statistic counts nothing: its allocator
 /// counts classic segments only, and an expandable segment's range is not one (measured on an
 /// H200 with PyTorch 2.11, `native/gpu/stats_parity.py`).
