@@ -50,8 +50,12 @@ fn roundup_power2_divisions_rounds_to_steps() {
     assert_eq!(block_size(&mut b, MIB + 100 * KIB), MIB + 512 * KIB);
     // Later intervals have 8: 5 MiB + 1 rounds to 5.5 MiB.
     assert_eq!(block_size(&mut b, 5 * MIB + 1), 5 * MIB + 512 * KIB);
+    // One division is no division: plain 512 B rounding, not the next power of two.
+    let mut c = alloc_with("roundup_power2_divisions:[1:1,>:4]", 80 * GIB);
+    assert_eq!(block_size(&mut c, MIB + 100 * KIB + 1), MIB + 100 * KIB + 512);
     checked(&a);
     checked(&b);
+    checked(&c);
 }
 
 #[test]
