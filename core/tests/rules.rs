@@ -356,6 +356,8 @@ fn one_oversize_cached_segment_large_enough_is_released_alone() {
     a.malloc(30 * MIB, 0).unwrap(); // 14 MiB free on the device
     assert_eq!((a.stats().num_device_free, a.stats().num_alloc_retries), (1, 0));
     assert_eq!(a.reserved_bytes(), 52 * MIB, "the 22 MiB segment stays cached");
+    let oversize = a.stats().oversize_segments;
+    assert_eq!((oversize.current, oversize.peak, oversize.freed), (2, 2, 1), "22 and 30 MiB held, 64 MiB gone");
     checked(&a);
 }
 
@@ -380,6 +382,27 @@ fn oversize_segments_are_released_only_as_far_as_needed() {
     a.free(own).unwrap();
     a.malloc(40 * MIB, 1).unwrap(); // 26 MiB free: stream 1's 24 MiB is not enough alone
     assert_eq!(a.stats().num_alloc_retries, 1, "stream 0's segment waits for the full release");
+    checked(&a);
+}
+
+/// The out-of-memory report says where the cache sits: the largest cached block and the whole
+/// segment around it, each segment's cached and live bytes, and what is pinned.
+#[test]
+fn out_of_memory_reports_where_the_cache_sits() {
+    let mut a = pytorch_with_capacity(64 * MIB);
+    let _full = a.malloc(12 * MIB, 0).unwrap(); // a 12 MiB segment, nothing cached
+    let _live = a.malloc(5 * MIB, 0).unwrap(); // a 20 MiB segment, 15 MiB of it cached
+    let whole = a.malloc(16 * MIB, 0).unwrap();
+    a.free(whole).unwrap(); // a 16 MiB segment, all cached
+    let err = a.malloc(40 * MIB, 0).unwrap_err(); // 32 MiB could be free, at most
+    let AllocError::OutOfMemory(r) = &err else { panic!("{err}") };
+    let spot = r.largest_free.as_ref().unwrap();
+    assert_eq!((spot.size, spot.segment_size), (15 * MIB, 20 * MIB));
+    assert_eq!((r.largest_free_block(), r.pinned_bytes, r.pinned_segments), (15 * MIB, 15 * MIB, 1));
+    let uses: Vec<_> = r.segments.iter().map(|u| (u.size, u.free, u.active, u.largest_free)).collect();
+    assert_eq!(uses, [(20 * MIB, 15 * MIB, 5 * MIB, 15 * MIB)], "the 16 MiB segment was released to retry");
+    assert!(err.to_string().contains("the largest cached block is 15.00 MiB"), "{err}");
+    assert!(err.to_string().contains("(20.00 MiB)"), "{err}");
     checked(&a);
 }
 
