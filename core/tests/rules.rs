@@ -2,7 +2,7 @@
 
 use cachalot_core::device::Device;
 use cachalot_core::history::Action;
-use cachalot_core::{AllocError, Allocator, Config, SimDevice};
+use cachalot_core::{AllocError, Allocator, Config, Decision, SimDevice};
 
 const KIB: u64 = 1 << 10;
 const MIB: u64 = 1 << 20;
@@ -353,8 +353,14 @@ fn one_oversize_cached_segment_large_enough_is_released_alone() {
     let smaller = a.malloc(22 * MIB, 0).unwrap();
     a.free(large).unwrap();
     a.free(smaller).unwrap();
+    a.set_explain(true);
     a.malloc(30 * MIB, 0).unwrap(); // 14 MiB free on the device
     assert_eq!((a.stats().num_device_free, a.stats().num_alloc_retries), (1, 0));
+    let decisions = a.take_decisions();
+    assert!(
+        decisions.iter().any(|d| matches!(d, Decision::Released { segments: 1, bytes, .. } if *bytes == 64 * MIB)),
+        "{decisions:?}"
+    );
     assert_eq!(a.reserved_bytes(), 52 * MIB, "the 22 MiB segment stays cached");
     let oversize = a.stats().oversize_segments;
     assert_eq!((oversize.current, oversize.peak, oversize.freed), (2, 2, 1), "22 and 30 MiB held, 64 MiB gone");
@@ -536,8 +542,14 @@ fn garbage_collection_goes_round_again_over_the_blocks_left() {
     // Over the 329.67 MiB threshold by 120.33 MiB. Ages in large-pool lookups: 9, 3, 1 (the
     // 150 MiB block) and 1. The first round takes the blocks of age 3.5 or more: the oldest
     // alone, 100 MiB. The second, over the three left, those of age 5/3 or more: the older.
+    a.set_explain(true);
     let _big = a.malloc(200 * MIB, 0).unwrap();
     assert_eq!((a.stats().num_device_free, a.reserved_bytes()), (2, 450 * MIB));
+    let decisions = a.take_decisions();
+    assert!(
+        decisions.iter().any(|d| matches!(d, Decision::GarbageCollected { bytes } if *bytes == 200 * MIB)),
+        "{decisions:?}"
+    );
     assert_eq!(a.malloc(100 * MIB, 0).unwrap(), young, "the young block is still cached");
     assert_eq!(a.reserved_bytes(), 450 * MIB, "and so is the 150 MiB one");
     checked(&a);
