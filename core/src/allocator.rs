@@ -147,11 +147,6 @@ impl<D: Device> Allocator<D> {
         self.blocks.len()
     }
 
-    /// Most blocks (allocated, pending, free or unmapped) there have been at once.
-    pub fn block_high_water(&self) -> usize {
-        self.blocks.high_water()
-    }
-
     /// Restarts every peak statistic at its current value.
     pub fn reset_peak_stats(&mut self) {
         self.stats.reset_peak();

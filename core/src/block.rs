@@ -217,11 +217,6 @@ impl Slab {
         self.slots.capacity() * core::mem::size_of::<Block>() + self.used.capacity() * 8
     }
 
-    /// Most blocks ever stored at once (slots ever used).
-    pub fn high_water(&self) -> usize {
-        self.slots.len()
-    }
-
     /// Number of live blocks.
     pub fn len(&self) -> usize {
         self.len
@@ -267,6 +262,6 @@ mod tests {
         assert_eq!(slab.insert(block(1)), 500);
         assert_eq!(slab.insert(block(2)), 7);
         assert_eq!(slab.insert(block(3)), 1000);
-        assert_eq!((slab[7].addr, slab.len(), slab.high_water()), (2, 1001, 1001));
+        assert_eq!((slab[7].addr, slab.len()), (2, 1001));
     }
 }
