@@ -398,15 +398,23 @@ fn out_of_memory_reports_where_the_cache_sits() {
     let mut a = pytorch_with_capacity(64 * MIB);
     let _full = a.malloc(12 * MIB, 0).unwrap(); // a 12 MiB segment, nothing cached
     let _live = a.malloc(5 * MIB, 0).unwrap(); // a 20 MiB segment, 15 MiB of it cached
+    let _small = a.malloc(1000, 0).unwrap(); // a 2 MiB segment, all but 1 KiB cached
+    let tiny = a.malloc(1000, 0).unwrap();
+    a.free(tiny).unwrap();
     let whole = a.malloc(16 * MIB, 0).unwrap();
     a.free(whole).unwrap(); // a 16 MiB segment, all cached
-    let err = a.malloc(40 * MIB, 0).unwrap_err(); // 32 MiB could be free, at most
+    let err = a.malloc(40 * MIB, 0).unwrap_err(); // 30 MiB could be free, at most
     let AllocError::OutOfMemory(r) = &err else { panic!("{err}") };
     let spot = r.largest_free.as_ref().unwrap();
     assert_eq!((spot.size, spot.segment_size), (15 * MIB, 20 * MIB));
-    assert_eq!((r.largest_free_block(), r.pinned_bytes, r.pinned_segments), (15 * MIB, 15 * MIB, 1));
+    assert_eq!(r.largest_free_block(), 15 * MIB);
+    assert_eq!((r.pinned_bytes, r.pinned_segments), (17 * MIB - KIB, 2));
     let uses: Vec<_> = r.segments.iter().map(|u| (u.size, u.free, u.active, u.largest_free)).collect();
-    assert_eq!(uses, [(20 * MIB, 15 * MIB, 5 * MIB, 15 * MIB)], "the 16 MiB segment was released to retry");
+    assert_eq!(
+        uses,
+        [(20 * MIB, 15 * MIB, 5 * MIB, 15 * MIB), (2 * MIB, 2 * MIB - KIB, KIB, 2 * MIB - KIB)],
+        "the 16 MiB segment was released to retry"
+    );
     assert!(err.to_string().contains("the largest cached block is 15.00 MiB"), "{err}");
     assert!(err.to_string().contains("(20.00 MiB)"), "{err}");
     checked(&a);
