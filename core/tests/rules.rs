@@ -679,6 +679,28 @@ fn device_failures_other_than_memory_are_errors_not_panics() {
     assert_eq!(a.device().free_memory(), 80 * GIB - 2 * MIB);
 }
 
+/// Each rounding decision names the rule that applied, as PyTorch's `round_size` takes them.
+#[test]
+fn rounding_decisions_name_their_rule() {
+    let mut a = alloc_with("roundup_power2_divisions:[1:4,>:1]", 80 * GIB);
+    a.set_explain(true);
+    for (size, rule) in [
+        (100, "the smallest block is 512 bytes"),
+        (513, "blocks are multiples of 512 bytes"),
+        (2048, "blocks are multiples of 512 bytes"), // 512 B × 4 divisions: not above it
+        (MIB + 1, "roundup_power2_divisions: the next of equal steps between powers of two"),
+        (3 * MIB + 1, "blocks are multiples of 512 bytes"), // one division from 2 MiB up
+    ] {
+        a.malloc(size, 0).unwrap();
+        let decisions = a.take_decisions();
+        let named = decisions.iter().find_map(|d| match d {
+            Decision::Rounded { rule, .. } => Some(*rule),
+            _ => None,
+        });
+        assert_eq!(named, Some(rule), "{size} bytes: {decisions:?}");
+    }
+}
+
 #[test]
 fn decisions_are_explained() {
     let mut a = pytorch();
