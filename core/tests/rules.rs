@@ -701,6 +701,41 @@ fn rounding_decisions_name_their_rule() {
     }
 }
 
+/// The pool decision names the page size expandable segments map, per pool; a malloc that
+/// finds pending frees completed says how many.
+#[test]
+fn decisions_name_pages_and_completed_frees() {
+    let mut a = alloc_with("expandable_segments:True", 80 * GIB);
+    a.set_explain(true);
+    let pages = |a: &mut Allocator<SimDevice>, size| {
+        a.malloc(size, 0).unwrap();
+        a.take_decisions().iter().find_map(|d| match d {
+            Decision::Pool { page, .. } => Some(*page),
+            _ => None,
+        })
+    };
+    assert_eq!(pages(&mut a, 1000), Some(2 * MIB));
+    assert_eq!(pages(&mut a, 5 * MIB), Some(20 * MIB));
+    let p = a.malloc(MIB, 0).unwrap();
+    a.record_stream(p, 7).unwrap();
+    a.device_mut().hold_stream(7);
+    a.free(p).unwrap();
+    let completed = |a: &mut Allocator<SimDevice>| {
+        a.malloc(1000, 0).unwrap();
+        let decisions = a.take_decisions();
+        decisions
+            .iter()
+            .filter_map(|d| match d {
+                Decision::EventsCompleted { blocks } => Some(*blocks),
+                _ => None,
+            })
+            .collect::<Vec<u64>>()
+    };
+    assert!(completed(&mut a).is_empty(), "the free still pends");
+    a.device_mut().finish_stream(7);
+    assert_eq!(completed(&mut a), [1]);
+}
+
 #[test]
 fn decisions_are_explained() {
     let mut a = pytorch();
