@@ -499,6 +499,15 @@ fn a_memory_fraction_of_one_sets_no_limit_and_no_garbage_collection() {
     checked(&a);
 }
 
+/// `n` large-pool lookups, each served by one 150 MiB block, a segment of its own the first
+/// time: they age the cached blocks for garbage collection.
+fn large_lookups(a: &mut Allocator<SimDevice>, n: usize) {
+    for _ in 0..n {
+        let x = a.malloc(150 * MIB, 0).unwrap();
+        a.free(x).unwrap();
+    }
+}
+
 /// PyTorch's garbage collection releases the cached blocks at least as old as the average,
 /// age counted in large-pool lookups since a block was cached: the old block goes, the two
 /// cached since stay.
@@ -509,11 +518,7 @@ fn garbage_collection_releases_the_old_blocks_and_keeps_the_young() {
     let old = a.malloc(100 * MIB, 0).unwrap();
     let young = a.malloc(100 * MIB, 0).unwrap();
     a.free(old).unwrap();
-    // Ten large-pool lookups, each served by the same 150 MiB block once it exists.
-    for _ in 0..10 {
-        let x = a.malloc(150 * MIB, 0).unwrap();
-        a.free(x).unwrap();
-    }
+    large_lookups(&mut a, 10);
     a.free(young).unwrap();
     assert_eq!((a.reserved_bytes(), a.stats().num_device_free), (350 * MIB, 0));
     // 350 MiB reserved is over the 300 MiB threshold: a request needing a new segment first
@@ -537,17 +542,11 @@ fn garbage_collection_goes_round_again_over_the_blocks_left() {
     let oldest = a.malloc(100 * MIB, 0).unwrap();
     let older = a.malloc(100 * MIB, 0).unwrap();
     let young = a.malloc(100 * MIB, 0).unwrap();
-    let cycle = |a: &mut Allocator<SimDevice>, n| {
-        for _ in 0..n {
-            let x = a.malloc(150 * MIB, 0).unwrap(); // a segment of its own the first time
-            a.free(x).unwrap();
-        }
-    };
-    cycle(&mut a, 1);
+    large_lookups(&mut a, 1);
     a.free(oldest).unwrap();
-    cycle(&mut a, 6);
+    large_lookups(&mut a, 6);
     a.free(older).unwrap();
-    cycle(&mut a, 2);
+    large_lookups(&mut a, 2);
     a.free(young).unwrap();
     assert_eq!((a.stats().num_device_free, a.reserved_bytes()), (0, 470 * MIB), "nothing collected yet");
     // Over the 329.67 MiB threshold by 140.33 MiB. Ages in large-pool lookups: 9, 3, 1 (the
