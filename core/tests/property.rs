@@ -269,15 +269,14 @@ fn run(conf: &str, capacity: u64, ops: &[Op]) -> Result<(), TestCaseError> {
     let mut work = StreamWork::default();
     for op in ops {
         let injected_before = a.device().calls().injected_failures;
+        let mut handed_out = None;
         match *op {
             Op::Malloc { size, stream } => match a.malloc(size, stream) {
                 Ok(addr) => {
                     prop_assert_eq!(addr % 512, 0);
                     prop_assert!(live.insert(addr, size).is_none(), "address {addr:#x} handed out twice");
                     order.push(addr);
-                    work.check(a.device())?;
-                    work.check_new(a.device(), addr, size, stream)?;
-                    work.malloc(addr, stream);
+                    handed_out = Some((addr, size, stream));
                 }
                 Err(AllocError::OutOfMemory(r)) => {
                     // Out of memory only when the request exceeds what the device or the
@@ -325,6 +324,10 @@ fn run(conf: &str, capacity: u64, ops: &[Op]) -> Result<(), TestCaseError> {
         }
         check(&a, &live)?;
         work.check(a.device())?;
+        if let Some((addr, size, stream)) = handed_out {
+            work.check_new(a.device(), addr, size, stream)?;
+            work.malloc(addr, stream);
+        }
         active.step(&a);
         active.check(&a)?;
     }
