@@ -41,5 +41,6 @@ fn main() {
         let mean_calls = later_calls.iter().sum::<u64>() as f64 / later_calls.len().max(1) as f64;
         println!("{name:24} first {first:.4} all {all:.4} unmaps/pass(2..) {mean:.0} passes {:?}", unmaps);
         println!("{:24} map+access+unmap calls/pass(2..) {mean_calls:.0} passes {:?}", "", calls);
+        println!("{:24} {:?}", "", a.plan_counts());
     }
 }

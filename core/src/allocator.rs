@@ -26,6 +26,7 @@ use crate::events::PendingEvents;
 use crate::explain::{Decision, Explainer};
 use crate::free_index::FreeIndex;
 use crate::history::{Action, History, TraceEntry};
+use crate::recurrence::Signature;
 use crate::size::{power2_interval, round_size, segment_size, Pool, MAX_REQUEST, MIN_BLOCK, SMALL_SIZE};
 use crate::stats::{Counters, DeviceStats};
 use crate::streams::StreamTable;
@@ -125,6 +126,11 @@ impl<D: Device> Allocator<D> {
         self.vm.mode != VmMode::Off
     }
 
+    /// What planned layouts have done so far (cachalot's policy, `learn_layout`).
+    pub fn plan_counts(&self) -> crate::vrange::PlanCounts {
+        self.vm.plan_counts
+    }
+
     /// Address ranges reserved for virtual memory now (none with classic segments). Under
     /// expandable segments they are what PyTorch's summary calls segments, though its
     /// `segment` statistic does not count them.
@@ -174,8 +180,15 @@ impl<D: Device> Allocator<D> {
     pub fn malloc_after_release(&mut self, size: u64, stream: Stream) -> Result<u64, AllocError> {
         check_request(size)?;
         let rounded = round_size(size, &self.config.roundup_power2_divisions);
-        match self.grow_after_release(Pool::for_size(rounded), stream, rounded)? {
-            Some(id) => Ok(self.hand_out::<false>(id, rounded, size)),
+        let pool = Pool::for_size(rounded);
+        match self.grow_after_release(pool, stream, rounded)? {
+            Some(id) => {
+                let addr = self.hand_out::<false>(id, rounded, size);
+                if self.learns_layout() {
+                    self.log_request(addr, Signature { stream, pool, bytes: rounded }, false);
+                }
+                Ok(addr)
+            }
             None => Err(self.out_of_memory(size, rounded, stream)),
         }
     }
@@ -241,15 +254,23 @@ impl<D: Device> Allocator<D> {
             };
             self.explainer.note(|| Decision::Pool { pool: pool.name(), segment_size: segment_size(rounded), page });
         }
-        let id = match self.take_free_block::<PLAIN>(pool, stream, rounded) {
-            Some(id) if PLAIN => id,
-            Some(id) => self.place_against_live(id, rounded),
-            None => match self.grow_short_of_release(pool, stream, rounded)? {
-                Some(id) => id,
-                None => return Ok(None),
+        let planned = if !PLAIN && self.vm.plan.is_some() { self.take_planned(pool, stream, rounded)? } else { None };
+        let id = match planned {
+            Some(id) => id,
+            None => match self.take_free_block::<PLAIN>(pool, stream, rounded) {
+                Some(id) if PLAIN => id,
+                Some(id) => self.place_against_live(id, rounded),
+                None => match self.grow_short_of_release(pool, stream, rounded)? {
+                    Some(id) => id,
+                    None => return Ok(None),
+                },
             },
         };
-        Ok(Some(self.hand_out::<PLAIN>(id, rounded, size)))
+        let addr = self.hand_out::<PLAIN>(id, rounded, size);
+        if !PLAIN && self.learns_layout() {
+            self.log_request(addr, Signature { stream, pool, bytes: rounded }, planned.is_some());
+        }
+        Ok(Some(addr))
     }
 
     /// Frees an address returned by [`Allocator::malloc`]. If the block was used on other
@@ -281,6 +302,9 @@ impl<D: Device> Allocator<D> {
                 self.live.insert(addr, id, &self.blocks);
                 return Err(e);
             }
+        }
+        if !PLAIN && self.learns_layout() {
+            self.log_free(addr);
         }
         let b = &mut self.blocks[id];
         let (size, pool, stream, requested, pending) =
@@ -395,6 +419,11 @@ impl<D: Device> Allocator<D> {
             self.explainer.note(|| Decision::BestFit { addr, size, cached_blocks });
         }
         let ((_, size, addr), id, position) = taken?;
+        if !PLAIN && self.vm.plan.is_some() && self.in_followed_range(addr) {
+            // Only the plan places requests in its ranges: another there would take a
+            // planned place. The request grows elsewhere instead.
+            return None;
+        }
         let max_split = self.config.max_split_size;
         let rejected = if !PLAIN && self.vm.mode == VmMode::Paged && self.blocks[id].in_vm {
             None

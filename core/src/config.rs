@@ -60,6 +60,10 @@ pub struct Config {
     /// buys pages instead; 0 = never beyond the peak in use. [`DEFAULT_PAGE_SLACK`] under
     /// cachalot's policy unless the config string sets it; always 0 under PyTorch's.
     pub page_slack: f64,
+    /// cachalot's policy: once a whole period of requests is seen to repeat, place each where
+    /// a layout planned from that period puts it (`learn_layout`, on by default), so that
+    /// memory stops moving; always off under PyTorch's policy.
+    pub learn_layout: bool,
 }
 
 /// cachalot's policy's page slack when the config string does not set one. Without slack,
@@ -82,6 +86,7 @@ impl Default for Config {
             history_entries: 0,
             lock_per_stream: false,
             page_slack: DEFAULT_PAGE_SLACK,
+            learn_layout: true,
         }
     }
 }
@@ -117,6 +122,7 @@ pub const KEYS: &[&str] = &[
     "record_history",
     "lock_per_stream",
     "page_slack",
+    "learn_layout",
 ];
 
 fn err(key: &str, message: impl Into<String>) -> ConfigError {
@@ -135,23 +141,31 @@ impl Config {
     /// Parses a config string; the empty string gives the defaults.
     pub fn parse(text: &str) -> Result<Config, ConfigError> {
         let mut config = Config::default();
-        let mut slack_set = false;
+        let (mut slack_set, mut learn_set) = (false, false);
         for (key, value) in split_pairs(text)? {
             config.apply(key, value)?;
             slack_set |= key == "page_slack";
+            learn_set |= key == "learn_layout";
         }
         if config.policy != Policy::Cachalot {
             if slack_set && config.page_slack > 0.0 {
                 return Err(err("page_slack", "applies to policy:cachalot only (PyTorch's policies never move pages)"));
             }
+            if learn_set && config.learn_layout {
+                return Err(err(
+                    "learn_layout",
+                    "applies to policy:cachalot only (PyTorch's policies place by size alone)",
+                ));
+            }
             config.page_slack = 0.0;
+            config.learn_layout = false;
         }
         Ok(config)
     }
 
     /// A config that makes PyTorch's decisions with PyTorch's defaults.
     pub fn pytorch() -> Config {
-        Config { policy: Policy::PyTorch, page_slack: 0.0, ..Config::default() }
+        Config { policy: Policy::PyTorch, page_slack: 0.0, learn_layout: false, ..Config::default() }
     }
 
     fn apply(&mut self, key: &str, value: &str) -> Result<(), ConfigError> {
@@ -175,6 +189,7 @@ impl Config {
             }
             "expandable_segments" => self.expandable_segments = parse_bool(key, value)?,
             "lock_per_stream" => self.lock_per_stream = parse_bool(key, value)?,
+            "learn_layout" => self.learn_layout = parse_bool(key, value)?,
             "per_process_memory_fraction" => {
                 let v = parse_f64(key, value)?;
                 if !(0.0..=1.0).contains(&v) {
@@ -265,6 +280,9 @@ impl Config {
         }
         if self.policy == Policy::Cachalot && self.page_slack != DEFAULT_PAGE_SLACK {
             let _ = write!(s, ",page_slack:{}", self.page_slack);
+        }
+        if self.policy == Policy::Cachalot && !self.learn_layout {
+            s.push_str(",learn_layout:False");
         }
         s
     }
@@ -459,6 +477,21 @@ mod tests {
         );
         assert!(moot("roundup_power2_divisions:4,expandable_segments:False").is_empty());
         assert!(moot("policy:pytorch,max_split_size_mb:128,expandable_segments:True").is_empty());
+    }
+
+    #[test]
+    fn learn_layout_is_on_under_cachalots_policy_only() {
+        assert!(Config::parse("").unwrap().learn_layout);
+        assert!(!Config::parse("policy:pytorch").unwrap().learn_layout);
+        assert!(!Config::pytorch().learn_layout);
+        assert_eq!(Config::parse("policy:pytorch,learn_layout:False").unwrap(), Config::pytorch());
+        let e = Config::parse("learn_layout:True,policy:pytorch").unwrap_err();
+        assert_eq!(e.key, "learn_layout");
+        let off = Config::parse("learn_layout:False").unwrap();
+        assert!(!off.learn_layout);
+        assert_eq!(off.to_config_string(), "policy:cachalot,learn_layout:False");
+        assert_eq!(Config::parse(&off.to_config_string()).unwrap(), off);
+        assert_eq!(Config::parse("learn_layout:maybe").unwrap_err().key, "learn_layout");
     }
 
     #[test]

@@ -6,7 +6,8 @@
 //! current keys; the live map holds exactly the allocated blocks; pending blocks have as
 //! many queued events as their count says; every statistic's current value equals a
 //! recount, and reserved bytes equal the sum of segment sizes; ghosts (mappings left behind
-//! by moved chunks) overlap nothing, lie in unmapped blocks and belong to live chunks.
+//! by moved chunks) overlap nothing, lie in unmapped blocks and belong to live chunks; blocks
+//! listed as placed by a planned layout are allocated, in ranges reserved for such layouts.
 
 use alloc::format;
 use alloc::string::String;
@@ -206,6 +207,7 @@ impl<D: Device> Allocator<D> {
             reserved += c.pages * self.vm.paged_page;
         }
         self.check_ghosts()?;
+        self.check_planned()?;
         let mapped: u64 = self.vm.ranges.iter().flat_map(|r| r.mappings.values().map(|(len, _)| len / r.page)).sum();
         if mapped != self.vm.mapped_pages {
             return Err(format!("{} pages counted mapped but {mapped} are", self.vm.mapped_pages));
@@ -242,6 +244,25 @@ impl<D: Device> Allocator<D> {
         same_current("active_bytes", &s.active_bytes, &rc.active_bytes)?;
         same_current("inactive_split_bytes", &s.inactive_split_bytes, &rc.inactive_split_bytes)?;
         same_current("requested_bytes", &s.requested_bytes, &rc.requested_bytes)?;
+        Ok(())
+    }
+
+    /// Checks that every block listed as placed by a plan is allocated at its address and lies
+    /// in a range reserved for planned layouts.
+    fn check_planned(&self) -> Result<(), String> {
+        for (&addr, &id) in &self.vm.planned_live {
+            if self.live.get(addr, &self.blocks) != Some(id) {
+                return Err(format!("planned block {id} at {addr:#x} is not the allocated block there"));
+            }
+            if !self
+                .vm
+                .plan_ranges
+                .iter()
+                .any(|&b| self.vm.range_of(b).is_some_and(|r| self.vm.ranges[r].contains(addr)))
+            {
+                return Err(format!("planned block at {addr:#x} lies outside the ranges of planned layouts"));
+            }
+        }
         Ok(())
     }
 

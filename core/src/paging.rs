@@ -56,13 +56,15 @@ const MAX_CHUNK_PAGES: u64 = 8;
 pub const MOVED_PAGES_PER_SLACK_PAGE: u64 = 64;
 
 /// A chunk mapped wholly inside a free block: its pages, its offset in its range, its
-/// address and the free block holding it when it was listed.
+/// address, the free block holding it when it was listed, and whether it lies in a range the
+/// plan being followed places requests in.
 #[derive(Clone, Copy, Debug)]
 struct IdleChunk {
     pages: u64,
     offset: u64,
     addr: u64,
     block: u32,
+    planned: bool,
 }
 
 impl IdleChunk {
@@ -73,11 +75,12 @@ impl IdleChunk {
     }
 }
 
-/// Where a request will be placed: the run's first block and address, its extent.
-struct Placement {
-    start: u32,
-    addr: u64,
-    run_end: u64,
+/// Where a request will be placed: a block at or before its address (the run's first), the
+/// address, and the end of what may not lend idle chunks to it.
+pub(crate) struct Placement {
+    pub start: u32,
+    pub addr: u64,
+    pub run_end: u64,
 }
 
 /// What one request may still create: pages within the most ever in use, and the bytes of
@@ -102,7 +105,9 @@ impl<D: Device> Allocator<D> {
     /// `size` bytes (lowest address on ties).
     fn best_run(&self, pool: Pool, stream: Stream, size: u64) -> Option<Placement> {
         let mut best: Option<(u64, Placement)> = None;
-        for r in self.vm.ranges.iter().filter(|r| r.pool == pool && r.stream == stream) {
+        let followed =
+            |r: &&crate::vrange::VirtualRange| self.vm.plan.is_some() && self.vm.plan_ranges.contains(&r.base);
+        for r in self.vm.ranges.iter().filter(|r| r.pool == pool && r.stream == stream && !followed(r)) {
             let mut id = r.head;
             while id != NIL {
                 let b = &self.blocks[id];
@@ -146,8 +151,11 @@ impl<D: Device> Allocator<D> {
             let b = &self.blocks[id];
             match b.state {
                 BlockState::Unmapped => {
-                    let need = (b.end().min(end) - b.addr).div_ceil(page);
-                    spans.push(Span { from: b.addr, need, room: b.size / page });
+                    // A request placed inside an unmapped block (a planned layout's) needs
+                    // pages from the one holding its address on.
+                    let from = b.addr.max(addr / page * page);
+                    let need = (b.end().min(end) - from).div_ceil(page);
+                    spans.push(Span { from, need, room: (b.end() - from) / page });
                 }
                 BlockState::Free => {
                     let w = whole_pages(b.addr, b.size, page);
@@ -182,13 +190,14 @@ impl<D: Device> Allocator<D> {
                 }
                 let Some(r) = self.vm.range_of(addr) else { continue };
                 let (range, end) = (&self.vm.ranges[r], addr + size);
+                let planned = self.vm.plan.is_some() && self.vm.plan_ranges.contains(&range.base);
                 let mut listed = [0u64; SIZES];
                 let mut lowest_left_out: [Option<IdleChunk>; SIZES] = [None; SIZES];
                 for (&a, &(len, _)) in range.mappings.range(addr..end).rev() {
                     if a + len > end {
                         continue;
                     }
-                    let c = IdleChunk { pages: len / page, offset: a - range.base, addr: a, block: id };
+                    let c = IdleChunk { pages: len / page, offset: a - range.base, addr: a, block: id, planned };
                     match usize::try_from(c.pages).ok().filter(|&p| p < SIZES) {
                         Some(p) if listed[p] > need / c.pages => lowest_left_out[p] = Some(c),
                         Some(p) => {
@@ -315,27 +324,32 @@ impl<D: Device> Allocator<D> {
         }
         // Idle chunks from elsewhere: those that fit what is missing, largest first (the one
         // furthest into its range first among equals, then the lowest address); then the
-        // smallest that the span's room can take. Picked one at a time rather than sorted: a
-        // span takes a few of the hundreds there may be.
+        // smallest that the span's room can take. Chunks in a followed plan's ranges only
+        // once no other will do: the plan wants them where they are again next period.
+        // Picked one at a time rather than sorted: a span takes a few of the hundreds there
+        // may be.
         if have(got) < span.need {
             let mut idle = self.idle_chunks_outside(lo, hi, span.need - have(got));
             let mut moved = 0u64;
-            while have(got) < span.need {
-                let missing = span.need - have(got);
-                let fitting = idle.iter().enumerate().filter(|(_, c)| c.pages <= missing);
-                let Some((i, _)) = fitting.min_by_key(|(_, c)| c.order()) else { break };
-                let c = idle.swap_remove(i);
-                got.push(self.move_chunk_out(c.addr, c.block)?);
-                moved += c.pages;
-            }
-            let missing = span.need.saturating_sub(have(got));
-            if missing > 0 {
-                let room = span.room - have(got);
-                let larger = idle.iter().filter(|c| c.pages > missing && c.pages <= room);
-                if let Some(&c) = larger.max_by_key(|c| c.order()) {
+            for planned in [false, true] {
+                while have(got) < span.need {
+                    let missing = span.need - have(got);
+                    let fitting = idle.iter().enumerate().filter(|(_, c)| c.planned == planned && c.pages <= missing);
+                    let Some((i, _)) = fitting.min_by_key(|(_, c)| c.order()) else { break };
+                    let c = idle.swap_remove(i);
                     got.push(self.move_chunk_out(c.addr, c.block)?);
                     moved += c.pages;
-                } else if let Some(&c) = idle.iter().min_by_key(|c| (c.pages, c.addr)) {
+                }
+                let missing = span.need.saturating_sub(have(got));
+                let room = span.room - have(got);
+                let larger = idle.iter().filter(|c| c.planned == planned && c.pages > missing && c.pages <= room);
+                if let Some(&c) = larger.max_by_key(|c| c.order()).filter(|_| missing > 0) {
+                    got.push(self.move_chunk_out(c.addr, c.block)?);
+                    moved += c.pages;
+                }
+            }
+            if have(got) < span.need {
+                if let Some(&c) = idle.iter().min_by_key(|c| (c.pages, c.addr)) {
                     // Every idle chunk left is too large for the span's room. Creating the
                     // missing pages beside them would hold more than the peak (or, under a
                     // memory fraction, end in emptying the whole cache), so the smallest goes
@@ -360,6 +374,49 @@ impl<D: Device> Allocator<D> {
         Ok(true)
     }
 
+    /// Moves kept chunks and idle chunks outside a followed plan's ranges, largest first, to
+    /// `from` on in the unmapped block `id`, up to `pages` pages: a plan about to be followed
+    /// takes the memory already held before any is created for it, while any chunk fits
+    /// (later, a span's room may take only small ones). Returns the pages mapped.
+    pub(crate) fn move_idle_into(&mut self, id: u32, from: u64, pages: u64) -> Result<u64, AllocError> {
+        let b = &self.blocks[id];
+        debug_assert!(b.state == BlockState::Unmapped && from >= b.addr);
+        let room = pages.min((b.end() - from) / self.vm.paged_page);
+        let (lo, hi) = (b.addr, b.end());
+        self.vm.page_pool.sort_by_key(|c| core::cmp::Reverse(c.pages));
+        let mut got: Vec<Chunk> = Vec::new();
+        let mut have = 0;
+        while let Some(i) = self.vm.page_pool.iter().position(|c| have + c.pages <= room) {
+            let c = self.vm.page_pool.remove(i);
+            have += c.pages;
+            got.push(c);
+        }
+        let mut idle = self.idle_chunks_outside(lo, hi, u64::MAX);
+        idle.retain(|c| !c.planned);
+        idle.sort_unstable_by_key(IdleChunk::order);
+        let mut moved = 0;
+        for c in idle {
+            if have + c.pages > room {
+                continue;
+            }
+            got.push(self.move_chunk_out(c.addr, c.block)?);
+            have += c.pages;
+            moved += c.pages;
+        }
+        self.vm.moved_pages += moved;
+        if got.is_empty() {
+            return Ok(0);
+        }
+        if let Err(failure) = self.map_chunks(id, from, &got) {
+            let _ = self.return_all(core::iter::once(got.into_iter().skip(failure.mapped).collect()));
+            return Err(failure.error);
+        }
+        let page = self.vm.paged_page;
+        let moved_bytes = moved * page;
+        self.explainer.note(|| Decision::MovedPages { pages: moved, bytes: moved_bytes });
+        Ok(have)
+    }
+
     /// Places a request the free index could not serve (see the module comment); returns a
     /// free block of at least `size` bytes taken out of the free index, or `None` when no
     /// memory could be found.
@@ -376,6 +433,20 @@ impl<D: Device> Allocator<D> {
                 None => return Ok(None),
             },
         };
+        if !self.map_under(&place, size)? {
+            return Ok(None);
+        }
+        let start = self.block_containing_near(place.start, place.addr);
+        debug_assert_eq!(self.blocks[start].addr, place.addr);
+        self.uncache(start);
+        Ok(Some(start))
+    }
+
+    /// Maps memory under every unmapped span of `[place.addr, place.addr + size)`, which
+    /// holds only free and unmapped blocks, so that one free block covers it; false when no
+    /// memory could be found (nothing obtained for it is kept, see `return_chunks`).
+    pub(crate) fn map_under(&mut self, place: &Placement, size: u64) -> Result<bool, AllocError> {
+        let page = self.vm.paged_page;
         let (spans, idle_used) = self.spans_under(place.start, place.addr, size);
         let need: u64 = spans.iter().map(|s| s.need).sum();
         let in_use_after = self.vm.pages_in_use() + need + idle_used;
@@ -392,7 +463,7 @@ impl<D: Device> Allocator<D> {
                 // Nothing obtained for the request is dropped: moved chunks stay kept, new
                 // ones go back to the device. The request's own failure is reported first.
                 let returned = self.return_all(plans.into_iter().map(|(_, chunks)| chunks));
-                return filled.and(returned).map(|_| None);
+                return filled.and(returned).map(|_| false);
             }
         }
         if creation.moved > 0 {
@@ -414,10 +485,7 @@ impl<D: Device> Allocator<D> {
             let new_bytes = chunks.iter().filter(|c| c.counted_in.is_none()).map(|c| c.pages).sum::<u64>() * page;
             self.explainer.note(|| Decision::MappedPages { addr: from, size: mapped, new_bytes });
         }
-        let start = self.block_containing_near(place.start, place.addr);
-        debug_assert_eq!(self.blocks[start].addr, place.addr);
-        self.uncache(start);
-        Ok(Some(start))
+        Ok(true)
     }
 
     /// Where a request goes inside the cached block `id` it was given (taken out of the free

@@ -87,6 +87,7 @@ impl<D: Device> Allocator<D> {
         if let Some(r) = self.vm.range_of(addr) {
             self.vm.ranges.swap_remove(r);
         }
+        self.vm.plan_ranges.retain(|&b| b != addr);
         self.count_held(HeldChange { pool, segments: -self.range_segments(), bytes: 0, oversize_segments: 0 });
         Ok(())
     }

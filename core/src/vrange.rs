@@ -139,6 +139,31 @@ pub struct VirtualMemory {
     /// Mappings left in place when their chunk moved (paged policy): address → (bytes,
     /// handle).
     pub ghosts: BTreeMap<u64, (u64, PhysHandle)>,
+    /// The requests logged while no plan is followed (paged policy, `learn_layout`).
+    pub recurrence: crate::recurrence::Recurrence,
+    /// The layout being followed, once the requests were seen to repeat.
+    pub plan: Option<crate::layout_plan::Plan>,
+    /// Bases of the ranges reserved for planned layouts, kept from one plan to the next.
+    pub plan_ranges: Vec<u64>,
+    /// Blocks allocated where a plan put them, by address: where to start looking for the
+    /// block at a planned address.
+    pub planned_live: BTreeMap<u64, u32>,
+    /// Counts of what plans did: made, given up, requests placed as planned, and planned
+    /// requests placed the usual way because their place was taken.
+    pub plan_counts: PlanCounts,
+}
+
+/// What planned layouts did, counted over the allocator's life.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PlanCounts {
+    /// Plans made (each time the requests were seen to repeat).
+    pub made: u64,
+    /// Plans given up (a request not expected, or too many places taken in one period).
+    pub dropped: u64,
+    /// Requests placed where a plan put them.
+    pub placed: u64,
+    /// Planned requests placed the usual way, their place taken.
+    pub missed: u64,
 }
 
 impl VirtualMemory {
@@ -156,6 +181,11 @@ impl VirtualMemory {
             paged_page,
             epochs: crate::epochs::Epochs::default(),
             ghosts: BTreeMap::new(),
+            recurrence: crate::recurrence::Recurrence::default(),
+            plan: None,
+            plan_ranges: Vec::new(),
+            planned_live: BTreeMap::new(),
+            plan_counts: PlanCounts::default(),
         }
     }
 

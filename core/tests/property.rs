@@ -363,3 +363,34 @@ proptest! {
         run(&conf, capacity, &ops)?;
     }
 }
+
+/// One operation of a loop's step: mostly requests and frees, so the step repeats.
+fn step_op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        6 => (size(), 0u64..2).prop_map(|(size, stream)| Op::Malloc { size, stream }),
+        5 => any::<usize>().prop_map(|pick| Op::Free { pick }),
+        1 => (any::<usize>(), 0u64..3).prop_map(|(pick, stream)| Op::RecordStream { pick, stream }),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 150, max_shrink_iters: 500, ..ProptestConfig::default() })]
+
+    /// A step repeated many times, so that cachalot's policy learns a layout and follows it,
+    /// with random operations slipped in (other sizes, held streams, empty_cache, fractions,
+    /// device failures) that make planned places taken, drop the plan and start it again.
+    #[test]
+    fn repeated_steps_keep_every_invariant_while_a_layout_is_followed(
+        capacity in prop::sample::select(vec![256u64 << 20, 2 << 30]),
+        step in prop::collection::vec(step_op(), 2..12),
+        reps in 20usize..50,
+        noise in prop::collection::vec((any::<prop::sample::Index>(), op()), 0..4),
+    ) {
+        let mut ops: Vec<Op> = (0..reps).flat_map(|_| step.iter().cloned()).collect();
+        for (at, op) in noise {
+            let at = at.index(ops.len() + 1);
+            ops.insert(at, op);
+        }
+        run("", capacity, &ops)?;
+    }
+}

@@ -51,14 +51,18 @@ fn advise_finds_a_config_at_least_as_good_as_pytorchs_best() {
 
 #[test]
 fn advise_names_a_quieter_config_where_pages_keep_moving() {
-    // mixed_fc_conv moves pages on every warm pass under cachalot's policy: page slack halves
-    // the warm driver calls for under 1% more memory, and advise says so.
+    // Without a learned layout mixed_fc_conv moves pages on every warm pass under cachalot's
+    // policy; learning it stops the moves from the third pass, so over advise's four warm
+    // passes the default makes under half the calls. Page slack still trims the second pass's
+    // moves, for under 1% more memory, and advise says so.
     let ranked: serde_json::Value =
         serde_json::from_str(&stdout(&cachalot(&["advise", "mixed_fc_conv", "--json"]))).unwrap();
     let find = |config: &str| ranked.as_array().unwrap().iter().find(|c| c["config"] == config).unwrap().clone();
-    let (plain, slack) = (find("policy:cachalot"), find("policy:cachalot,page_slack:0.1"));
+    let (plain, unlearned, slack) =
+        (find("policy:cachalot"), find("policy:cachalot,learn_layout:False"), find("policy:cachalot,page_slack:0.1"));
     let warm = |c: &serde_json::Value| c["warm_device_calls"].as_f64().unwrap();
-    assert!(warm(&slack) * 1.5 < warm(&plain), "{slack} vs {plain}");
+    assert!(warm(&plain) * 2.0 < warm(&unlearned), "{plain} vs {unlearned}");
+    assert!(warm(&slack) < warm(&plain), "{slack} vs {plain}");
     assert!(slack["peak_reserved_bytes_all_passes"].as_u64() >= slack["peak_reserved_bytes"].as_u64());
     let text = stdout(&cachalot(&["advise", "mixed_fc_conv"]));
     assert!(

@@ -60,6 +60,7 @@ pub fn candidates() -> Vec<String> {
     for slack in [0.0, 0.03, 0.1] {
         c.push(format!("policy:cachalot,page_slack:{slack}"));
     }
+    c.push("policy:cachalot,learn_layout:False".into());
     c
 }
 

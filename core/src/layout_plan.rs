@@ -1,0 +1,335 @@
+//! The layout cachalot's policy plans for a workload that repeats, and its progress through
+//! each period.
+//!
+//! From a [`Period`] (every request of one period with when it was made and freed), each
+//! request freed within a period of its making gets an offset in its stream and pool's
+//! *planned range*: sizes largest first, each at the tightest gap left by the requests
+//! placed before it whose lifetimes overlap its own (lowest offset on ties). Time is a
+//! circle one period round, since a request made late in a period may live into the next,
+//! where the same offsets are used again. Requests still live when the period was recognized
+//! (weights, optimizer state: they outlive a period) are not planned. With every lifetime
+//! known, the layout needs little more than the peak of live bytes (docs/design.md), and a
+//! period that repeats the one the plan was learned from finds each planned block free at its
+//! offset, over pages mapped in an earlier period: nothing moves.
+//!
+//! Invariants: two planned requests of one group whose lifetimes overlap on the circle have
+//! disjoint offsets; every offset is a multiple of 512 and ends within its group's `bytes`,
+//! a whole number of pages; `next < sigs.len()`.
+
+use alloc::vec;
+use alloc::vec::Vec;
+
+use crate::device::Stream;
+use crate::recurrence::{Period, Signature};
+use crate::size::Pool;
+
+/// A stream and pool's planned range: its bytes and, once reserved, its base address.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Group {
+    /// The stream it serves.
+    pub stream: Stream,
+    /// The pool it serves.
+    pub pool: Pool,
+    /// Bytes the layout needs, rounded up to whole pages.
+    pub bytes: u64,
+    /// Where its range begins, once reserved.
+    pub base: Option<u64>,
+    /// True once the memory already held was moved in (or its range was found in use).
+    pub filled: bool,
+}
+
+/// What the plan says of the request just made.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Expected {
+    /// Not the request the plan expected here: the workload no longer repeats.
+    Other,
+    /// Expected, but not planned (it outlives a period): placed as usual.
+    Unplanned,
+    /// Planned at `offset` in group `group`'s range.
+    At {
+        /// Index of the group.
+        group: usize,
+        /// Bytes from the group's base.
+        offset: u64,
+    },
+}
+
+/// A planned layout and where the workload stands in its period.
+#[derive(Clone, Debug)]
+pub struct Plan {
+    sigs: Vec<Signature>,
+    /// Per request of the period: its group and offset, if planned.
+    slots: Vec<Option<(u32, u64)>>,
+    /// The stream and pool ranges the plan uses.
+    pub groups: Vec<Group>,
+    next: usize,
+    /// Planned requests of the current period that could not be placed as planned.
+    missed: usize,
+    /// Requests of the period that are planned.
+    planned: usize,
+}
+
+/// One request to place: its index in the period, its lifetime `[born, died)` in ticks
+/// (`died` may pass the period's end, wrapping round) and its bytes.
+#[derive(Clone, Copy)]
+struct Life {
+    index: usize,
+    born: u64,
+    died: u64,
+    bytes: u64,
+}
+
+impl Life {
+    /// The lifetime as at most two stretches of `[0, ticks)`.
+    fn stretches(&self, ticks: u64) -> [(u64, u64); 2] {
+        if self.died <= ticks {
+            [(self.born, self.died), (0, 0)]
+        } else {
+            [(self.born, ticks), (0, self.died - ticks)]
+        }
+    }
+
+    /// True when the two lifetimes overlap on the circle of `ticks`.
+    fn overlaps(&self, other: &Life, ticks: u64) -> bool {
+        let mine = self.stretches(ticks);
+        let theirs = other.stretches(ticks);
+        mine.iter().any(|&(a, b)| a < b && theirs.iter().any(|&(c, d)| c < d && a < d && c < b))
+    }
+}
+
+/// Time buckets the circle is cut into to find overlapping lifetimes quickly.
+const BUCKETS: u64 = 1024;
+
+impl Plan {
+    /// Plans `period` in ranges of `page`-byte pages.
+    pub fn new(period: &Period, page: u64) -> Plan {
+        let ticks = u64::from(period.ticks.max(1));
+        let mut groups: Vec<Group> = Vec::new();
+        let mut lives: Vec<Vec<Life>> = Vec::new();
+        let mut slots = vec![None; period.requests.len()];
+        for (index, r) in period.requests.iter().enumerate() {
+            let Some(died) = r.died else { continue };
+            let (born, died) = (u64::from(r.born), u64::from(died));
+            if died - born > ticks || born >= ticks {
+                continue;
+            }
+            let g = match groups.iter().position(|g| g.stream == r.sig.stream && g.pool == r.sig.pool) {
+                Some(g) => g,
+                None => {
+                    groups.push(Group { stream: r.sig.stream, pool: r.sig.pool, bytes: 0, base: None, filled: false });
+                    lives.push(Vec::new());
+                    groups.len() - 1
+                }
+            };
+            lives[g].push(Life { index, born, died, bytes: r.sig.bytes });
+        }
+        let mut planned = 0;
+        for (g, group_lives) in lives.into_iter().enumerate() {
+            let (offsets, top) = lay_out(group_lives, ticks);
+            groups[g].bytes = top.div_ceil(page) * page;
+            for (index, offset) in offsets {
+                slots[index] = Some((g as u32, offset));
+                planned += 1;
+            }
+        }
+        let sigs = period.requests.iter().map(|r| r.sig).collect();
+        Plan { sigs, slots, groups, next: period.next, missed: 0, planned }
+    }
+
+    /// Requests in one period.
+    pub fn len(&self) -> usize {
+        self.sigs.len()
+    }
+
+    /// True for a plan of no request (never made: a period has at least one).
+    pub fn is_empty(&self) -> bool {
+        self.sigs.is_empty()
+    }
+
+    /// Requests of the period that are planned.
+    pub fn planned(&self) -> usize {
+        self.planned
+    }
+
+    /// What the plan says of a request with signature `sig`, and moves on to the next.
+    pub fn expect(&mut self, sig: Signature) -> Expected {
+        if self.sigs[self.next] != sig {
+            return Expected::Other;
+        }
+        let slot = self.slots[self.next];
+        self.next += 1;
+        if self.next == self.sigs.len() {
+            self.next = 0;
+            self.missed = 0;
+        }
+        match slot {
+            Some((group, offset)) => Expected::At { group: group as usize, offset },
+            None => Expected::Unplanned,
+        }
+    }
+
+    /// Notes that a planned request could not be placed as planned; true when so many of
+    /// this period's could not (more than an eighth, and more than one) that the plan no
+    /// longer describes the workload.
+    pub fn missed(&mut self) -> bool {
+        self.missed += 1;
+        self.missed > (self.planned / 8).max(1)
+    }
+}
+
+/// Offsets for `lives` (by index) on the circle of `ticks`, and the layout's top.
+fn lay_out(mut lives: Vec<Life>, ticks: u64) -> (Vec<(usize, u64)>, u64) {
+    lives.sort_by_key(|l| (core::cmp::Reverse(l.bytes), l.born, l.index));
+    let buckets = BUCKETS.min(ticks);
+    let width = ticks.div_ceil(buckets);
+    let mut placed_in: Vec<Vec<u32>> = vec![Vec::new(); buckets as usize];
+    let mut offsets: Vec<u64> = Vec::with_capacity(lives.len());
+    // When each placed life was last gathered, so that one in several buckets counts once.
+    let mut seen: Vec<usize> = Vec::with_capacity(lives.len());
+    let mut taken: Vec<(u64, u64)> = Vec::new();
+    let mut top = 0;
+    for (n, life) in lives.iter().enumerate() {
+        taken.clear();
+        let stretches = life.stretches(ticks);
+        for &(a, b) in stretches.iter().filter(|(a, b)| a < b) {
+            for bucket in a / width..=(b - 1) / width {
+                for &p in &placed_in[bucket as usize] {
+                    let p = p as usize;
+                    if seen[p] != n && lives[p].overlaps(life, ticks) {
+                        seen[p] = n;
+                        taken.push((offsets[p], offsets[p] + lives[p].bytes));
+                    }
+                }
+            }
+        }
+        taken.sort_unstable();
+        let (mut free_from, mut best): (u64, Option<(u64, u64)>) = (0, None);
+        for &(at, end) in &taken {
+            let gap = at.saturating_sub(free_from);
+            if gap >= life.bytes && best.is_none_or(|(g, _)| gap < g) {
+                best = Some((gap, free_from));
+            }
+            free_from = free_from.max(end);
+        }
+        let at = best.map_or(free_from, |(_, at)| at);
+        top = top.max(at + life.bytes);
+        offsets.push(at);
+        seen.push(n);
+        for &(a, b) in stretches.iter().filter(|(a, b)| a < b) {
+            for bucket in a / width..=(b - 1) / width {
+                placed_in[bucket as usize].push(n as u32);
+            }
+        }
+    }
+    (lives.iter().zip(offsets).map(|(l, at)| (l.index, at)).collect(), top)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::recurrence::Request;
+
+    const PAGE: u64 = 2 << 20;
+
+    fn request(bytes: u64, born: u32, died: Option<u32>) -> Request {
+        Request { sig: Signature { stream: 0, pool: Pool::Large, bytes }, born, died }
+    }
+
+    /// Checks the module's invariants and returns each planned request's (offset, bytes).
+    fn check(plan: &Plan, period: &Period) -> Vec<Option<(u64, u64)>> {
+        let ticks = u64::from(period.ticks);
+        for (i, a) in period.requests.iter().enumerate() {
+            let Some((ga, oa)) = plan.slots[i] else { continue };
+            let g = &plan.groups[ga as usize];
+            assert_eq!(oa % 512, 0);
+            assert!(oa + a.sig.bytes <= g.bytes && g.bytes % PAGE == 0);
+            let la = Life { index: i, born: a.born.into(), died: a.died.unwrap().into(), bytes: a.sig.bytes };
+            for (j, b) in period.requests.iter().enumerate().skip(i + 1) {
+                let Some((gb, ob)) = plan.slots[j] else { continue };
+                let lb = Life { index: j, born: b.born.into(), died: b.died.unwrap().into(), bytes: b.sig.bytes };
+                if ga == gb && la.overlaps(&lb, ticks) {
+                    assert!(oa + a.sig.bytes <= ob || ob + b.sig.bytes <= oa, "{i} and {j} overlap");
+                }
+            }
+        }
+        plan.slots.iter().zip(&period.requests).map(|(s, r)| s.map(|(_, o)| (o, r.sig.bytes))).collect()
+    }
+
+    #[test]
+    fn requests_alive_together_get_disjoint_offsets_and_the_rest_share() {
+        let mb = 1 << 20;
+        // A and B overlap; C comes after both and reuses the space.
+        let period = Period {
+            requests: vec![request(4 * mb, 0, Some(3)), request(2 * mb, 1, Some(4)), request(6 * mb, 5, Some(6))],
+            ticks: 7,
+            next: 0,
+        };
+        let plan = Plan::new(&period, PAGE);
+        let at = check(&plan, &period);
+        assert_eq!(at, vec![Some((0, 4 * mb)), Some((4 * mb, 2 * mb)), Some((0, 6 * mb))]);
+        assert_eq!(plan.groups[0].bytes, 6 * mb);
+    }
+
+    #[test]
+    fn a_lifetime_that_wraps_round_the_period_keeps_its_space_at_the_start_of_the_next() {
+        let mb = 1 << 20;
+        // A lives from tick 8 into the next period's tick 2; B, early in the period, meets it.
+        let period =
+            Period { requests: vec![request(2 * mb, 0, Some(1)), request(2 * mb, 8, Some(12))], ticks: 10, next: 0 };
+        let plan = Plan::new(&period, PAGE);
+        let at = check(&plan, &period);
+        assert_ne!(at[0].unwrap().0, at[1].unwrap().0);
+    }
+
+    #[test]
+    fn requests_that_outlive_a_period_are_not_planned() {
+        let period = Period {
+            requests: vec![request(512, 0, None), request(1024, 1, Some(20)), request(512, 2, Some(3))],
+            ticks: 10,
+            next: 0,
+        };
+        let mut plan = Plan::new(&period, PAGE);
+        assert_eq!(plan.planned(), 1);
+        let sig = |bytes| Signature { stream: 0, pool: Pool::Large, bytes };
+        assert_eq!(plan.expect(sig(512)), Expected::Unplanned);
+        assert_eq!(plan.expect(sig(1024)), Expected::Unplanned);
+        assert_eq!(plan.expect(sig(512)), Expected::At { group: 0, offset: 0 });
+        assert_eq!(plan.expect(sig(1024)), Expected::Other, "the period starts again with 512");
+        assert_eq!(plan.expect(sig(512)), Expected::Unplanned);
+    }
+
+    #[test]
+    fn many_lifetimes_checked_pairwise() {
+        // A pseudo-random period: sizes and lifetimes from a linear congruential sequence.
+        let mut x = 12345u64;
+        let mut next = || {
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            x >> 33
+        };
+        let ticks = 3000;
+        let requests = (0..600)
+            .map(|i| {
+                let bytes = (next() % 64 + 1) * 512 * if i % 7 == 0 { 1024 } else { 1 };
+                let born = i * 5;
+                request(bytes, born, Some(born + 1 + (next() % 2500) as u32))
+            })
+            .collect();
+        let period = Period { requests, ticks, next: 0 };
+        let plan = Plan::new(&period, PAGE);
+        check(&plan, &period);
+        assert_eq!(plan.planned(), 600);
+    }
+
+    #[test]
+    fn too_many_misses_in_one_period_give_the_plan_up() {
+        let requests = (0..16).map(|i| request(512, i, Some(i + 1))).collect();
+        let mut plan = Plan::new(&Period { requests, ticks: 32, next: 0 }, PAGE);
+        assert!(!plan.missed() && !plan.missed());
+        assert!(plan.missed(), "three of sixteen is more than an eighth");
+        // A short period gives up at its second miss.
+        let requests = (0..4).map(|i| request(512, i, Some(i + 1))).collect();
+        let mut plan = Plan::new(&Period { requests, ticks: 8, next: 0 }, PAGE);
+        assert!(!plan.missed());
+        assert!(plan.missed());
+    }
+}

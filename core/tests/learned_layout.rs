@@ -1,0 +1,187 @@
+//! cachalot's policy learns the layout of a loop (`learn_layout`): once a whole period of
+//! requests has repeated, each request goes where a layout planned from that period puts it,
+//! and memory stops moving. These tests hold what a user sees: a loop settles with no device
+//! call; a request the plan did not expect ends the plan and learning starts again; a planned
+//! place still taken sends only that request elsewhere; `empty_cache`, the memory fraction and
+//! out-of-memory behave as without a plan; and `learn_layout:False` turns it all off.
+
+mod common;
+
+use cachalot_core::{Allocator, Config, Replayer, SimDevice};
+use common::{load_trace, TRACES};
+
+const MIB: u64 = 1 << 20;
+
+/// Sizes of one step: varied, so that without a plan memory moves between steps.
+const STEP: [u64; 6] = [24 * MIB, 3 * MIB, 700 * 1024, 40 * MIB, 5 * MIB, 512];
+
+/// Allocates `sizes` on stream 0, frees all but the second in reverse order and the second
+/// last; returns the addresses.
+fn step(a: &mut Allocator<SimDevice>, sizes: &[u64]) -> Vec<u64> {
+    let addrs: Vec<u64> = sizes.iter().map(|&s| a.malloc(s, 0).unwrap()).collect();
+    for &p in addrs.iter().rev().filter(|&&p| p != addrs[1]) {
+        a.free(p).unwrap();
+    }
+    a.free(addrs[1]).unwrap();
+    a.check_invariants().unwrap();
+    addrs
+}
+
+/// An allocator that has run `steps` steps of [`STEP`].
+fn looped(conf: &str, steps: usize) -> Allocator<SimDevice> {
+    let mut a = Allocator::new(SimDevice::new(1 << 30), Config::parse(conf).unwrap());
+    for _ in 0..steps {
+        step(&mut a, &STEP);
+    }
+    a
+}
+
+/// Calls that take, give back or move memory.
+fn memory_calls(c: &cachalot_core::sim::DeviceCalls) -> u64 {
+    c.allocations
+        + c.frees
+        + c.vm_reserves
+        + c.vm_releases
+        + c.vm_creates
+        + c.vm_destroys
+        + c.vm_maps
+        + c.vm_set_access
+        + c.vm_unmaps
+}
+
+/// Steps needed before a plan is followed: the period must repeat whole, and at least 64
+/// requests of it.
+const LEARNING_STEPS: usize = 64 / STEP.len() + 2;
+
+#[test]
+fn a_loop_is_placed_as_planned_once_a_whole_period_has_repeated() {
+    let mut a = looped("", LEARNING_STEPS);
+    assert_eq!(a.plan_counts().made, 1);
+    let before = a.plan_counts().placed;
+    let first = step(&mut a, &STEP);
+    assert_eq!(a.plan_counts().placed, before + STEP.len() as u64, "every request of the step placed as planned");
+    // The next step finds the same places.
+    assert_eq!(step(&mut a, &STEP), first);
+    // And makes no device call at all once the plan's range is filled.
+    let calls = a.device().calls();
+    for _ in 0..5 {
+        step(&mut a, &STEP);
+    }
+    assert_eq!(memory_calls(&a.device().calls().since(&calls)), 0);
+    // Without learning, no plan is made.
+    let b = looped("learn_layout:False", 3 * LEARNING_STEPS);
+    assert_eq!(b.plan_counts().made, 0);
+}
+
+#[test]
+fn a_request_the_plan_does_not_expect_ends_it_and_learning_starts_again() {
+    let mut a = looped("", LEARNING_STEPS + 1);
+    assert_eq!((a.plan_counts().made, a.plan_counts().dropped), (1, 0));
+    let other = a.malloc(9 * MIB, 0).unwrap();
+    a.free(other).unwrap();
+    assert_eq!(a.plan_counts().dropped, 1);
+    a.check_invariants().unwrap();
+    // Served the usual way from now on, and learned again.
+    let placed = a.plan_counts().placed;
+    step(&mut a, &STEP);
+    assert_eq!(a.plan_counts().placed, placed);
+    for _ in 0..LEARNING_STEPS + 1 {
+        step(&mut a, &STEP);
+    }
+    assert_eq!(a.plan_counts().made, 2);
+    assert!(a.plan_counts().placed > placed);
+}
+
+#[test]
+fn a_planned_place_still_taken_sends_only_that_request_elsewhere() {
+    let mut a = looped("", LEARNING_STEPS + 1);
+    let planned = step(&mut a, &STEP);
+    // The first request of a step lives on into the next one this time.
+    let kept = a.malloc(STEP[0], 0).unwrap();
+    assert_eq!(kept, planned[0]);
+    let rest: Vec<u64> = STEP[1..].iter().map(|&s| a.malloc(s, 0).unwrap()).collect();
+    for p in rest {
+        a.free(p).unwrap();
+    }
+    let missed = a.plan_counts().missed;
+    let addrs = step(&mut a, &STEP);
+    assert_eq!(a.plan_counts().missed, missed + 1, "one request placed elsewhere");
+    assert_ne!(addrs[0], kept, "not on top of the block still live");
+    assert_eq!(&addrs[1..], &planned[1..], "the others as planned");
+    assert_eq!(a.plan_counts().dropped, 0, "one miss does not end the plan");
+    a.free(kept).unwrap();
+    a.check_invariants().unwrap();
+}
+
+#[test]
+fn empty_cache_returns_a_followed_layouts_pages_and_the_loop_goes_on() {
+    let mut a = looped("", LEARNING_STEPS + 2);
+    a.empty_cache().unwrap();
+    assert_eq!(a.reserved_bytes(), 0, "nothing is live between steps");
+    let placed = a.plan_counts().placed;
+    step(&mut a, &STEP);
+    assert_eq!(a.plan_counts().placed, placed + STEP.len() as u64);
+    assert_eq!(a.plan_counts().dropped, 0);
+}
+
+#[test]
+fn a_followed_layout_stays_under_the_memory_fraction_and_fails_as_without_one() {
+    // A limit the loop fits under (one step has 73 MiB live at most).
+    let allowed = 80 * MIB;
+    let mut a = Allocator::new(SimDevice::new(1 << 30), Config::default());
+    a.set_memory_fraction(allowed as f64 / (1u64 << 30) as f64).unwrap();
+    for _ in 0..LEARNING_STEPS + 3 {
+        step(&mut a, &STEP);
+    }
+    assert_eq!((a.plan_counts().made, a.plan_counts().dropped), (1, 0));
+    assert!(a.stats().reserved_bytes.all.peak as u64 <= allowed);
+    // A request beyond the limit fails with out of memory, holding nothing for it.
+    let held: Vec<u64> = STEP[..4].iter().map(|&s| a.malloc(s, 0).unwrap()).collect();
+    let err = a.malloc(40 * MIB, 0).unwrap_err();
+    assert!(matches!(err, cachalot_core::AllocError::OutOfMemory(_)), "{err}");
+    assert!(a.reserved_bytes() <= allowed, "{} reserved", a.reserved_bytes());
+    for p in held {
+        a.free(p).unwrap();
+    }
+    a.check_invariants().unwrap();
+    // That request was not the one the plan expected: the plan ends, the loop is learned
+    // again, and goes on under the limit. The rest of the interrupted step first.
+    assert_eq!(a.plan_counts().dropped, 1);
+    for &s in &STEP[4..] {
+        let p = a.malloc(s, 0).unwrap();
+        a.free(p).unwrap();
+    }
+    let placed = a.plan_counts().placed;
+    for _ in 0..LEARNING_STEPS + 2 {
+        step(&mut a, &STEP);
+    }
+    assert_eq!(a.plan_counts().made, 2);
+    assert!(a.plan_counts().placed > placed);
+    assert!(a.stats().reserved_bytes.all.peak as u64 <= allowed);
+}
+
+#[test]
+fn every_reference_trace_settles_with_no_device_call() {
+    // Three passes: learned in the second, followed from the third; the fourth and fifth
+    // call the device not once, where without learning mixed_fc_conv moves pages every pass.
+    for name in TRACES {
+        let trace = load_trace(name);
+        let calls_in_passes_4_and_5 = |conf: &str| {
+            let mut a = Allocator::new(SimDevice::new(140 << 30), Config::parse(conf).unwrap());
+            let mut r = Replayer::new(trace.slots);
+            for _ in 0..3 {
+                r.run_pass(&mut a, &trace.ops).unwrap();
+            }
+            let before = a.device().calls();
+            for _ in 0..2 {
+                r.run_pass(&mut a, &trace.ops).unwrap();
+            }
+            a.check_invariants().unwrap();
+            memory_calls(&a.device().calls().since(&before))
+        };
+        assert_eq!(calls_in_passes_4_and_5(""), 0, "{name}");
+        if name.starts_with("mixed") {
+            assert!(calls_in_passes_4_and_5("learn_layout:False") > 100, "{name}");
+        }
+    }
+}
