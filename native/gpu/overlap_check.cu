@@ -1,8 +1,9 @@
 // overlap_check: replays a trace through cachalot's C ABI with real CUDA memory and checks it.
 //
-//   overlap_check OPS_FILE [--config CONF] [--passes N] [--label NAME] [--no-verify]
+//   overlap_check OPS_FILE [--config CONF] [--passes N] [--checked-passes K] [--label NAME] [--no-verify]
 //
-// 1. Cold pass, checked, in lockstep with a simulated allocator (same ops, same config, the
+// 1. Cold pass (and K - 1 more on the same allocators, default K = 1: cachalot's policy
+//    follows a learned layout from the third), checked, in lockstep with a simulated allocator (same ops, same config, the
 //    GPU's capacity): every allocation's address range is checked against every live one
 //    (exact, on the host), then filled with its own tag byte (cuMemsetD8Async); before each
 //    free a kernel counts the bytes of the allocation that no longer hold its tag (an overlap
@@ -94,6 +95,7 @@ struct Args {
     std::string config = "policy:pytorch";
     std::string label;
     int passes = 7;
+    int checked_passes = 1;
     bool verify = true;
 };
 
@@ -103,16 +105,17 @@ static Args parse_args(int argc, char **argv) {
         std::string s = argv[i];
         if (s == "--config" && i + 1 < argc) a.config = argv[++i];
         else if (s == "--passes" && i + 1 < argc) a.passes = std::max(1, std::atoi(argv[++i]));
+        else if (s == "--checked-passes" && i + 1 < argc) a.checked_passes = std::max(1, std::atoi(argv[++i]));
         else if (s == "--label" && i + 1 < argc) a.label = argv[++i];
         else if (s == "--no-verify") a.verify = false;
         else if (a.ops == nullptr && s[0] != '-') a.ops = argv[i];
         else {
-            std::fprintf(stderr, "usage: overlap_check OPS_FILE [--config CONF] [--passes N] [--label NAME] [--no-verify]\n");
+            std::fprintf(stderr, "usage: overlap_check OPS_FILE [--config CONF] [--passes N] [--checked-passes K] [--label NAME] [--no-verify]\n");
             std::exit(2);
         }
     }
     if (a.ops == nullptr) {
-        std::fprintf(stderr, "usage: overlap_check OPS_FILE [--config CONF] [--passes N] [--label NAME] [--no-verify]\n");
+        std::fprintf(stderr, "usage: overlap_check OPS_FILE [--config CONF] [--passes N] [--checked-passes K] [--label NAME] [--no-verify]\n");
         std::exit(2);
     }
     if (a.label.empty()) a.label = a.ops;
@@ -199,7 +202,7 @@ int main(int argc, char **argv) {
     std::vector<CUstream> stream_of(t.slots, nullptr);
     std::map<uint64_t, uint64_t> live;  // address -> end, of live GPU allocations
     unsigned int *bad = nullptr;
-    size_t checks = 0, max_checks = t.ops.size() + 1;
+    size_t checks = 0, max_checks = (t.ops.size() + t.slots + 1) * (size_t)args.checked_passes;
     std::vector<size_t> check_op(max_checks);
     if (args.verify) {
         RT(cudaMalloc(&bad, max_checks * sizeof(unsigned int)));
@@ -227,6 +230,8 @@ int main(int argc, char **argv) {
     };
 
     auto cold_start = std::chrono::steady_clock::now();
+    cachalot_stats gpu_cold{}, sim_cold{};
+    for (int checked_pass = 0; checked_pass < args.checked_passes; checked_pass++) {
     for (size_t i = 0; i < t.ops.size(); i++) {
         const Op &op = t.ops[i];
         if (op.alloc) {
@@ -286,12 +291,14 @@ int main(int argc, char **argv) {
             diverged_sim = s;
         }
     }
-    cachalot_stats gpu_cold = stats_of(gpu), sim_cold = stats_of(sim);
+    if (checked_pass == 0) gpu_cold = stats_of(gpu), sim_cold = stats_of(sim);
     for (uint32_t slot = 0; slot < t.slots; slot++) {
         if (gp[slot] != nullptr) verify_and_free(slot, t.ops.size());
         if (sp[slot] != nullptr) must(cachalot_free(sim, sp[slot]), "cachalot_free (simulated)");
         sp[slot] = nullptr;
     }
+    }
+    cachalot_stats gpu_checked = stats_of(gpu), sim_checked = stats_of(sim);
     RT(cudaDeviceSynchronize());
     RT(cudaGetLastError());
     double cold_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - cold_start).count();
@@ -309,10 +316,18 @@ int main(int argc, char **argv) {
         }
         RT(cudaFree(bad));
     }
-    bool same_reserved = gpu_cold.reserved_bytes.all.peak == sim_cold.reserved_bytes.all.peak;
+    bool same_reserved = gpu_cold.reserved_bytes.all.peak == sim_cold.reserved_bytes.all.peak &&
+                         gpu_checked.reserved_bytes.all.peak == sim_checked.reserved_bytes.all.peak;
     bool same_allocs = gpu_cold.num_device_alloc == sim_cold.num_device_alloc;
-    std::printf("  cold pass (checked): %.1f s; %zu frees verified on the GPU, %llu tag violations, %llu overlaps\n",
-                cold_s, checks, (unsigned long long)violations, (unsigned long long)overlaps);
+    std::printf("  cold pass (checked%s): %.1f s; %zu frees verified on the GPU, %llu tag violations, %llu overlaps\n",
+                args.checked_passes > 1 ? ", with the passes after it" : "", cold_s, checks,
+                (unsigned long long)violations, (unsigned long long)overlaps);
+    if (args.checked_passes > 1) {
+        std::printf("  over %d checked passes: peak reserved GPU %lld, simulated %lld bytes; device allocations GPU %llu, simulated %llu\n",
+                    args.checked_passes, (long long)gpu_checked.reserved_bytes.all.peak,
+                    (long long)sim_checked.reserved_bytes.all.peak, (unsigned long long)gpu_checked.num_device_alloc,
+                    (unsigned long long)sim_checked.num_device_alloc);
+    }
     std::printf("  peak reserved: GPU %lld, simulated %lld bytes (%s); device allocations: GPU %llu, simulated %llu (%s)\n",
                 (long long)gpu_cold.reserved_bytes.all.peak, (long long)sim_cold.reserved_bytes.all.peak,
                 same_reserved ? "equal" : "DIFFERENT", (unsigned long long)gpu_cold.num_device_alloc,
