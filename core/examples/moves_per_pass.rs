@@ -1,8 +1,9 @@
 //! Replays each reference trace for many passes on one allocator and prints, per trace, the
 //! first pass's reserved / requested, the peak over all passes, the mean unmaps of the passes
 //! after the first and every pass's unmaps, then the same for all the calls that moving pages
-//! makes (maps, access grants and unmaps; simulated device), the figures behind page slack
-//! and ghosts in docs/design.md: `cargo run --release -p cachalot-core --example
+//! makes (maps, access grants and unmaps; simulated device), what learned layouts did, and the
+//! milliseconds each pass took: the figures behind page slack, ghosts and the learned layout
+//! in docs/design.md: `cargo run --release -p cachalot-core --example
 //! moves_per_pass -- 20 policy:cachalot,page_slack:0.1`.
 use std::io::Read;
 
@@ -23,9 +24,12 @@ fn main() {
         let mut calls = Vec::new();
         let mut first = 0.0;
         let mut requested = 0;
+        let mut ms = Vec::new();
         for p in 0..passes {
             let before = a.device().calls();
+            let start = std::time::Instant::now();
             let out = r.run_pass(&mut a, &trace.ops).unwrap();
+            ms.push(format!("{:.1}", start.elapsed().as_secs_f64() * 1e3));
             if p == 0 {
                 requested = out.peak_requested_bytes;
                 first = out.peak_reserved_bytes as f64 / requested as f64;
@@ -42,5 +46,6 @@ fn main() {
         println!("{name:24} first {first:.4} all {all:.4} unmaps/pass(2..) {mean:.0} passes {:?}", unmaps);
         println!("{:24} map+access+unmap calls/pass(2..) {mean_calls:.0} passes {:?}", "", calls);
         println!("{:24} {:?}", "", a.plan_counts());
+        println!("{:24} ms per pass [{}]", "", ms.join(", "));
     }
 }

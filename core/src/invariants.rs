@@ -7,7 +7,7 @@
 //! many queued events as their count says; every statistic's current value equals a
 //! recount, and reserved bytes equal the sum of segment sizes; ghosts (mappings left behind
 //! by moved chunks) overlap nothing, lie in unmapped blocks and belong to live chunks; blocks
-//! listed as placed by a planned layout are allocated, in ranges reserved for such layouts.
+//! a followed plan's ranges serve their group's stream and pool.
 
 use alloc::format;
 use alloc::string::String;
@@ -247,20 +247,19 @@ impl<D: Device> Allocator<D> {
         Ok(())
     }
 
-    /// Checks that every block listed as placed by a plan is allocated at its address and lies
-    /// in a range reserved for planned layouts.
+    /// Checks that a followed plan's ranges, once reserved, serve the stream and pool of
+    /// their group and are listed among the ranges kept for planned layouts.
     fn check_planned(&self) -> Result<(), String> {
-        for (&addr, &id) in &self.vm.planned_live {
-            if self.live.get(addr, &self.blocks) != Some(id) {
-                return Err(format!("planned block {id} at {addr:#x} is not the allocated block there"));
+        let Some(plan) = &self.vm.plan else { return Ok(()) };
+        for g in &plan.groups {
+            let Some(base) = g.base else { continue };
+            let Some(r) = self.vm.range_of(base) else { continue };
+            let range = &self.vm.ranges[r];
+            if range.base == base && (range.stream != g.stream || range.pool != g.pool) {
+                return Err(format!("the plan's range at {base:#x} serves another stream or pool"));
             }
-            if !self
-                .vm
-                .plan_ranges
-                .iter()
-                .any(|&b| self.vm.range_of(b).is_some_and(|r| self.vm.ranges[r].contains(addr)))
-            {
-                return Err(format!("planned block at {addr:#x} lies outside the ranges of planned layouts"));
+            if range.base == base && !self.vm.plan_ranges.contains(&base) {
+                return Err(format!("the plan's range at {base:#x} is not listed as a planned layout's"));
             }
         }
         Ok(())

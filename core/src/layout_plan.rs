@@ -60,6 +60,13 @@ pub struct Plan {
     sigs: Vec<Signature>,
     /// Per request of the period: its group and offset, if planned.
     slots: Vec<Option<(u32, u64)>>,
+    /// Per group, cells of its range ([`Plan::cell`] bytes each): the block last placed or
+    /// freed in each, `u32::MAX` for none. A hint where to look for the block at an
+    /// address: it may since have been merged away, or its id reused.
+    cell_hints: Vec<Vec<u32>>,
+    /// Per group, the bytes of one cell: the range cut in at most [`HINT_CELLS`], each at
+    /// least 512 bytes, a power of two.
+    cells: Vec<u64>,
     /// The stream and pool ranges the plan uses.
     pub groups: Vec<Group>,
     next: usize,
@@ -97,6 +104,12 @@ impl Life {
     }
 }
 
+/// The most cells a group's range is cut into for hints (4 bytes each).
+const HINT_CELLS: u64 = 1 << 16;
+
+/// Cells below an address whose hints are tried.
+const HINT_CELLS_BELOW: usize = 4;
+
 /// Time buckets the circle is cut into to find overlapping lifetimes quickly.
 const BUCKETS: u64 = 1024;
 
@@ -133,7 +146,10 @@ impl Plan {
             }
         }
         let sigs = period.requests.iter().map(|r| r.sig).collect();
-        Plan { sigs, slots, groups, next: period.next, missed: 0, planned }
+        let cells: Vec<u64> = groups.iter().map(|g| (g.bytes / HINT_CELLS).next_power_of_two().max(512)).collect();
+        let cell_hints =
+            groups.iter().zip(&cells).map(|(g, c)| vec![u32::MAX; g.bytes.div_ceil(*c) as usize]).collect();
+        Plan { sigs, slots, cell_hints, cells, groups, next: period.next, missed: 0, planned }
     }
 
     /// Requests in one period.
@@ -168,6 +184,34 @@ impl Plan {
         }
     }
 
+    /// Blocks that may lie near `offset` in group `group`'s range, nearest first: those last
+    /// placed or freed in its cell and the [`HINT_CELLS_BELOW`] cells below it, then in the
+    /// cell above.
+    pub fn hints_at(&self, group: usize, offset: u64) -> impl Iterator<Item = u32> + '_ {
+        let hints = &self.cell_hints[group];
+        let c = (offset / self.cells[group]) as usize;
+        let cells = (c.saturating_sub(HINT_CELLS_BELOW)..=c).rev().chain(c + 1..c + 2);
+        cells.filter_map(|q| hints.get(q).copied()).filter(|&h| h != u32::MAX)
+    }
+
+    /// How far from an address in group `group`'s range a hinted block may lie to be walked
+    /// from: as far as the cells whose hints are tried (a hint whose id was reused for a block
+    /// far away would cost a long walk).
+    pub fn hint_reach(&self, group: usize) -> u64 {
+        self.cells[group] * (HINT_CELLS_BELOW as u64 + 2)
+    }
+
+    /// Notes that block `id` was just placed or freed at `addr`, if in one of the plan's
+    /// ranges.
+    pub fn note_block(&mut self, addr: u64, id: u32) {
+        for (g, group) in self.groups.iter().enumerate() {
+            if let Some(offset) = group.base.and_then(|b| addr.checked_sub(b)).filter(|&o| o < group.bytes) {
+                self.cell_hints[g][(offset / self.cells[g]) as usize] = id;
+                return;
+            }
+        }
+    }
+
     /// Notes that a planned request could not be placed as planned; true when so many of
     /// this period's could not (more than an eighth, and more than one) that the plan no
     /// longer describes the workload.
@@ -177,12 +221,19 @@ impl Plan {
     }
 }
 
-/// Offsets for `lives` (by index) on the circle of `ticks`, and the layout's top.
+/// Offsets for `lives` (by index) on the circle of `ticks`, and the layout's top. Lives are
+/// found by the time buckets they touch. Those touching at least half of them (weights,
+/// optimizer state, activations kept for most of a step) are taken to meet every later one:
+/// their offsets join one sorted list of merged stretches that every query reads as it is,
+/// rather than each query gathering and sorting them again (they are few, but meet nearly
+/// everything). A life they do not meet only loses the use of their bytes.
 fn lay_out(mut lives: Vec<Life>, ticks: u64) -> (Vec<(usize, u64)>, u64) {
     lives.sort_by_key(|l| (core::cmp::Reverse(l.bytes), l.born, l.index));
     let buckets = BUCKETS.min(ticks);
     let width = ticks.div_ceil(buckets);
     let mut placed_in: Vec<Vec<u32>> = vec![Vec::new(); buckets as usize];
+    // Offsets held by long lives, sorted and merged.
+    let mut held: Vec<(u64, u64)> = Vec::new();
     let mut offsets: Vec<u64> = Vec::with_capacity(lives.len());
     // When each placed life was last gathered, so that one in several buckets counts once.
     let mut seen: Vec<usize> = Vec::with_capacity(lives.len());
@@ -191,37 +242,66 @@ fn lay_out(mut lives: Vec<Life>, ticks: u64) -> (Vec<(usize, u64)>, u64) {
     for (n, life) in lives.iter().enumerate() {
         taken.clear();
         let stretches = life.stretches(ticks);
-        for &(a, b) in stretches.iter().filter(|(a, b)| a < b) {
-            for bucket in a / width..=(b - 1) / width {
-                for &p in &placed_in[bucket as usize] {
-                    let p = p as usize;
-                    if seen[p] != n && lives[p].overlaps(life, ticks) {
-                        seen[p] = n;
-                        taken.push((offsets[p], offsets[p] + lives[p].bytes));
-                    }
+        let spans = stretches.iter().filter(|(a, b)| a < b).map(|&(a, b)| a / width..=(b - 1) / width);
+        let touched: u64 = spans.clone().map(|r| r.end() - r.start() + 1).sum();
+        for bucket in spans.clone().flatten() {
+            for &p in &placed_in[bucket as usize] {
+                let p = p as usize;
+                if seen[p] != n && lives[p].overlaps(life, ticks) {
+                    seen[p] = n;
+                    taken.push((offsets[p], offsets[p] + lives[p].bytes));
                 }
             }
         }
         taken.sort_unstable();
-        let (mut free_from, mut best): (u64, Option<(u64, u64)>) = (0, None);
-        for &(at, end) in &taken {
-            let gap = at.saturating_sub(free_from);
-            if gap >= life.bytes && best.is_none_or(|(g, _)| gap < g) {
-                best = Some((gap, free_from));
-            }
-            free_from = free_from.max(end);
-        }
-        let at = best.map_or(free_from, |(_, at)| at);
+        let at = tightest_gap(&taken, &held, life.bytes);
         top = top.max(at + life.bytes);
         offsets.push(at);
         seen.push(n);
-        for &(a, b) in stretches.iter().filter(|(a, b)| a < b) {
-            for bucket in a / width..=(b - 1) / width {
+        if 2 * touched >= buckets {
+            hold(&mut held, (at, at + life.bytes));
+        } else {
+            for bucket in spans.flatten() {
                 placed_in[bucket as usize].push(n as u32);
             }
         }
     }
     (lives.iter().zip(offsets).map(|(l, at)| (l.index, at)).collect(), top)
+}
+
+/// The lowest offset of the smallest gap of at least `bytes` between the stretches of `a`
+/// and `b` (each sorted by start), or the end of the highest if none.
+fn tightest_gap(a: &[(u64, u64)], b: &[(u64, u64)], bytes: u64) -> u64 {
+    let (mut i, mut j) = (0, 0);
+    let (mut free_from, mut best): (u64, Option<(u64, u64)>) = (0, None);
+    while i < a.len() || j < b.len() {
+        let (at, end) = if j == b.len() || (i < a.len() && a[i] <= b[j]) {
+            i += 1;
+            a[i - 1]
+        } else {
+            j += 1;
+            b[j - 1]
+        };
+        let gap = at.saturating_sub(free_from);
+        if gap >= bytes && best.is_none_or(|(g, _)| gap < g) {
+            best = Some((gap, free_from));
+        }
+        free_from = free_from.max(end);
+    }
+    best.map_or(free_from, |(_, at)| at)
+}
+
+/// Adds `[at, end)` to `held`, keeping it sorted and merged.
+fn hold(held: &mut Vec<(u64, u64)>, (at, end): (u64, u64)) {
+    let i = held.partition_point(|&(_, e)| e < at);
+    let mut j = i;
+    let (mut lo, mut hi) = (at, end);
+    while j < held.len() && held[j].0 <= hi {
+        lo = lo.min(held[j].0);
+        hi = hi.max(held[j].1);
+        j += 1;
+    }
+    held.splice(i..j, core::iter::once((lo, hi)));
 }
 
 #[cfg(test)]
@@ -318,6 +398,19 @@ mod tests {
         let plan = Plan::new(&period, PAGE);
         check(&plan, &period);
         assert_eq!(plan.planned(), 600);
+    }
+
+    #[test]
+    fn held_stretches_stay_sorted_and_merged() {
+        let mut held = Vec::new();
+        for s in [(10, 20), (30, 40), (20, 25), (50, 60), (5, 8), (35, 55)] {
+            hold(&mut held, s);
+        }
+        assert_eq!(held, vec![(5, 8), (10, 25), (30, 60)]);
+        // The tightest gap across both lists: 8..10 is too small for 3, 25..28 fits exactly.
+        assert_eq!(tightest_gap(&[(28, 29)], &held, 3), 25);
+        assert_eq!(tightest_gap(&[], &held, 100), 60);
+        assert_eq!(tightest_gap(&[], &[], 7), 0);
     }
 
     #[test]

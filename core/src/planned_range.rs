@@ -12,9 +12,10 @@
 //! log starts again. Requests the plan leaves out (those that outlive a period) go the usual
 //! way, never into a followed plan's ranges.
 //!
-//! Invariants: `planned_live` holds exactly the allocated blocks placed by a plan, by
-//! address; a followed plan's ranges take no request but the plan's; nothing is logged
-//! while a plan is followed.
+//! Invariants: a followed plan's ranges take no request but the plan's; nothing is logged
+//! while a plan is followed. The plan's hints (the block last placed for each request) are
+//! only where a search starts: any block of the range at or below an address is a correct
+//! start, so a stale hint costs a longer walk, never a wrong block.
 
 use crate::allocator::Allocator;
 use crate::block::{BlockState, NIL};
@@ -51,7 +52,7 @@ impl<D: Device> Allocator<D> {
         let placed = match self.planned_base(group)? {
             Some(base) => {
                 self.fill_planned_range(group, base)?;
-                self.place_at(base + offset, rounded)?
+                self.place_at(base + offset, rounded, group, offset)?
             }
             None => None,
         };
@@ -67,18 +68,16 @@ impl<D: Device> Allocator<D> {
         Ok(placed)
     }
 
-    /// Logs a request served at `addr` (placed by the plan when `planned`), and starts
-    /// following a plan when it completes a repetition.
-    pub(crate) fn log_request(&mut self, addr: u64, sig: Signature, planned: bool) {
-        if planned {
-            if let Some(id) = self.live.get(addr, &self.blocks) {
-                self.vm.planned_live.insert(addr, id);
+    /// Logs a request served as the allocated block `id` at `addr` (placed by the plan when
+    /// `planned`), and starts following a plan when it completes a repetition.
+    pub(crate) fn log_request(&mut self, id: u32, addr: u64, sig: Signature, planned: bool) {
+        if let Some(plan) = self.vm.plan.as_mut() {
+            if planned {
+                plan.note_block(addr, id);
             }
-        }
-        if self.vm.plan.is_some() {
             return;
         }
-        let Some(period) = self.vm.recurrence.allocated(addr, sig) else { return };
+        let Some(period) = self.vm.recurrence.allocated(id, sig) else { return };
         let mut plan = Plan::new(&period, self.vm.paged_page);
         for g in &mut plan.groups {
             g.base = self.vm.plan_ranges.iter().copied().find(|&b| self.is_range_for(b, g.stream, g.pool));
@@ -87,11 +86,13 @@ impl<D: Device> Allocator<D> {
         self.vm.plan_counts.made += 1;
     }
 
-    /// Logs the free of `addr`.
-    pub(crate) fn log_free(&mut self, addr: u64) {
-        self.vm.planned_live.remove(&addr);
-        if self.vm.plan.is_none() {
-            self.vm.recurrence.freed(addr);
+    /// Logs the free of the allocated block `id` at `addr`: while a plan is followed, a
+    /// hint where its block lies (the block freed absorbs its free neighbours, so its id
+    /// names the free block around `addr` until a neighbour is freed in turn).
+    pub(crate) fn log_free(&mut self, id: u32, addr: u64) {
+        match self.vm.plan.as_mut() {
+            Some(plan) => plan.note_block(addr, id),
+            None => self.vm.recurrence.freed(id),
         }
     }
 
@@ -150,34 +151,38 @@ impl<D: Device> Allocator<D> {
         Ok(())
     }
 
-    /// A block live in a plan's ranges at or before `addr`, in the range holding it, to start
-    /// a walk from (the range's first block when there is none); `Err(())` when that live
-    /// block covers `addr`.
-    fn planned_hint(&self, r: usize, addr: u64) -> Result<u32, ()> {
+    /// The block of range `r` holding `addr`, `offset` into group `group`'s layout: walked
+    /// to, back or on, from the first of the plan's hints near it still in the range and
+    /// within its reach; else from the range's first block.
+    fn planned_block(&self, r: usize, addr: u64, group: usize, offset: u64) -> u32 {
         let range = &self.vm.ranges[r];
-        match self.vm.planned_live.range(..=addr).next_back() {
-            Some((&a, &id)) if range.contains(a) => {
-                if self.blocks[id].end() > addr {
-                    Err(())
-                } else {
-                    Ok(id)
-                }
-            }
-            _ => Ok(range.head),
+        let near = self.vm.plan.as_ref().and_then(|plan| {
+            let reach = plan.hint_reach(group);
+            plan.hints_at(group, offset).find(|&h| {
+                self.blocks.get(h).is_some_and(|b| b.in_vm && range.contains(b.addr) && b.addr.abs_diff(addr) <= reach)
+            })
+        });
+        let Some(mut id) = near else { return self.block_containing_near(range.head, addr) };
+        while self.blocks[id].addr > addr {
+            id = self.blocks[id].prev;
         }
+        while self.blocks[id].end() <= addr {
+            id = self.blocks[id].next;
+        }
+        id
     }
 
-    /// Places a request of `rounded` bytes at `at` when every block there is free or
-    /// unmapped: maps what is missing and returns the block starting at `at`, out of the free
-    /// index. `None` when a block there is in use or no memory could be found.
-    fn place_at(&mut self, at: u64, rounded: u64) -> Result<Option<u32>, AllocError> {
+    /// Places a request of `rounded` bytes at `offset` in group `group`'s range, at `at`, when
+    /// every block there is free or unmapped: maps what is missing and returns the block
+    /// starting at `at`, out of the free index. `None` when a block there is in use or no
+    /// memory could be found.
+    fn place_at(&mut self, at: u64, rounded: u64, group: usize, offset: u64) -> Result<Option<u32>, AllocError> {
         let end = at + rounded;
         let Some(r) = self.vm.range_of(at) else { return Ok(None) };
         if end > self.vm.ranges[r].base + self.vm.ranges[r].size {
             return Ok(None);
         }
-        let Ok(hint) = self.planned_hint(r, at) else { return Ok(None) };
-        let first = self.block_containing_near(hint, at);
+        let first = self.planned_block(r, at, group, offset);
         let (mut id, mut unmapped) = (first, false);
         while id != NIL && self.blocks[id].addr < end {
             match self.blocks[id].state {
@@ -187,14 +192,16 @@ impl<D: Device> Allocator<D> {
             }
             id = self.blocks[id].next;
         }
-        if unmapped {
+        let id = if unmapped {
             self.advance_epochs()?;
             if !self.map_under(&Placement { start: first, addr: at, run_end: end }, rounded)? {
                 return Ok(None);
             }
-        }
-        let hint = self.planned_hint(r, at).unwrap_or(self.vm.ranges[r].head);
-        let id = self.block_containing_near(hint, at);
+            // Mapping merged blocks: `first` may be gone.
+            self.planned_block(r, at, group, offset)
+        } else {
+            first
+        };
         debug_assert_eq!(self.blocks[id].state, BlockState::Free);
         self.uncache(id);
         if self.blocks[id].addr == at {

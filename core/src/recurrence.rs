@@ -14,11 +14,11 @@
 //! (lazily created optimizer state) is found once the log has started again.
 //!
 //! Invariants: `sigs`, `born`, `died` and `border` have one entry per logged request;
-//! `border[i] <= i`; `live` maps each logged request not yet freed to its index; ticks are
-//! counted from the log's start. A log that reaches its capacity without finding a repeat
+//! `border[i] <= i`; `live_index[id]` is the index of the logged request allocated as block
+//! `id` and not yet freed, [`NONE`] for every other block; ticks are counted from the log's
+//! start. A log that reaches its capacity without finding a repeat
 //! starts again, with twice the capacity (up to [`MAX_LOG`]), from the next request.
 
-use alloc::collections::BTreeMap;
 use alloc::vec::Vec;
 
 use crate::device::Stream;
@@ -67,8 +67,8 @@ pub const MIN_REPEAT: usize = 64;
 /// The log's first capacity, in requests.
 pub const FIRST_LOG: usize = 1 << 17;
 
-/// The most requests a log holds (about 24 bytes each).
-pub const MAX_LOG: usize = 1 << 20;
+/// The most requests a log holds (36 bytes each: 9 MiB at most).
+pub const MAX_LOG: usize = 1 << 18;
 
 /// The log of requests and its prefix function (see the module comment).
 #[derive(Clone, Debug)]
@@ -77,7 +77,7 @@ pub struct Recurrence {
     born: Vec<u32>,
     died: Vec<u32>,
     border: Vec<u32>,
-    live: BTreeMap<u64, u32>,
+    live_index: Vec<u32>,
     tick: u32,
     capacity: usize,
     skip: bool,
@@ -86,6 +86,9 @@ pub struct Recurrence {
 /// `died` of a request not yet freed.
 const LIVE: u32 = u32::MAX;
 
+/// `live_index` of a block no logged request lives in.
+const NONE: u32 = u32::MAX;
+
 impl Default for Recurrence {
     fn default() -> Recurrence {
         Recurrence {
@@ -93,7 +96,7 @@ impl Default for Recurrence {
             born: Vec::new(),
             died: Vec::new(),
             border: Vec::new(),
-            live: BTreeMap::new(),
+            live_index: Vec::new(),
             tick: 0,
             capacity: FIRST_LOG,
             skip: false,
@@ -118,7 +121,7 @@ impl Recurrence {
         self.born.clear();
         self.died.clear();
         self.border.clear();
-        self.live.clear();
+        self.live_index.fill(NONE);
         self.tick = 0;
     }
 
@@ -128,9 +131,9 @@ impl Recurrence {
         self.skip = true;
     }
 
-    /// Logs a request served at `addr`; returns the period when this request completes a
-    /// repetition, and then starts a new log.
-    pub fn allocated(&mut self, addr: u64, sig: Signature) -> Option<Period> {
+    /// Logs a request served as block `id`; returns the period when this request completes
+    /// a repetition, and then starts a new log.
+    pub fn allocated(&mut self, id: u32, sig: Signature) -> Option<Period> {
         if core::mem::take(&mut self.skip) {
             self.tick = self.tick.saturating_add(1);
             return None;
@@ -151,7 +154,11 @@ impl Recurrence {
         self.born.push(self.tick);
         self.died.push(LIVE);
         self.border.push(k as u32);
-        self.live.insert(addr, i as u32);
+        let slot = id as usize;
+        if slot >= self.live_index.len() {
+            self.live_index.resize((slot + 1).next_power_of_two(), NONE);
+        }
+        self.live_index[slot] = i as u32;
         self.tick += 1;
         let period = i + 1 - k;
         if k >= MIN_REPEAT && k >= period {
@@ -162,13 +169,23 @@ impl Recurrence {
         None
     }
 
-    /// Logs the free of `addr` (an address not logged, allocated before the log began,
+    /// Logs the free of block `id` (a block not logged, allocated before the log began,
     /// still counts a tick).
-    pub fn freed(&mut self, addr: u64) {
-        if let Some(i) = self.live.remove(&addr) {
-            self.died[i as usize] = self.tick;
+    pub fn freed(&mut self, id: u32) {
+        if let Some(i) = self.live_index.get_mut(id as usize).map(|i| core::mem::replace(i, NONE)) {
+            if i != NONE {
+                self.died[i as usize] = self.tick;
+            }
         }
         self.tick = self.tick.saturating_add(1);
+    }
+
+    /// Host memory the log holds, in bytes.
+    pub fn heap_bytes(&self) -> usize {
+        use core::mem::size_of;
+        self.sigs.capacity() * size_of::<Signature>()
+            + (self.born.capacity() + self.died.capacity() + self.border.capacity() + self.live_index.capacity())
+                * size_of::<u32>()
     }
 
     /// The log's first `p` requests as a period, `next` the index expected next.
@@ -200,12 +217,12 @@ mod tests {
         for _ in 0..steps {
             for (j, &s) in sizes.iter().enumerate() {
                 n += 1;
-                if let Some(p) = r.allocated(j as u64, sig(s)) {
+                if let Some(p) = r.allocated(j as u32, sig(s)) {
                     return Some((n, p));
                 }
             }
             for j in (0..sizes.len()).rev() {
-                r.freed(j as u64);
+                r.freed(j as u32);
             }
         }
         None
@@ -231,15 +248,15 @@ mod tests {
         // 1,000 distinct sizes, then the first 900 again, then something else.
         let mut r = Recurrence::default();
         let sizes: Vec<u64> = (1..=1000).chain(1..=900).chain(2000..2100).map(|i| i * 512).collect();
-        assert!(sizes.iter().enumerate().all(|(j, &s)| r.allocated(j as u64, sig(s)).is_none()));
+        assert!(sizes.iter().enumerate().all(|(j, &s)| r.allocated(j as u32, sig(s)).is_none()));
         assert_eq!(r.len(), 2000);
     }
 
     #[test]
     fn a_short_period_must_repeat_min_repeat_requests() {
         let mut r = Recurrence::default();
-        let found = (0..200u64).find_map(|j| {
-            let p = r.allocated(j, sig(512 * (1 + j % 2)));
+        let found = (0..200u32).find_map(|j| {
+            let p = r.allocated(j, sig(512 * (1 + u64::from(j) % 2)));
             r.freed(j);
             p.map(|p| (j, p))
         });
@@ -261,8 +278,8 @@ mod tests {
     #[test]
     fn a_full_log_starts_again_with_twice_the_room() {
         let mut r = Recurrence { capacity: 8, ..Recurrence::default() };
-        for j in 0..9u64 {
-            assert!(r.allocated(j, sig((j + 1) * 512)).is_none());
+        for j in 0..9u32 {
+            assert!(r.allocated(j, sig((u64::from(j) + 1) * 512)).is_none());
         }
         assert_eq!(r.len(), 1);
         assert_eq!(r.capacity, 16);

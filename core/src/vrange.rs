@@ -145,9 +145,6 @@ pub struct VirtualMemory {
     pub plan: Option<crate::layout_plan::Plan>,
     /// Bases of the ranges reserved for planned layouts, kept from one plan to the next.
     pub plan_ranges: Vec<u64>,
-    /// Blocks allocated where a plan put them, by address: where to start looking for the
-    /// block at a planned address.
-    pub planned_live: BTreeMap<u64, u32>,
     /// Counts of what plans did: made, given up, requests placed as planned, and planned
     /// requests placed the usual way because their place was taken.
     pub plan_counts: PlanCounts,
@@ -184,7 +181,6 @@ impl VirtualMemory {
             recurrence: crate::recurrence::Recurrence::default(),
             plan: None,
             plan_ranges: Vec::new(),
-            planned_live: BTreeMap::new(),
             plan_counts: PlanCounts::default(),
         }
     }
