@@ -78,7 +78,7 @@ pub struct Plan {
 
 /// One request to place: its index in the period, its lifetime `[born, died)` in ticks
 /// (`died` may pass the period's end, wrapping round) and its bytes.
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, Debug)]
 struct Life {
     index: usize,
     born: u64,
@@ -113,13 +113,26 @@ const HINT_CELLS_BELOW: usize = 4;
 /// Time buckets the circle is cut into to find overlapping lifetimes quickly.
 const BUCKETS: u64 = 1024;
 
-impl Plan {
-    /// Plans `period` in ranges of `page`-byte pages.
-    pub fn new(period: &Period, page: u64) -> Plan {
+/// A plan being laid out a few requests at a time while the workload goes on (laying out
+/// tens of thousands of requests at once would stall one request for a fraction of a
+/// second), following the workload's requests so that the plan, once laid out, knows which
+/// comes next.
+#[derive(Clone, Debug)]
+pub struct Planner {
+    sigs: Vec<Signature>,
+    groups: Vec<Group>,
+    layouts: Vec<Layout>,
+    slots: usize,
+    next: usize,
+    page: u64,
+}
+
+impl Planner {
+    /// Starts laying out `period` in ranges of `page`-byte pages.
+    pub fn new(period: &Period, page: u64) -> Planner {
         let ticks = u64::from(period.ticks.max(1));
         let mut groups: Vec<Group> = Vec::new();
         let mut lives: Vec<Vec<Life>> = Vec::new();
-        let mut slots = vec![None; period.requests.len()];
         for (index, r) in period.requests.iter().enumerate() {
             let Some(died) = r.died else { continue };
             let (born, died) = (u64::from(r.born), u64::from(died));
@@ -136,20 +149,64 @@ impl Plan {
             };
             lives[g].push(Life { index, born, died, bytes: r.sig.bytes });
         }
+        let layouts = lives.into_iter().map(|l| Layout::new(l, ticks)).collect();
+        let sigs = period.requests.iter().map(|r| r.sig).collect();
+        Planner { sigs, groups, layouts, slots: period.requests.len(), next: period.next, page }
+    }
+
+    /// Moves on to the next request if `sig` is the one the period has next; false when it
+    /// is not (the workload no longer repeats).
+    pub fn follows(&mut self, sig: Signature) -> bool {
+        if self.sigs[self.next] != sig {
+            return false;
+        }
+        self.next = (self.next + 1) % self.sigs.len();
+        true
+    }
+
+    /// True when the request expected next begins a period.
+    pub fn at_period_start(&self) -> bool {
+        self.next == 0
+    }
+
+    /// Lays out up to `budget` more requests; true once every one is.
+    pub fn advance(&mut self, mut budget: usize) -> bool {
+        for layout in &mut self.layouts {
+            if budget == 0 {
+                return false;
+            }
+            layout.step(&mut budget);
+        }
+        self.layouts.iter().all(Layout::done)
+    }
+
+    /// The plan, once [`Planner::advance`] has laid out every request.
+    pub fn finish(self) -> Plan {
+        let page = self.page;
+        let mut slots = vec![None; self.slots];
+        let mut groups = self.groups;
         let mut planned = 0;
-        for (g, group_lives) in lives.into_iter().enumerate() {
-            let (offsets, top) = lay_out(group_lives, ticks);
-            groups[g].bytes = top.div_ceil(page) * page;
-            for (index, offset) in offsets {
-                slots[index] = Some((g as u32, offset));
+        for (g, layout) in self.layouts.into_iter().enumerate() {
+            debug_assert!(layout.done());
+            groups[g].bytes = layout.top.div_ceil(page) * page;
+            for (life, offset) in layout.lives.iter().zip(layout.offsets) {
+                slots[life.index] = Some((g as u32, offset));
                 planned += 1;
             }
         }
-        let sigs = period.requests.iter().map(|r| r.sig).collect();
         let cells: Vec<u64> = groups.iter().map(|g| (g.bytes / HINT_CELLS).next_power_of_two().max(512)).collect();
         let cell_hints =
             groups.iter().zip(&cells).map(|(g, c)| vec![u32::MAX; g.bytes.div_ceil(*c) as usize]).collect();
-        Plan { sigs, slots, cell_hints, cells, groups, next: period.next, missed: 0, planned }
+        Plan { sigs: self.sigs, slots, cell_hints, cells, groups, next: self.next, missed: 0, planned }
+    }
+}
+
+impl Plan {
+    /// Plans `period` in ranges of `page`-byte pages, all at once.
+    pub fn new(period: &Period, page: u64) -> Plan {
+        let mut planner = Planner::new(period, page);
+        planner.advance(usize::MAX);
+        planner.finish()
     }
 
     /// Requests in one period.
@@ -221,52 +278,85 @@ impl Plan {
     }
 }
 
-/// Offsets for `lives` (by index) on the circle of `ticks`, and the layout's top. Lives are
-/// found by the time buckets they touch. Those touching at least half of them (weights,
-/// optimizer state, activations kept for most of a step) are taken to meet every later one:
-/// their offsets join one sorted list of merged stretches that every query reads as it is,
-/// rather than each query gathering and sorting them again (they are few, but meet nearly
-/// everything). A life they do not meet only loses the use of their bytes.
-fn lay_out(mut lives: Vec<Life>, ticks: u64) -> (Vec<(usize, u64)>, u64) {
-    lives.sort_by_key(|l| (core::cmp::Reverse(l.bytes), l.born, l.index));
-    let buckets = BUCKETS.min(ticks);
-    let width = ticks.div_ceil(buckets);
-    let mut placed_in: Vec<Vec<u32>> = vec![Vec::new(); buckets as usize];
-    // Offsets held by long lives, sorted and merged.
-    let mut held: Vec<(u64, u64)> = Vec::new();
-    let mut offsets: Vec<u64> = Vec::with_capacity(lives.len());
-    // When each placed life was last gathered, so that one in several buckets counts once.
-    let mut seen: Vec<usize> = Vec::with_capacity(lives.len());
-    let mut taken: Vec<(u64, u64)> = Vec::new();
-    let mut top = 0;
-    for (n, life) in lives.iter().enumerate() {
-        taken.clear();
-        let stretches = life.stretches(ticks);
-        let spans = stretches.iter().filter(|(a, b)| a < b).map(|&(a, b)| a / width..=(b - 1) / width);
-        let touched: u64 = spans.clone().map(|r| r.end() - r.start() + 1).sum();
-        for bucket in spans.clone().flatten() {
-            for &p in &placed_in[bucket as usize] {
-                let p = p as usize;
-                if seen[p] != n && lives[p].overlaps(life, ticks) {
-                    seen[p] = n;
-                    taken.push((offsets[p], offsets[p] + lives[p].bytes));
+/// One group's layout, made a few lives at a time: offsets for `lives` on the circle of
+/// `ticks`, largest first, each at the tightest gap among those placed before it that it
+/// meets. Lives are found by the time buckets they touch. Those touching at least half of
+/// them (weights, optimizer state, activations kept for most of a step) are taken to meet
+/// every later one: their offsets join one sorted list of merged stretches that every query
+/// reads as it is, rather than each query gathering and sorting them again (they are few, but
+/// meet nearly everything). A life they do not meet only loses the use of their bytes.
+#[derive(Clone, Debug)]
+struct Layout {
+    lives: Vec<Life>,
+    ticks: u64,
+    width: u64,
+    buckets: u64,
+    placed_in: Vec<Vec<u32>>,
+    /// Offsets held by long lives, sorted and merged.
+    held: Vec<(u64, u64)>,
+    offsets: Vec<u64>,
+    /// When each placed life was last gathered, so that one in several buckets counts once.
+    seen: Vec<usize>,
+    taken: Vec<(u64, u64)>,
+    top: u64,
+}
+
+impl Layout {
+    fn new(mut lives: Vec<Life>, ticks: u64) -> Layout {
+        lives.sort_by_key(|l| (core::cmp::Reverse(l.bytes), l.born, l.index));
+        let buckets = BUCKETS.min(ticks);
+        Layout {
+            offsets: Vec::with_capacity(lives.len()),
+            seen: Vec::with_capacity(lives.len()),
+            lives,
+            ticks,
+            width: ticks.div_ceil(buckets),
+            buckets,
+            placed_in: vec![Vec::new(); buckets as usize],
+            held: Vec::new(),
+            taken: Vec::new(),
+            top: 0,
+        }
+    }
+
+    fn done(&self) -> bool {
+        self.offsets.len() == self.lives.len()
+    }
+
+    /// Places lives until all are placed or `budget` is spent.
+    fn step(&mut self, budget: &mut usize) {
+        let (ticks, width) = (self.ticks, self.width);
+        while *budget > 0 && !self.done() {
+            *budget -= 1;
+            let n = self.offsets.len();
+            let life = self.lives[n];
+            self.taken.clear();
+            let stretches = life.stretches(ticks);
+            let spans = stretches.iter().filter(|(a, b)| a < b).map(|&(a, b)| a / width..=(b - 1) / width);
+            let touched: u64 = spans.clone().map(|r| r.end() - r.start() + 1).sum();
+            for bucket in spans.clone().flatten() {
+                for &p in &self.placed_in[bucket as usize] {
+                    let p = p as usize;
+                    if self.seen[p] != n && self.lives[p].overlaps(&life, ticks) {
+                        self.seen[p] = n;
+                        self.taken.push((self.offsets[p], self.offsets[p] + self.lives[p].bytes));
+                    }
+                }
+            }
+            self.taken.sort_unstable();
+            let at = tightest_gap(&self.taken, &self.held, life.bytes);
+            self.top = self.top.max(at + life.bytes);
+            self.offsets.push(at);
+            self.seen.push(n);
+            if 2 * touched >= self.buckets {
+                hold(&mut self.held, (at, at + life.bytes));
+            } else {
+                for bucket in spans.flatten() {
+                    self.placed_in[bucket as usize].push(n as u32);
                 }
             }
         }
-        taken.sort_unstable();
-        let at = tightest_gap(&taken, &held, life.bytes);
-        top = top.max(at + life.bytes);
-        offsets.push(at);
-        seen.push(n);
-        if 2 * touched >= buckets {
-            hold(&mut held, (at, at + life.bytes));
-        } else {
-            for bucket in spans.flatten() {
-                placed_in[bucket as usize].push(n as u32);
-            }
-        }
     }
-    (lives.iter().zip(offsets).map(|(l, at)| (l.index, at)).collect(), top)
 }
 
 /// The lowest offset of the smallest gap of at least `bytes` between the stretches of `a`
@@ -398,6 +488,33 @@ mod tests {
         let plan = Plan::new(&period, PAGE);
         check(&plan, &period);
         assert_eq!(plan.planned(), 600);
+    }
+
+    #[test]
+    fn a_plan_laid_out_a_few_requests_at_a_time_is_the_one_laid_out_at_once() {
+        let requests: Vec<Request> = (0..40)
+            .map(|i| request(512 * (1 + (i * 7) % 11), i as u32, Some(i as u32 + 1 + (i as u32 * 3) % 17)))
+            .collect();
+        let period = Period { requests, ticks: 80, next: 3 };
+        let whole = Plan::new(&period, PAGE);
+        let mut planner = Planner::new(&period, PAGE);
+        let mut steps = 0;
+        while !planner.advance(3) {
+            steps += 1;
+        }
+        assert_eq!(steps, 40 / 3, "three requests laid out a step");
+        let stepped = planner.finish();
+        assert_eq!((stepped.slots.clone(), stepped.groups.clone()), (whole.slots.clone(), whole.groups.clone()));
+        assert_eq!(stepped.next, 3);
+        // Following the workload while laying out: the request expected next moves on, and
+        // one not expected is refused.
+        let mut planner = Planner::new(&period, PAGE);
+        let sig = |i: usize| period.requests[i].sig;
+        assert!(planner.follows(sig(3)) && planner.follows(sig(4)));
+        assert_ne!(sig(4), sig(5));
+        assert!(!planner.follows(sig(4)), "request 5 is expected, not 4 again");
+        let mut at_start = Planner::new(&Period { next: 39, ..period.clone() }, PAGE);
+        assert!(!at_start.at_period_start() && at_start.follows(sig(39)) && at_start.at_period_start());
     }
 
     #[test]

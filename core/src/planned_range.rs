@@ -1,31 +1,37 @@
 //! Learning and following a planned layout under cachalot's policy (`learn_layout`).
 //!
 //! While no plan is followed, every request served and every free is logged
-//! (`recurrence.rs`). Once the requests are seen to repeat, the first period is planned
-//! (`layout_plan.rs`) and followed: each request the plan expects is placed at its planned
-//! address, in a range of its stream and pool reserved for planned layouts (kept from one
-//! plan to the next), when the blocks there are free or unmapped; pages missing under it are
-//! mapped as for any request, so memory moves into the planned range during the first period
-//! followed and stays there in the periods after. A planned address still taken (a request
-//! that lived longer this time) sends that one request down the usual path; a request the plan
-//! did not expect, or too many of one period placed the usual way, ends the plan, and the
-//! log starts again. Requests the plan leaves out (those that outlive a period) go the usual
-//! way, never into a followed plan's ranges.
+//! (`recurrence.rs`). Once the requests are seen to repeat, the first period is laid out
+//! (`layout_plan.rs`) a few requests for each request served, while the workload is served
+//! the usual way and must go on repeating; the plan is followed from the next period's start.
+//! Each request the plan expects is placed at its planned address, in a range of its stream
+//! and pool reserved for planned layouts (kept from one plan to the next), when the blocks
+//! there are free or unmapped; pages missing under it are mapped as for any request, so
+//! memory moves into the planned range during the first period followed and stays there in
+//! the periods after. A planned address still taken (a request that lived longer this time)
+//! sends that one request down the usual path; a request the plan did not expect, or too many
+//! of one period placed the usual way, ends the plan, and the log starts again. Requests the
+//! plan leaves out (those that outlive a period) go the usual way, never into a followed
+//! plan's ranges.
 //!
 //! Invariants: a followed plan's ranges take no request but the plan's; nothing is logged
-//! while a plan is followed. The plan's hints (the block last placed for each request) are
-//! only where a search starts: any block of the range at or below an address is a correct
-//! start, so a stale hint costs a longer walk, never a wrong block.
+//! while a plan is made or followed. The plan's hints (the block last placed or freed in
+//! each cell of its ranges) are only where a search starts: any block of the range is a
+//! correct start, so a stale hint costs a longer walk, never a wrong block.
 
 use crate::allocator::Allocator;
 use crate::block::{BlockState, NIL};
 use crate::device::{Device, Stream};
 use crate::error::AllocError;
-use crate::layout_plan::{Expected, Plan};
+use crate::layout_plan::{Expected, Plan, Planner};
 use crate::paging::Placement;
 use crate::recurrence::Signature;
 use crate::size::Pool;
 use crate::vrange::VmMode;
+
+/// Requests laid out for each request served while a plan is made: a period's layout is done
+/// within a quarter of the next, and no request waits for more than a few.
+const PLAN_STEP: usize = 4;
 
 impl<D: Device> Allocator<D> {
     /// True when requests are logged and plans followed: cachalot's policy over virtual
@@ -77,12 +83,23 @@ impl<D: Device> Allocator<D> {
             }
             return;
         }
-        let Some(period) = self.vm.recurrence.allocated(id, sig) else { return };
-        let mut plan = Plan::new(&period, self.vm.paged_page);
-        for g in &mut plan.groups {
-            g.base = self.vm.plan_ranges.iter().copied().find(|&b| self.is_range_for(b, g.stream, g.pool));
+        if let Some(planner) = self.vm.planner.as_mut() {
+            if !planner.follows(sig) {
+                // The request breaks the repeat: a new log begins after it.
+                self.vm.planner = None;
+                self.vm.plan_counts.dropped += 1;
+                self.vm.recurrence.restart();
+            } else if planner.advance(PLAN_STEP) && planner.at_period_start() {
+                let mut plan = self.vm.planner.take().expect("a planner").finish();
+                for g in &mut plan.groups {
+                    g.base = self.vm.plan_ranges.iter().copied().find(|&b| self.is_range_for(b, g.stream, g.pool));
+                }
+                self.vm.plan = Some(plan);
+            }
+            return;
         }
-        self.vm.plan = Some(plan);
+        let Some(period) = self.vm.recurrence.allocated(id, sig) else { return };
+        self.vm.planner = Some(Planner::new(&period, self.vm.paged_page));
         self.vm.plan_counts.made += 1;
     }
 

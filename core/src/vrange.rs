@@ -141,7 +141,10 @@ pub struct VirtualMemory {
     pub ghosts: BTreeMap<u64, (u64, PhysHandle)>,
     /// The requests logged while no plan is followed (paged policy, `learn_layout`).
     pub recurrence: crate::recurrence::Recurrence,
-    /// The layout being followed, once the requests were seen to repeat.
+    /// The layout being made, a few requests at a time, once the requests were seen to
+    /// repeat.
+    pub planner: Option<crate::layout_plan::Planner>,
+    /// The layout being followed, once made.
     pub plan: Option<crate::layout_plan::Plan>,
     /// Bases of the ranges reserved for planned layouts, kept from one plan to the next.
     pub plan_ranges: Vec<u64>,
@@ -153,9 +156,10 @@ pub struct VirtualMemory {
 /// What planned layouts did, counted over the allocator's life.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct PlanCounts {
-    /// Plans made (each time the requests were seen to repeat).
+    /// Plans begun (each time the requests were seen to repeat).
     pub made: u64,
-    /// Plans given up (a request not expected, or too many places taken in one period).
+    /// Plans given up, while being made or followed (a request not expected, or too many
+    /// places taken in one period).
     pub dropped: u64,
     /// Requests placed where a plan put them.
     pub placed: u64,
@@ -179,6 +183,7 @@ impl VirtualMemory {
             epochs: crate::epochs::Epochs::default(),
             ghosts: BTreeMap::new(),
             recurrence: crate::recurrence::Recurrence::default(),
+            planner: None,
             plan: None,
             plan_ranges: Vec::new(),
             plan_counts: PlanCounts::default(),
