@@ -50,25 +50,21 @@ fn advise_finds_a_config_at_least_as_good_as_pytorchs_best() {
 }
 
 #[test]
-fn advise_names_a_quieter_config_where_pages_keep_moving() {
+fn advise_shows_the_learned_layout_settling_where_pages_kept_moving() {
     // Without a learned layout mixed_fc_conv moves pages on every warm pass under cachalot's
-    // policy; learning it stops the moves from the third pass, so over advise's four warm
-    // passes the default makes under half the calls. Page slack still trims the second pass's
-    // moves, for under 1% more memory, and advise says so.
+    // policy; learning it, the last warm pass makes no driver call at all, so advise has no
+    // quieter config to name (page slack only traded memory for fewer moves).
     let ranked: serde_json::Value =
         serde_json::from_str(&stdout(&cachalot(&["advise", "mixed_fc_conv", "--json"]))).unwrap();
     let find = |config: &str| ranked.as_array().unwrap().iter().find(|c| c["config"] == config).unwrap().clone();
-    let (plain, unlearned, slack) =
-        (find("policy:cachalot"), find("policy:cachalot,learn_layout:False"), find("policy:cachalot,page_slack:0.1"));
+    let (plain, unlearned) = (find("policy:cachalot"), find("policy:cachalot,learn_layout:False"));
     let warm = |c: &serde_json::Value| c["warm_device_calls"].as_f64().unwrap();
-    assert!(warm(&plain) * 2.0 < warm(&unlearned), "{plain} vs {unlearned}");
-    assert!(warm(&slack) < warm(&plain), "{slack} vs {plain}");
-    assert!(slack["peak_reserved_bytes_all_passes"].as_u64() >= slack["peak_reserved_bytes"].as_u64());
+    assert_eq!(warm(&plain), 0.0, "{plain}");
+    assert!(warm(&unlearned) > 100.0, "{unlearned}");
+    assert!(plain["peak_reserved_bytes_all_passes"].as_u64() < unlearned["peak_reserved_bytes_all_passes"].as_u64());
     let text = stdout(&cachalot(&["advise", "mixed_fc_conv"]));
-    assert!(
-        text.contains("fewer driver calls once warm: CACHALOT_ALLOC_CONF=policy:cachalot,page_slack:0.1"),
-        "{text}"
-    );
+    assert!(text.contains("CACHALOT_ALLOC_CONF=policy:cachalot "), "{text}");
+    assert!(!text.contains("fewer driver calls once warm"), "{text}");
 }
 
 /// Replays until the first out-of-memory and returns its report and the allocator then.

@@ -56,7 +56,7 @@ pub fn run(args: &mut Args, out: Out) -> Result<(), Failure> {
     writeln!(
         out,
         "\nPeak reserved and driver calls (memory alloc, free, create, map, unmap and release calls): the\n\
-         first pass on an empty allocator; warm calls: driver calls per pass over the {WARM_PASSES} passes after\n\
+         first pass on an empty allocator; warm calls: the driver calls of the last of {WARM_PASSES} passes after\n\
          it, on the same allocator.\n"
     )?;
     match ranked.first() {
