@@ -7,10 +7,14 @@
 //! placed before it whose lifetimes overlap its own (lowest offset on ties). Time is a
 //! circle one period round, since a request made late in a period may live into the next,
 //! where the same offsets are used again. Requests still live when the period was recognized
-//! (weights, optimizer state: they outlive a period) are not planned. With every lifetime
-//! known, the layout needs little more than the peak of live bytes (docs/design.md), and a
-//! period that repeats the one the plan was learned from finds each planned block free at its
-//! offset, over pages mapped in an earlier period: nothing moves.
+//! (weights, optimizer state: they outlive a period) are not planned; those living at least
+//! half a period are taken to meet every other. With every lifetime known, the layout needs
+//! little more than the peak of live bytes (docs/design.md), and a period that repeats the one
+//! the plan was learned from finds each planned block free at its offset, over pages mapped in
+//! an earlier period: nothing moves. A [`Planner`] makes the layout a few requests at a time
+//! while following the workload's requests, then hands over the [`Plan`], which also keeps,
+//! per cell of each range, the block last placed or freed there: where to start looking for
+//! the block at a planned address.
 //!
 //! Invariants: two planned requests of one group whose lifetimes overlap on the circle have
 //! disjoint offsets; every offset is a multiple of 512 and ends within its group's `bytes`,
@@ -60,7 +64,7 @@ pub struct Plan {
     sigs: Vec<Signature>,
     /// Per request of the period: its group and offset, if planned.
     slots: Vec<Option<(u32, u64)>>,
-    /// Per group, cells of its range ([`Plan::cell`] bytes each): the block last placed or
+    /// Per group, cells of its range (`cells[group]` bytes each): the block last placed or
     /// freed in each, `u32::MAX` for none. A hint where to look for the block at an
     /// address: it may since have been merged away, or its id reused.
     cell_hints: Vec<Vec<u32>>,
