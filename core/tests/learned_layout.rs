@@ -186,3 +186,51 @@ fn every_reference_trace_settles_with_no_device_call() {
         }
     }
 }
+
+#[test]
+fn a_request_not_expected_while_the_layout_is_made_gives_it_up() {
+    // A step of 40 sizes: recognized 64 requests into its third repeat, then laid out four
+    // requests at a time, so the plan is still being made for the next few requests.
+    let sizes: Vec<u64> = (1..=40).map(|i| i * MIB).collect();
+    let mut a = Allocator::new(SimDevice::new(4 << 30), Config::default());
+    let mut served = 0;
+    while a.plan_counts().made == 0 {
+        let p = a.malloc(sizes[served % sizes.len()], 0).unwrap();
+        a.free(p).unwrap();
+        served += 1;
+    }
+    let other = a.malloc(333 * MIB, 0).unwrap();
+    a.free(other).unwrap();
+    assert_eq!((a.plan_counts().made, a.plan_counts().dropped, a.plan_counts().placed), (1, 1, 0));
+    // The loop goes on: nothing placed by the plan given up, and learned again later.
+    let go_on = |a: &mut Allocator<SimDevice>, from: usize, n: usize| {
+        for i in from..from + n {
+            let p = a.malloc(sizes[i % sizes.len()], 0).unwrap();
+            a.free(p).unwrap();
+        }
+    };
+    go_on(&mut a, served, 40);
+    assert_eq!(a.plan_counts().placed, 0);
+    go_on(&mut a, served + 40, 160);
+    assert_eq!(a.plan_counts().made, 2);
+    assert!(a.plan_counts().placed > 0);
+    a.check_invariants().unwrap();
+}
+
+#[test]
+fn places_taken_for_more_than_an_eighth_of_a_period_end_the_plan() {
+    let mut a = looped("", LEARNING_STEPS + 1);
+    // The first two requests of a step live on into the next one this time: both their
+    // places are taken there, two misses in a period of six.
+    let kept: Vec<u64> = STEP[..2].iter().map(|&s| a.malloc(s, 0).unwrap()).collect();
+    let rest: Vec<u64> = STEP[2..].iter().map(|&s| a.malloc(s, 0).unwrap()).collect();
+    for p in rest {
+        a.free(p).unwrap();
+    }
+    step(&mut a, &STEP);
+    assert_eq!((a.plan_counts().missed, a.plan_counts().dropped), (2, 1));
+    for p in kept {
+        a.free(p).unwrap();
+    }
+    a.check_invariants().unwrap();
+}
