@@ -184,8 +184,8 @@ impl<D: Device> Allocator<D> {
         match self.grow_after_release(pool, stream, rounded)? {
             Some(id) => {
                 let addr = self.hand_out::<false>(id, rounded, size);
-                if let Some(id) = self.live.get(addr, &self.blocks).filter(|_| self.learns_layout()) {
-                    self.log_request(id, addr, Signature { stream, pool, bytes: rounded }, false);
+                if self.learns_layout() {
+                    self.log_request(addr, Signature { stream, pool, bytes: rounded }, false);
                 }
                 Ok(addr)
             }
@@ -268,10 +268,7 @@ impl<D: Device> Allocator<D> {
         };
         let addr = self.hand_out::<PLAIN>(id, rounded, size);
         if !PLAIN && self.learns_layout() {
-            // The block handed out is the front `hand_out` split off: found by address.
-            if let Some(id) = self.live.get(addr, &self.blocks) {
-                self.log_request(id, addr, Signature { stream, pool, bytes: rounded }, planned.is_some());
-            }
+            self.log_request(addr, Signature { stream, pool, bytes: rounded }, planned.is_some());
         }
         Ok(Some(addr))
     }

@@ -213,16 +213,6 @@ impl Plan {
         planner.finish()
     }
 
-    /// Requests in one period.
-    pub fn len(&self) -> usize {
-        self.sigs.len()
-    }
-
-    /// True for a plan of no request (never made: a period has at least one).
-    pub fn is_empty(&self) -> bool {
-        self.sigs.is_empty()
-    }
-
     /// Requests of the period that are planned.
     pub fn planned(&self) -> usize {
         self.planned

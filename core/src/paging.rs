@@ -105,9 +105,8 @@ impl<D: Device> Allocator<D> {
     /// `size` bytes (lowest address on ties).
     fn best_run(&self, pool: Pool, stream: Stream, size: u64) -> Option<Placement> {
         let mut best: Option<(u64, Placement)> = None;
-        let followed =
-            |r: &&crate::vrange::VirtualRange| self.vm.plan.is_some() && self.vm.plan_ranges.contains(&r.base);
-        for r in self.vm.ranges.iter().filter(|r| r.pool == pool && r.stream == stream && !followed(r)) {
+        let ranges = self.vm.ranges.iter();
+        for r in ranges.filter(|r| r.pool == pool && r.stream == stream && !self.is_followed_range(r.base)) {
             let mut id = r.head;
             while id != NIL {
                 let b = &self.blocks[id];
@@ -190,7 +189,7 @@ impl<D: Device> Allocator<D> {
                 }
                 let Some(r) = self.vm.range_of(addr) else { continue };
                 let (range, end) = (&self.vm.ranges[r], addr + size);
-                let planned = self.vm.plan.is_some() && self.vm.plan_ranges.contains(&range.base);
+                let planned = self.is_followed_range(range.base);
                 let mut listed = [0u64; SIZES];
                 let mut lowest_left_out: [Option<IdleChunk>; SIZES] = [None; SIZES];
                 for (&a, &(len, _)) in range.mappings.range(addr..end).rev() {

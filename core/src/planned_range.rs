@@ -74,9 +74,11 @@ impl<D: Device> Allocator<D> {
         Ok(placed)
     }
 
-    /// Logs a request served as the allocated block `id` at `addr` (placed by the plan when
-    /// `planned`), and starts following a plan when it completes a repetition.
-    pub(crate) fn log_request(&mut self, id: u32, addr: u64, sig: Signature, planned: bool) {
+    /// Logs a request served at `addr` (placed by the plan when `planned`), and starts
+    /// following a plan when it completes a repetition.
+    pub(crate) fn log_request(&mut self, addr: u64, sig: Signature, planned: bool) {
+        // The block handed out is the front `hand_out` split off: found by address.
+        let Some(id) = self.live.get(addr, &self.blocks) else { return };
         if let Some(plan) = self.vm.plan.as_mut() {
             if planned {
                 plan.note_block(addr, id);
@@ -113,13 +115,15 @@ impl<D: Device> Allocator<D> {
         }
     }
 
-    /// True when `addr` lies in a range of the plan being followed.
+    /// True when the range beginning at `base` is one the followed plan places requests in.
+    #[inline]
+    pub(crate) fn is_followed_range(&self, base: u64) -> bool {
+        self.vm.plan.as_ref().is_some_and(|p| p.groups.iter().any(|g| g.base == Some(base)))
+    }
+
+    /// True when `addr` lies in a range the followed plan places requests in.
     pub(crate) fn in_followed_range(&self, addr: u64) -> bool {
-        self.vm.plan.as_ref().is_some_and(|p| {
-            p.groups.iter().filter_map(|g| g.base).any(|b| {
-                self.vm.range_of(b).is_some_and(|r| self.vm.ranges[r].base == b && self.vm.ranges[r].contains(addr))
-            })
-        })
+        self.vm.range_of(addr).is_some_and(|r| self.is_followed_range(self.vm.ranges[r].base))
     }
 
     /// True when a range begins at `base` and serves `stream` and `pool`.

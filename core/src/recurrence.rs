@@ -180,14 +180,6 @@ impl Recurrence {
         self.tick = self.tick.saturating_add(1);
     }
 
-    /// Host memory the log holds, in bytes.
-    pub fn heap_bytes(&self) -> usize {
-        use core::mem::size_of;
-        self.sigs.capacity() * size_of::<Signature>()
-            + (self.born.capacity() + self.died.capacity() + self.border.capacity() + self.live_index.capacity())
-                * size_of::<u32>()
-    }
-
     /// The log's first `p` requests as a period, `next` the index expected next.
     fn period(&self, p: usize, next: usize) -> Period {
         let start = self.born[0];
