@@ -185,7 +185,7 @@ impl<D: Device> Allocator<D> {
             Some(id) => {
                 let addr = self.hand_out::<false>(id, rounded, size);
                 if self.learns_layout() {
-                    self.log_request(addr, Signature { stream, pool, bytes: rounded }, false);
+                    self.log_request(addr, Signature { stream, pool, bytes: rounded });
                 }
                 Ok(addr)
             }
@@ -268,7 +268,7 @@ impl<D: Device> Allocator<D> {
         };
         let addr = self.hand_out::<PLAIN>(id, rounded, size);
         if !PLAIN && self.learns_layout() {
-            self.log_request(addr, Signature { stream, pool, bytes: rounded }, planned.is_some());
+            self.log_request(addr, Signature { stream, pool, bytes: rounded });
         }
         Ok(Some(addr))
     }
@@ -304,7 +304,7 @@ impl<D: Device> Allocator<D> {
             }
         }
         if !PLAIN && self.learns_layout() {
-            self.log_free(id, addr);
+            self.log_free(id);
         }
         let b = &mut self.blocks[id];
         let (size, pool, stream, requested, pending) =
@@ -617,6 +617,11 @@ impl<D: Device> Allocator<D> {
             } else if in_vm {
                 self.set_range_head(front_id);
             }
+            if in_vm {
+                let (front_addr, rest_addr) = (self.blocks[front_id].addr, self.blocks[id].addr);
+                self.note_in_plan(front_addr, front_id);
+                self.note_in_plan(rest_addr, id);
+            }
             self.cache_as::<PLAIN>(id);
             if in_vm {
                 // Like PyTorch's expandable segments, virtual memory counts no split blocks.
@@ -731,6 +736,9 @@ impl<D: Device> Allocator<D> {
         let o = &self.blocks[other];
         let (o_addr, o_size, o_prev, o_next, o_stamp, o_in_vm) = (o.addr, o.size, o.prev, o.next, o.stamp(), o.in_vm);
         self.blocks.vacate(other);
+        if o_in_vm {
+            self.note_in_plan(o_addr, id);
+        }
         let b = &mut self.blocks[id];
         b.size += o_size;
         // A block being freed still holds its requested bytes here; its caller stamps it next.

@@ -23,6 +23,7 @@
 use alloc::vec;
 use alloc::vec::Vec;
 
+use crate::cell_hints::CellHints;
 use crate::device::Stream;
 use crate::recurrence::{Period, Signature};
 use crate::size::Pool;
@@ -64,13 +65,9 @@ pub struct Plan {
     sigs: Vec<Signature>,
     /// Per request of the period: its group and offset, if planned.
     slots: Vec<Option<(u32, u64)>>,
-    /// Per group, cells of its range (`cells[group]` bytes each): the block last placed or
-    /// freed in each, `u32::MAX` for none. A hint where to look for the block at an
-    /// address: it may since have been merged away, or its id reused.
-    cell_hints: Vec<Vec<u32>>,
-    /// Per group, the bytes of one cell: the range cut in at most [`HINT_CELLS`], each at
-    /// least 512 bytes, a power of two.
-    cells: Vec<u64>,
+    /// Per group, where the blocks of its range lie: the block last placed in, freed in or
+    /// merged over each cell.
+    hints: Vec<CellHints>,
     /// The stream and pool ranges the plan uses.
     pub groups: Vec<Group>,
     next: usize,
@@ -107,12 +104,6 @@ impl Life {
         mine.iter().any(|&(a, b)| a < b && theirs.iter().any(|&(c, d)| c < d && a < d && c < b))
     }
 }
-
-/// The most cells a group's range is cut into for hints (4 bytes each).
-const HINT_CELLS: u64 = 1 << 16;
-
-/// Cells below an address whose hints are tried.
-const HINT_CELLS_BELOW: usize = 4;
 
 /// Time buckets the circle is cut into to find overlapping lifetimes quickly.
 const BUCKETS: u64 = 1024;
@@ -198,10 +189,8 @@ impl Planner {
                 planned += 1;
             }
         }
-        let cells: Vec<u64> = groups.iter().map(|g| (g.bytes / HINT_CELLS).next_power_of_two().max(512)).collect();
-        let cell_hints =
-            groups.iter().zip(&cells).map(|(g, c)| vec![u32::MAX; g.bytes.div_ceil(*c) as usize]).collect();
-        Plan { sigs: self.sigs, slots, cell_hints, cells, groups, next: self.next, missed: 0, planned }
+        let hints = groups.iter().map(|g| CellHints::new(g.bytes)).collect();
+        Plan { sigs: self.sigs, slots, hints, groups, next: self.next, missed: 0, planned }
     }
 }
 
@@ -235,29 +224,20 @@ impl Plan {
         }
     }
 
-    /// Blocks that may lie near `offset` in group `group`'s range, nearest first: those last
-    /// placed or freed in its cell and the [`HINT_CELLS_BELOW`] cells below it, then in the
-    /// cell above.
-    pub fn hints_at(&self, group: usize, offset: u64) -> impl Iterator<Item = u32> + '_ {
-        let hints = &self.cell_hints[group];
-        let c = (offset / self.cells[group]) as usize;
-        let cells = (c.saturating_sub(HINT_CELLS_BELOW)..=c).rev().chain(c + 1..c + 2);
-        cells.filter_map(|q| hints.get(q).copied()).filter(|&h| h != u32::MAX)
+    /// The nearest hint of group `group`'s range at or below `offset` that `keep` accepts
+    /// ([`CellHints::nearest_below`]).
+    pub fn hint_below(&mut self, group: usize, offset: u64, keep: impl FnMut((u64, u64), u32) -> bool) -> Option<u32> {
+        self.hints[group].nearest_below(offset, keep)
     }
 
-    /// How far from an address in group `group`'s range a hinted block may lie to be walked
-    /// from: as far as the cells whose hints are tried (a hint whose id was reused for a block
-    /// far away would cost a long walk).
-    pub fn hint_reach(&self, group: usize) -> u64 {
-        self.cells[group] * (HINT_CELLS_BELOW as u64 + 2)
-    }
-
-    /// Notes that block `id` was just placed or freed at `addr`, if in one of the plan's
-    /// ranges.
+    /// Notes that block `id` now covers `addr` (placed or freed there, or grown over it), if
+    /// `addr` lies in one of the plan's ranges.
     pub fn note_block(&mut self, addr: u64, id: u32) {
-        for (g, group) in self.groups.iter().enumerate() {
-            if let Some(offset) = group.base.and_then(|b| addr.checked_sub(b)).filter(|&o| o < group.bytes) {
-                self.cell_hints[g][(offset / self.cells[g]) as usize] = id;
+        for (group, hints) in self.groups.iter().zip(&mut self.hints) {
+            // One compare per group: an unreserved range's base lies past every address.
+            let offset = addr.wrapping_sub(group.base.unwrap_or(u64::MAX));
+            if offset < group.bytes {
+                hints.note(offset, id);
                 return;
             }
         }

@@ -15,6 +15,7 @@ extern crate alloc;
 mod addr_map;
 mod allocator;
 mod block;
+mod cell_hints;
 mod class_store;
 pub mod config;
 pub mod device;

@@ -76,13 +76,8 @@ impl<D: Device> Allocator<D> {
 
     /// Logs a request served at `addr` (placed by the plan when `planned`), and starts
     /// following a plan when it completes a repetition.
-    pub(crate) fn log_request(&mut self, addr: u64, sig: Signature, planned: bool) {
-        // The block handed out is the front `hand_out` split off: found by address.
-        let Some(id) = self.live.get(addr, &self.blocks) else { return };
-        if let Some(plan) = self.vm.plan.as_mut() {
-            if planned {
-                plan.note_block(addr, id);
-            }
+    pub(crate) fn log_request(&mut self, addr: u64, sig: Signature) {
+        if self.vm.plan.is_some() {
             return;
         }
         if let Some(planner) = self.vm.planner.as_mut() {
@@ -100,18 +95,17 @@ impl<D: Device> Allocator<D> {
             }
             return;
         }
+        // The block handed out is the front `hand_out` split off: found by address.
+        let Some(id) = self.live.get(addr, &self.blocks) else { return };
         let Some(period) = self.vm.recurrence.allocated(id, sig) else { return };
         self.vm.planner = Some(Planner::new(&period, self.vm.paged_page));
         self.vm.plan_counts.made += 1;
     }
 
-    /// Logs the free of the allocated block `id` at `addr`: while a plan is followed, a
-    /// hint where its block lies (the block freed absorbs its free neighbours, so its id
-    /// names the free block around `addr` until a neighbour is freed in turn).
-    pub(crate) fn log_free(&mut self, id: u32, addr: u64) {
-        match self.vm.plan.as_mut() {
-            Some(plan) => plan.note_block(addr, id),
-            None => self.vm.recurrence.freed(id),
+    /// Logs the free of the allocated block `id`, unless a plan is followed.
+    pub(crate) fn log_free(&mut self, id: u32) {
+        if self.vm.plan.is_none() {
+            self.vm.recurrence.freed(id);
         }
     }
 
@@ -173,14 +167,16 @@ impl<D: Device> Allocator<D> {
     }
 
     /// The block of range `r` holding `addr`, `offset` into group `group`'s layout: walked
-    /// to, back or on, from the first of the plan's hints near it still in the range and
-    /// within its reach; else from the range's first block.
-    fn planned_block(&self, r: usize, addr: u64, group: usize, offset: u64) -> u32 {
+    /// to from the nearest cell at or below it whose hint names a block still over that
+    /// cell; else from the range's first block.
+    fn planned_block(&mut self, r: usize, addr: u64, group: usize, offset: u64) -> u32 {
         let range = &self.vm.ranges[r];
-        let near = self.vm.plan.as_ref().and_then(|plan| {
-            let reach = plan.hint_reach(group);
-            plan.hints_at(group, offset).find(|&h| {
-                self.blocks.get(h).is_some_and(|b| b.in_vm && range.contains(b.addr) && b.addr.abs_diff(addr) <= reach)
+        let (base, blocks) = (addr - offset, &self.blocks);
+        let near = self.vm.plan.as_mut().and_then(|plan| {
+            plan.hint_below(group, offset, |(start, end), h| {
+                blocks
+                    .get(h)
+                    .is_some_and(|b| b.in_vm && range.contains(b.addr) && b.addr < base + end && b.end() > base + start)
             })
         });
         let Some(mut id) = near else { return self.block_containing_near(range.head, addr) };
@@ -191,6 +187,16 @@ impl<D: Device> Allocator<D> {
             id = self.blocks[id].next;
         }
         id
+    }
+
+    /// Notes, while a plan is followed, that block `id` now covers `addr` (it begins there,
+    /// or absorbed the block that did): the hint of `addr`'s cell, if in one of the plan's
+    /// ranges.
+    #[inline]
+    pub(crate) fn note_in_plan(&mut self, addr: u64, id: u32) {
+        if let Some(plan) = self.vm.plan.as_mut() {
+            plan.note_block(addr, id);
+        }
     }
 
     /// Places a request of `rounded` bytes at `offset` in group `group`'s range, at `at`, when

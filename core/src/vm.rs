@@ -108,6 +108,7 @@ impl<D: Device> Allocator<D> {
         let b = &mut self.blocks[id];
         b.size = at - b.addr;
         b.next = back_id;
+        self.note_in_plan(at, back_id);
         back_id
     }
 
