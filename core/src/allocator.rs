@@ -419,11 +419,7 @@ impl<D: Device> Allocator<D> {
             self.explainer.note(|| Decision::BestFit { addr, size, cached_blocks });
         }
         let ((_, size, addr), id, position) = taken?;
-        if !PLAIN && self.vm.plan.is_some() && self.in_followed_range(addr) {
-            // Only the plan places requests in its ranges: another there would take a
-            // planned place. The request grows elsewhere instead.
-            return None;
-        }
+        debug_assert!(PLAIN || !self.is_parked(&self.blocks[id]), "parked blocks are not indexed");
         let max_split = self.config.max_split_size;
         let rejected = if !PLAIN && self.vm.mode == VmMode::Paged && self.blocks[id].in_vm {
             None
@@ -450,7 +446,8 @@ impl<D: Device> Allocator<D> {
         Some(id)
     }
 
-    /// Puts free block `id` in its pool's free index (and counts its idle pages).
+    /// Puts free block `id` in its pool's free index, unless it is parked in a followed
+    /// plan's range (and counts its idle pages).
     #[inline(always)]
     pub(crate) fn cache(&mut self, id: u32) {
         self.cache_as::<false>(id);
@@ -460,14 +457,16 @@ impl<D: Device> Allocator<D> {
     #[inline(always)]
     fn cache_as<const PLAIN: bool>(&mut self, id: u32) {
         let b = &self.blocks[id];
-        self.free[b.pool.index()].insert(self.streams.handle(b.stream_index), b.size, b.addr, id);
+        if PLAIN || !self.is_parked(b) {
+            self.free[b.pool.index()].insert(self.streams.handle(b.stream_index), b.size, b.addr, id);
+        }
         if !PLAIN && b.in_vm && self.vm.mode == VmMode::Paged {
             let w = whole_pages(b.addr, b.size, self.vm.paged_page);
             self.vm.idle_pages += w.end - w.start;
         }
     }
 
-    /// Takes free block `id` out of its pool's free index.
+    /// Takes free block `id` out of its pool's free index (a parked one is in none).
     #[inline(always)]
     pub(crate) fn uncache(&mut self, id: u32) {
         self.uncache_as::<false>(id);
@@ -477,8 +476,10 @@ impl<D: Device> Allocator<D> {
     #[inline(always)]
     fn uncache_as<const PLAIN: bool>(&mut self, id: u32) {
         let b = &self.blocks[id];
-        let removed = self.free[b.pool.index()].remove(self.streams.handle(b.stream_index), b.size, b.addr);
-        debug_assert!(removed, "uncached block was in the free index");
+        if PLAIN || !self.is_parked(b) {
+            let removed = self.free[b.pool.index()].remove(self.streams.handle(b.stream_index), b.size, b.addr);
+            debug_assert!(removed, "uncached block was in the free index");
+        }
         if !PLAIN {
             self.uncounted_idle(id);
         }

@@ -29,7 +29,7 @@ pub enum BlockState {
     Allocated,
     /// Freed by the caller but still used on other streams: waiting for events.
     PendingFree,
-    /// Cached and in the free index, ready for reuse.
+    /// Cached: in the free index, ready for reuse, or parked in a followed plan's range.
     Free,
     /// Address space of a virtual range with no memory mapped behind it (whole pages).
     Unmapped,

@@ -221,7 +221,7 @@ impl<D: Device> Allocator<D> {
         if reserved != self.reserved {
             return Err(format!("reserved is {} but segments sum to {reserved}", self.reserved));
         }
-        let free_blocks = self.blocks.iter().filter(|(_, b)| b.state == BlockState::Free).count();
+        let free_blocks = self.blocks.iter().filter(|(_, b)| b.state == BlockState::Free && !self.is_parked(b)).count();
         if indexed.len() != free_blocks {
             return Err(format!("free index holds {} blocks but {free_blocks} are free", indexed.len()));
         }
@@ -313,7 +313,7 @@ impl<D: Device> Allocator<D> {
             return Err(format!("block {id} is {:?} but in the unmapped index: {in_unmapped}", b.state));
         }
         let ok = match b.state {
-            BlockState::Free => in_index && !in_live && queued == 0 && b.event_count == 0,
+            BlockState::Free => in_index != self.is_parked(b) && !in_live && queued == 0 && b.event_count == 0,
             BlockState::Allocated => !in_index && in_live && queued == 0 && b.event_count == 0,
             BlockState::PendingFree => !in_index && !in_live && b.event_count > 0 && queued == b.event_count as usize,
             BlockState::Unmapped => !in_index && !in_live && queued == 0 && b.event_count == 0,

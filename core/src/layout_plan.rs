@@ -39,6 +39,8 @@ pub struct Group {
     pub bytes: u64,
     /// Where its range begins, once reserved.
     pub base: Option<u64>,
+    /// The bytes of its range, once reserved (0 before).
+    pub range_bytes: u64,
     /// True once the memory already held was moved in (or its range was found in use).
     pub filled: bool,
 }
@@ -137,7 +139,14 @@ impl Planner {
             let g = match groups.iter().position(|g| g.stream == r.sig.stream && g.pool == r.sig.pool) {
                 Some(g) => g,
                 None => {
-                    groups.push(Group { stream: r.sig.stream, pool: r.sig.pool, bytes: 0, base: None, filled: false });
+                    groups.push(Group {
+                        stream: r.sig.stream,
+                        pool: r.sig.pool,
+                        bytes: 0,
+                        base: None,
+                        range_bytes: 0,
+                        filled: false,
+                    });
                     lives.push(Vec::new());
                     groups.len() - 1
                 }
@@ -228,6 +237,12 @@ impl Plan {
     /// ([`CellHints::nearest_below`]).
     pub fn hint_below(&mut self, group: usize, offset: u64, keep: impl FnMut((u64, u64), u32) -> bool) -> Option<u32> {
         self.hints[group].nearest_below(offset, keep)
+    }
+
+    /// True when `addr` lies in one of the plan's reserved ranges.
+    #[inline]
+    pub fn covers(&self, addr: u64) -> bool {
+        self.groups.iter().any(|g| addr.wrapping_sub(g.base.unwrap_or(u64::MAX)) < g.range_bytes)
     }
 
     /// Notes that block `id` now covers `addr` (placed or freed there, or grown over it), if

@@ -223,6 +223,12 @@ impl<D: Device> Allocator<D> {
                 }
             }
         }
+        for id in self.parked_blocks() {
+            let b = &self.blocks[id];
+            if largest.is_none_or(|l| b.size > l.0) {
+                largest = Some((b.size, b.addr, id, b.pool));
+            }
+        }
         let largest_free = largest.map(|(size, addr, id, pool)| {
             let mut head = id;
             while self.blocks[head].prev != NIL {

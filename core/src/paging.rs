@@ -179,35 +179,36 @@ impl<D: Device> Allocator<D> {
         const SIZES: usize = MAX_CHUNK_PAGES as usize + 1;
         let page = self.vm.paged_page;
         let mut out = Vec::new();
-        for f in &self.free {
-            for ((_, size, addr), id) in f.iter() {
-                if !self.blocks[id].in_vm
-                    || whole_pages(addr, size, page).is_empty()
-                    || (addr < keep_hi && addr + size > keep_lo)
-                {
+        // The parked blocks of a followed plan's ranges are cached too, outside the index.
+        let parked = self.parked_blocks().into_iter().map(|id| (self.blocks[id].size, self.blocks[id].addr, id));
+        let indexed = self.free.iter().flat_map(|f| f.iter()).map(|((_, size, addr), id)| (size, addr, id));
+        for (size, addr, id) in indexed.chain(parked) {
+            if !self.blocks[id].in_vm
+                || whole_pages(addr, size, page).is_empty()
+                || (addr < keep_hi && addr + size > keep_lo)
+            {
+                continue;
+            }
+            let Some(r) = self.vm.range_of(addr) else { continue };
+            let (range, end) = (&self.vm.ranges[r], addr + size);
+            let planned = self.is_followed_range(range.base);
+            let mut listed = [0u64; SIZES];
+            let mut lowest_left_out: [Option<IdleChunk>; SIZES] = [None; SIZES];
+            for (&a, &(len, _)) in range.mappings.range(addr..end).rev() {
+                if a + len > end {
                     continue;
                 }
-                let Some(r) = self.vm.range_of(addr) else { continue };
-                let (range, end) = (&self.vm.ranges[r], addr + size);
-                let planned = self.is_followed_range(range.base);
-                let mut listed = [0u64; SIZES];
-                let mut lowest_left_out: [Option<IdleChunk>; SIZES] = [None; SIZES];
-                for (&a, &(len, _)) in range.mappings.range(addr..end).rev() {
-                    if a + len > end {
-                        continue;
+                let c = IdleChunk { pages: len / page, offset: a - range.base, addr: a, block: id, planned };
+                match usize::try_from(c.pages).ok().filter(|&p| p < SIZES) {
+                    Some(p) if listed[p] > need / c.pages => lowest_left_out[p] = Some(c),
+                    Some(p) => {
+                        listed[p] += 1;
+                        out.push(c);
                     }
-                    let c = IdleChunk { pages: len / page, offset: a - range.base, addr: a, block: id, planned };
-                    match usize::try_from(c.pages).ok().filter(|&p| p < SIZES) {
-                        Some(p) if listed[p] > need / c.pages => lowest_left_out[p] = Some(c),
-                        Some(p) => {
-                            listed[p] += 1;
-                            out.push(c);
-                        }
-                        None => out.push(c),
-                    }
+                    None => out.push(c),
                 }
-                out.extend(lowest_left_out.into_iter().flatten());
             }
+            out.extend(lowest_left_out.into_iter().flatten());
         }
         out
     }

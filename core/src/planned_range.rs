@@ -14,13 +14,22 @@
 //! plan leaves out (those that outlive a period) go the usual way, never into a followed
 //! plan's ranges.
 //!
-//! Invariants: a followed plan's ranges take no request but the plan's; nothing is logged
-//! while a plan is made or followed. The plan's hints (the block last placed or freed in
+//! The free blocks of a followed plan's ranges are *parked*: kept out of the free index,
+//! since no request but the plan's may take them, and the index work of every placement and
+//! free there would be wasted. They still count as cached (idle pages, `empty_cache`,
+//! memory moved under pressure, the out-of-memory report find them by walking the ranges),
+//! and go back into the index when the plan ends or a group's range changes.
+//!
+//! Invariants: a followed plan's ranges take no request but the plan's; a free block is in
+//! its pool's free index iff it is not parked; nothing is logged while a plan is made or
+//! followed. The plan's hints (the block last placed or freed in
 //! each cell of its ranges) are only where a search starts: any block of the range is a
 //! correct start, so a stale hint costs a longer walk, never a wrong block.
 
+use alloc::vec::Vec;
+
 use crate::allocator::Allocator;
-use crate::block::{BlockState, NIL};
+use crate::block::{Block, BlockState, NIL};
 use crate::device::{Device, Stream};
 use crate::error::AllocError;
 use crate::layout_plan::{Expected, Plan, Planner};
@@ -47,8 +56,7 @@ impl<D: Device> Allocator<D> {
         let Some(plan) = self.vm.plan.as_mut() else { return Ok(None) };
         let (group, offset) = match plan.expect(Signature { stream, pool, bytes: rounded }) {
             Expected::Other => {
-                self.vm.plan = None;
-                self.vm.plan_counts.dropped += 1;
+                self.end_plan();
                 self.vm.recurrence.skip_next();
                 return Ok(None);
             }
@@ -67,8 +75,7 @@ impl<D: Device> Allocator<D> {
         } else {
             self.vm.plan_counts.missed += 1;
             if self.vm.plan.as_mut().is_some_and(Plan::missed) {
-                self.vm.plan = None;
-                self.vm.plan_counts.dropped += 1;
+                self.end_plan();
             }
         }
         Ok(placed)
@@ -87,11 +94,18 @@ impl<D: Device> Allocator<D> {
                 self.vm.plan_counts.dropped += 1;
                 self.vm.recurrence.restart();
             } else if planner.advance(PLAN_STEP) && planner.at_period_start() {
-                let mut plan = self.vm.planner.take().expect("a planner").finish();
-                for g in &mut plan.groups {
-                    g.base = self.vm.plan_ranges.iter().copied().find(|&b| self.is_range_for(b, g.stream, g.pool));
-                }
+                let plan = self.vm.planner.take().expect("a planner").finish();
+                let kept: Vec<Option<u64>> = plan
+                    .groups
+                    .iter()
+                    .map(|g| self.vm.plan_ranges.iter().copied().find(|&b| self.is_range_for(b, g.stream, g.pool)))
+                    .collect();
                 self.vm.plan = Some(plan);
+                for (group, base) in kept.into_iter().enumerate() {
+                    if let Some(base) = base {
+                        self.set_group_range(group, base);
+                    }
+                }
             }
             return;
         }
@@ -115,11 +129,6 @@ impl<D: Device> Allocator<D> {
         self.vm.plan.as_ref().is_some_and(|p| p.groups.iter().any(|g| g.base == Some(base)))
     }
 
-    /// True when `addr` lies in a range the followed plan places requests in.
-    pub(crate) fn in_followed_range(&self, addr: u64) -> bool {
-        self.vm.range_of(addr).is_some_and(|r| self.is_followed_range(self.vm.ranges[r].base))
-    }
-
     /// True when a range begins at `base` and serves `stream` and `pool`.
     fn is_range_for(&self, base: u64, stream: Stream, pool: Pool) -> bool {
         self.vm.range_of(base).is_some_and(|r| {
@@ -138,10 +147,79 @@ impl<D: Device> Allocator<D> {
         let Some(id) = self.reserve_range(g.stream, g.pool, self.vm.paged_page)? else { return Ok(None) };
         let base = self.blocks[id].addr;
         self.vm.plan_ranges.push(base);
-        if let Some(plan) = self.vm.plan.as_mut() {
-            plan.groups[group].base = Some(base);
-        }
+        self.set_group_range(group, base);
         Ok(Some(base))
+    }
+
+    /// True when free block `b` is parked: it lies in a followed plan's range, where only
+    /// the plan places requests, so it is kept out of the free index.
+    #[inline]
+    pub(crate) fn is_parked(&self, b: &Block) -> bool {
+        b.in_vm && self.vm.plan.as_ref().is_some_and(|p| p.covers(b.addr))
+    }
+
+    /// The free blocks parked in the followed plan's ranges.
+    pub(crate) fn parked_blocks(&self) -> Vec<u32> {
+        let Some(plan) = &self.vm.plan else { return Vec::new() };
+        let spans: Vec<(u64, u64)> = plan.groups.iter().filter_map(|g| Some((g.base?, g.range_bytes))).collect();
+        spans.into_iter().flat_map(|(base, bytes)| self.free_blocks_within(base, bytes)).collect()
+    }
+
+    /// The free blocks of the range holding `base` that lie in `[base, base + bytes)`.
+    fn free_blocks_within(&self, base: u64, bytes: u64) -> Vec<u32> {
+        let Some(r) = self.vm.range_of(base) else { return Vec::new() };
+        let mut out = Vec::new();
+        let mut id = self.vm.ranges[r].head;
+        while id != NIL {
+            let b = &self.blocks[id];
+            if b.state == BlockState::Free && b.addr.wrapping_sub(base) < bytes {
+                out.push(id);
+            }
+            id = b.next;
+        }
+        out
+    }
+
+    /// Gives group `group` of the followed plan its range at `base`: the free blocks of the
+    /// span it covered before go back into the free index, those of the new one leave it.
+    fn set_group_range(&mut self, group: usize, base: u64) {
+        let Some(g) = self.vm.plan.as_ref().map(|p| p.groups[group]) else { return };
+        let bytes = self.vm.range_of(base).map_or(0, |r| self.vm.ranges[r].size);
+        if let Some(old) = g.base {
+            for id in self.free_blocks_within(old, g.range_bytes) {
+                self.index_parked(id, true);
+            }
+        }
+        for id in self.free_blocks_within(base, bytes) {
+            self.index_parked(id, false);
+        }
+        if let Some(plan) = self.vm.plan.as_mut() {
+            (plan.groups[group].base, plan.groups[group].range_bytes) = (Some(base), bytes);
+        }
+    }
+
+    /// Puts a free block that stops being parked into its pool's free index (`into`), or
+    /// takes one that starts being parked out of it; its idle pages stay counted.
+    fn index_parked(&mut self, id: u32, into: bool) {
+        let b = &self.blocks[id];
+        let (stream, index) = (self.streams.handle(b.stream_index), &mut self.free[b.pool.index()]);
+        if into {
+            index.insert(stream, b.size, b.addr, id);
+        } else {
+            let removed = index.remove(stream, b.size, b.addr);
+            debug_assert!(removed, "a free block outside the plan's ranges is indexed");
+        }
+    }
+
+    /// Gives the followed plan up: the free blocks parked in its ranges go back into the free
+    /// index.
+    fn end_plan(&mut self) {
+        let parked = self.parked_blocks();
+        self.vm.plan = None;
+        self.vm.plan_counts.dropped += 1;
+        for id in parked {
+            self.index_parked(id, true);
+        }
     }
 
     /// The first time group `group` of the followed plan places a request: when its range

@@ -182,6 +182,8 @@ impl<D: Device> Allocator<D> {
                 self.release_block(id)?;
             }
         }
+        // A followed plan's parked blocks hold idle pages too.
+        to_unmap.extend(self.parked_blocks().into_iter().filter(|&id| self.blocks[id].pool == pool));
         for id in to_unmap {
             self.unmap_free_block(id)?;
         }
