@@ -234,3 +234,30 @@ fn places_taken_for_more_than_an_eighth_of_a_period_end_the_plan() {
     }
     a.check_invariants().unwrap();
 }
+
+#[test]
+fn out_of_memory_while_a_plan_is_followed_reports_the_cache_of_the_plans_ranges_too() {
+    let allowed = 80 * MIB;
+    let mut a = Allocator::new(SimDevice::new(1 << 30), Config::default());
+    a.set_memory_fraction(allowed as f64 / (1u64 << 30) as f64).unwrap();
+    for _ in 0..LEARNING_STEPS + 3 {
+        step(&mut a, &STEP);
+    }
+    // A step whose 40 MiB block lives on: the next step's 40 MiB request finds its planned
+    // place taken, goes the usual way, and finds no room under the limit.
+    let addrs: Vec<u64> = STEP.iter().map(|&s| a.malloc(s, 0).unwrap()).collect();
+    for &p in addrs.iter().filter(|&&p| p != addrs[3]) {
+        a.free(p).unwrap();
+    }
+    for &s in &STEP[..3] {
+        a.malloc(s, 0).unwrap();
+    }
+    let err = a.malloc(STEP[3], 0).unwrap_err();
+    assert_eq!((a.plan_counts().missed, a.plan_counts().dropped), (1, 0), "still followed");
+    let cachalot_core::AllocError::OutOfMemory(report) = err else { panic!("{err}") };
+    let snapshot = a.snapshot(0);
+    let cached = snapshot.segments.iter().flat_map(|s| &s.blocks).filter(|b| b.state == "inactive");
+    let largest_cached = cached.map(|b| b.size).max().expect("cached blocks");
+    assert_eq!(report.largest_free_block(), largest_cached, "{report}");
+    a.check_invariants().unwrap();
+}
