@@ -28,7 +28,8 @@ impl CellHints {
     /// A cell holding no hint.
     pub const EMPTY: u32 = u32::MAX;
 
-    /// Hints for a range of `bytes`, in at most [`MAX_CELLS`] cells of at least 512 bytes.
+    /// Hints for a range of `bytes`, in cells of at least 512 bytes, a power of two: about
+    /// [`MAX_CELLS`] of them at most (one more when `bytes` is not a power of two).
     pub fn new(bytes: u64) -> CellHints {
         let cell = (bytes / MAX_CELLS).next_power_of_two().max(512);
         let cells = bytes.div_ceil(cell).max(1) as usize;
@@ -125,7 +126,7 @@ mod tests {
 
     #[test]
     fn the_nearest_hints_below_are_found_across_empty_words_and_summaries() {
-        let bytes = 40 << 30; // 2^16 cells of 1 MiB: 1024 words, 16 summary words
+        let bytes = 64 << 30; // 2^16 cells of 1 MiB: 1024 words, 16 summary words
         let mut hints = CellHints::new(bytes);
         assert_eq!(hints.shift, 20);
         assert_eq!(offered(&hints, bytes - 1), vec![]);

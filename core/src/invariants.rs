@@ -247,18 +247,27 @@ impl<D: Device> Allocator<D> {
         Ok(())
     }
 
-    /// Checks that a followed plan's ranges, once reserved, serve the stream and pool of
-    /// their group and are listed among the ranges kept for planned layouts.
+    /// Checks that a followed plan's ranges, once reserved, are reserved still (whole), serve
+    /// the stream and pool of their group and are listed among the ranges kept for planned
+    /// layouts.
     fn check_planned(&self) -> Result<(), String> {
         let Some(plan) = &self.vm.plan else { return Ok(()) };
         for g in &plan.groups {
             let Some(base) = g.base else { continue };
-            let Some(r) = self.vm.range_of(base) else { continue };
+            let Some(r) = self.vm.range_of(base).filter(|&r| self.vm.ranges[r].base == base) else {
+                return Err(format!("the plan names a range at {base:#x} that is not reserved"));
+            };
             let range = &self.vm.ranges[r];
-            if range.base == base && (range.stream != g.stream || range.pool != g.pool) {
+            if g.range_bytes != range.size {
+                return Err(format!(
+                    "the plan takes the range at {base:#x} for {} bytes, not {}",
+                    g.range_bytes, range.size
+                ));
+            }
+            if range.stream != g.stream || range.pool != g.pool {
                 return Err(format!("the plan's range at {base:#x} serves another stream or pool"));
             }
-            if range.base == base && !self.vm.plan_ranges.contains(&base) {
+            if !self.vm.plan_ranges.contains(&base) {
                 return Err(format!("the plan's range at {base:#x} is not listed as a planned layout's"));
             }
         }

@@ -198,6 +198,16 @@ impl<D: Device> Allocator<D> {
         }
     }
 
+    /// Forgets the range at `base`, just released, as a followed plan's group range: its
+    /// addresses may be handed out again at once, to another group or to no plan at all, and
+    /// must not be taken for the group's. It was wholly unmapped, so nothing parked moves.
+    pub(crate) fn forget_planned_range(&mut self, base: u64) {
+        let Some(plan) = self.vm.plan.as_mut() else { return };
+        for g in plan.groups.iter_mut().filter(|g| g.base == Some(base)) {
+            (g.base, g.range_bytes) = (None, 0);
+        }
+    }
+
     /// Puts a free block that stops being parked into its pool's free index (`into`), or
     /// takes one that starts being parked out of it; its idle pages stay counted.
     fn index_parked(&mut self, id: u32, into: bool) {

@@ -88,6 +88,7 @@ impl<D: Device> Allocator<D> {
             self.vm.ranges.swap_remove(r);
         }
         self.vm.plan_ranges.retain(|&b| b != addr);
+        self.forget_planned_range(addr);
         self.count_held(HeldChange { pool, segments: -self.range_segments(), bytes: 0, oversize_segments: 0 });
         Ok(())
     }

@@ -118,6 +118,8 @@ fn empty_cache_returns_a_followed_layouts_pages_and_the_loop_goes_on() {
     let mut a = looped("", LEARNING_STEPS + 2);
     a.empty_cache().unwrap();
     assert_eq!(a.reserved_bytes(), 0, "nothing is live between steps");
+    // The plan's ranges were released: it must not take their addresses for its own.
+    a.check_invariants().unwrap();
     let placed = a.plan_counts().placed;
     step(&mut a, &STEP);
     assert_eq!(a.plan_counts().placed, placed + STEP.len() as u64);
