@@ -263,3 +263,19 @@ fn out_of_memory_while_a_plan_is_followed_reports_the_cache_of_the_plans_ranges_
     assert_eq!(report.largest_free_block(), largest_cached, "{report}");
     a.check_invariants().unwrap();
 }
+
+#[test]
+fn a_plan_is_followed_from_the_start_of_a_period() {
+    // A period of 80 requests: laid out four a request, its layout is done a quarter into the
+    // period after the one that completed the repeat, and followed from the next one's start.
+    let long: Vec<u64> = (0..80).map(|i| (1 + i % 7) * MIB + (i % 3) * 4096).collect();
+    let mut a = Allocator::new(SimDevice::new(1 << 30), Config::default());
+    let mut placed = Vec::new();
+    for _ in 0..4 {
+        step(&mut a, &long);
+        placed.push(a.plan_counts().placed);
+    }
+    assert_eq!(a.plan_counts().made, 1);
+    assert!(placed.iter().all(|p| p % long.len() as u64 == 0), "placed by the end of each step: {placed:?}");
+    assert_eq!(placed.last(), Some(&(long.len() as u64)), "placed by the end of each step: {placed:?}");
+}
