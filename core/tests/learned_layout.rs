@@ -1,9 +1,10 @@
 //! cachalot's policy learns the layout of a loop (`learn_layout`): once a whole period of
 //! requests has repeated, each request goes where a layout planned from that period puts it,
 //! and memory stops moving. These tests hold what a user sees: a loop settles with no device
-//! call; a request the plan did not expect ends the plan and learning starts again; a planned
-//! place still taken sends only that request elsewhere; `empty_cache`, the memory fraction and
-//! out-of-memory behave as without a plan; and `learn_layout:False` turns it all off.
+//! call; a plan is followed from a period's start; a request the plan did not expect ends the
+//! plan and learning starts again; a planned place still taken sends only that request
+//! elsewhere; `empty_cache`, the memory fraction and out-of-memory (its report included)
+//! behave as without a plan; and `learn_layout:False` turns it all off.
 
 mod common;
 
