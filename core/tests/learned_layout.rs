@@ -54,6 +54,20 @@ fn memory_calls(c: &cachalot_core::sim::DeviceCalls) -> u64 {
 /// requests of it.
 const LEARNING_STEPS: usize = 64 / STEP.len() + 2;
 
+/// A memory-fraction limit the loop fits under (one step has 73 MiB live at most).
+const ALLOWED: u64 = 80 * MIB;
+
+/// An allocator of 1 GiB limited to [`ALLOWED`] bytes that has learned [`STEP`] and follows
+/// its plan.
+fn following_under_a_limit() -> Allocator<SimDevice> {
+    let mut a = Allocator::new(SimDevice::new(1 << 30), Config::default());
+    a.set_memory_fraction(ALLOWED as f64 / (1u64 << 30) as f64).unwrap();
+    for _ in 0..LEARNING_STEPS + 3 {
+        step(&mut a, &STEP);
+    }
+    a
+}
+
 #[test]
 fn a_loop_is_placed_as_planned_once_a_whole_period_has_repeated() {
     let mut a = looped("", LEARNING_STEPS);
@@ -129,20 +143,14 @@ fn empty_cache_returns_a_followed_layouts_pages_and_the_loop_goes_on() {
 
 #[test]
 fn a_followed_layout_stays_under_the_memory_fraction_and_fails_as_without_one() {
-    // A limit the loop fits under (one step has 73 MiB live at most).
-    let allowed = 80 * MIB;
-    let mut a = Allocator::new(SimDevice::new(1 << 30), Config::default());
-    a.set_memory_fraction(allowed as f64 / (1u64 << 30) as f64).unwrap();
-    for _ in 0..LEARNING_STEPS + 3 {
-        step(&mut a, &STEP);
-    }
+    let mut a = following_under_a_limit();
     assert_eq!((a.plan_counts().made, a.plan_counts().dropped), (1, 0));
-    assert!(a.stats().reserved_bytes.all.peak as u64 <= allowed);
+    assert!(a.stats().reserved_bytes.all.peak as u64 <= ALLOWED);
     // A request beyond the limit fails with out of memory, holding nothing for it.
     let held: Vec<u64> = STEP[..4].iter().map(|&s| a.malloc(s, 0).unwrap()).collect();
     let err = a.malloc(40 * MIB, 0).unwrap_err();
     assert!(matches!(err, cachalot_core::AllocError::OutOfMemory(_)), "{err}");
-    assert!(a.reserved_bytes() <= allowed, "{} reserved", a.reserved_bytes());
+    assert!(a.reserved_bytes() <= ALLOWED, "{} reserved", a.reserved_bytes());
     for p in held {
         a.free(p).unwrap();
     }
@@ -160,7 +168,7 @@ fn a_followed_layout_stays_under_the_memory_fraction_and_fails_as_without_one() 
     }
     assert_eq!(a.plan_counts().made, 2);
     assert!(a.plan_counts().placed > placed);
-    assert!(a.stats().reserved_bytes.all.peak as u64 <= allowed);
+    assert!(a.stats().reserved_bytes.all.peak as u64 <= ALLOWED);
 }
 
 #[test]
@@ -240,12 +248,7 @@ fn places_taken_for_more_than_an_eighth_of_a_period_end_the_plan() {
 
 #[test]
 fn out_of_memory_while_a_plan_is_followed_reports_the_cache_of_the_plans_ranges_too() {
-    let allowed = 80 * MIB;
-    let mut a = Allocator::new(SimDevice::new(1 << 30), Config::default());
-    a.set_memory_fraction(allowed as f64 / (1u64 << 30) as f64).unwrap();
-    for _ in 0..LEARNING_STEPS + 3 {
-        step(&mut a, &STEP);
-    }
+    let mut a = following_under_a_limit();
     // A step whose 40 MiB block lives on: the next step's 40 MiB request finds its planned
     // place taken, goes the usual way, and finds no room under the limit.
     let addrs: Vec<u64> = STEP.iter().map(|&s| a.malloc(s, 0).unwrap()).collect();
