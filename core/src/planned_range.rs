@@ -22,9 +22,10 @@
 //!
 //! Invariants: a followed plan's ranges take no request but the plan's; a free block is in
 //! its pool's free index iff it is not parked; nothing is logged while a plan is made or
-//! followed. The plan's hints (the block last placed or freed in
-//! each cell of its ranges) are only where a search starts: any block of the range is a
-//! correct start, so a stale hint costs a longer walk, never a wrong block.
+//! followed. The plan's hints (the block last noted over each cell of its ranges,
+//! `cell_hints.rs`) are only where a search starts: a hint is taken only if its block still
+//! lies over its cell, and any block of the range is a correct start, so a stale hint costs
+//! a longer search, never a wrong block.
 
 use alloc::vec::Vec;
 
@@ -81,8 +82,8 @@ impl<D: Device> Allocator<D> {
         Ok(placed)
     }
 
-    /// Logs a request served at `addr` (placed by the plan when `planned`), and starts
-    /// following a plan when it completes a repetition.
+    /// Logs a request served at `addr`, unless a plan is followed, and starts following a
+    /// plan once its layout is made and a period begins.
     pub(crate) fn log_request(&mut self, addr: u64, sig: Signature) {
         if self.vm.plan.is_some() {
             return;
@@ -141,7 +142,8 @@ impl<D: Device> Allocator<D> {
     /// its range was released); `None` when no address space is left.
     fn planned_base(&mut self, group: usize) -> Result<Option<u64>, AllocError> {
         let Some(g) = self.vm.plan.as_ref().map(|p| p.groups[group]) else { return Ok(None) };
-        if let Some(base) = g.base.filter(|&b| self.is_range_for(b, g.stream, g.pool)) {
+        if let Some(base) = g.base {
+            // Released ranges are forgotten (`forget_planned_range`): a base is reserved.
             return Ok(Some(base));
         }
         let Some(id) = self.reserve_range(g.stream, g.pool, self.vm.paged_page)? else { return Ok(None) };
@@ -180,16 +182,11 @@ impl<D: Device> Allocator<D> {
         out
     }
 
-    /// Gives group `group` of the followed plan its range at `base`: the free blocks of the
-    /// span it covered before go back into the free index, those of the new one leave it.
+    /// Gives group `group` of the followed plan, which has none (a range released is
+    /// forgotten), its range at `base`: the free blocks there leave the free index.
     fn set_group_range(&mut self, group: usize, base: u64) {
-        let Some(g) = self.vm.plan.as_ref().map(|p| p.groups[group]) else { return };
+        debug_assert!(self.vm.plan.as_ref().is_some_and(|p| p.groups[group].base.is_none()));
         let bytes = self.vm.range_of(base).map_or(0, |r| self.vm.ranges[r].size);
-        if let Some(old) = g.base {
-            for id in self.free_blocks_within(old, g.range_bytes) {
-                self.index_parked(id, true);
-            }
-        }
         for id in self.free_blocks_within(base, bytes) {
             self.index_parked(id, false);
         }
