@@ -30,7 +30,7 @@ use crate::recurrence::Signature;
 use crate::size::{power2_interval, round_size, segment_size, Pool, MAX_REQUEST, MIN_BLOCK, SMALL_SIZE};
 use crate::stats::{Counters, DeviceStats};
 use crate::streams::StreamTable;
-use crate::vrange::{whole_pages, VirtualMemory, VmMode};
+use crate::vrange::{VirtualMemory, VmMode};
 
 /// A caching allocator for one device. Cloning one (with its device) checkpoints it: the
 /// browser demo scrubs backwards through a replay from such checkpoints.
@@ -461,8 +461,7 @@ impl<D: Device> Allocator<D> {
             self.free[b.pool.index()].insert(self.streams.handle(b.stream_index), b.size, b.addr, id);
         }
         if !PLAIN && b.in_vm && self.vm.mode == VmMode::Paged {
-            let w = whole_pages(b.addr, b.size, self.vm.paged_page);
-            self.vm.idle_pages += w.end - w.start;
+            self.vm.idle_pages += self.vm.whole_page_count(b.addr, b.size);
         }
     }
 
@@ -490,8 +489,7 @@ impl<D: Device> Allocator<D> {
     fn uncounted_idle(&mut self, id: u32) {
         let b = &self.blocks[id];
         if b.in_vm && self.vm.mode == VmMode::Paged {
-            let w = whole_pages(b.addr, b.size, self.vm.paged_page);
-            self.vm.idle_pages -= w.end - w.start;
+            self.vm.idle_pages -= self.vm.whole_page_count(b.addr, b.size);
         }
     }
 

@@ -286,7 +286,7 @@ impl<D: Device> Allocator<D> {
 
     /// Places a request of `rounded` bytes at `offset` in group `group`'s range, at `at`, when
     /// every block there is free or unmapped: maps what is missing and returns the block
-    /// starting at `at`, out of the free index. `None` when a block there is in use or no
+    /// of exactly `[at, at + rounded)`, out of the free index. `None` when a block there is in use or no
     /// memory could be found.
     fn place_at(&mut self, at: u64, rounded: u64, group: usize, offset: u64) -> Result<Option<u32>, AllocError> {
         let end = at + rounded;
@@ -316,11 +316,19 @@ impl<D: Device> Allocator<D> {
         };
         debug_assert_eq!(self.blocks[id].state, BlockState::Free);
         self.uncache(id);
-        if self.blocks[id].addr == at {
-            return Ok(Some(id));
+        let placed = if self.blocks[id].addr == at {
+            id
+        } else {
+            let back = self.split_at(id, at);
+            self.cache(id);
+            back
+        };
+        // Cut the rest off here too, so that `hand_out` finds an exact fit: one split
+        // fewer, and one hint fewer to note.
+        if self.blocks[placed].end() > end {
+            let rest = self.split_at(placed, end);
+            self.cache(rest);
         }
-        let back = self.split_at(id, at);
-        self.cache(id);
-        Ok(Some(back))
+        Ok(Some(placed))
     }
 }

@@ -134,6 +134,10 @@ pub struct VirtualMemory {
     pub moved_pages: u64,
     /// Page size of the paged policy (the device's granularity).
     pub paged_page: u64,
+    /// log2 of `paged_page` when it is a power of two (as the CUDA devices' granularity is),
+    /// so that counting a free block's whole pages, at every cache and uncache, needs no
+    /// division.
+    page_shift: Option<u32>,
     /// Streams' free epochs (paged policy): when a free block's pages may move at once.
     pub epochs: crate::epochs::Epochs,
     /// Mappings left in place when their chunk moved (paged policy): address → (bytes,
@@ -180,6 +184,7 @@ impl VirtualMemory {
             peak_in_use: 0,
             moved_pages: 0,
             paged_page,
+            page_shift: paged_page.is_power_of_two().then(|| paged_page.trailing_zeros()),
             epochs: crate::epochs::Epochs::default(),
             ghosts: BTreeMap::new(),
             recurrence: crate::recurrence::Recurrence::default(),
@@ -187,6 +192,18 @@ impl VirtualMemory {
             plan: None,
             plan_ranges: Vec::new(),
             plan_counts: PlanCounts::default(),
+        }
+    }
+
+    /// How many pages `[addr, addr + size)` lies over whole: [`whole_pages`]'s length.
+    #[inline]
+    pub fn whole_page_count(&self, addr: u64, size: u64) -> u64 {
+        match self.page_shift {
+            Some(shift) => ((addr + size) >> shift).saturating_sub((addr + self.paged_page - 1) >> shift),
+            None => {
+                let w = whole_pages(addr, size, self.paged_page);
+                w.end - w.start
+            }
         }
     }
 
@@ -214,5 +231,16 @@ mod tests {
         assert_eq!(whole_pages(1, 3 * p, p), 1..3);
         assert_eq!(whole_pages(p / 2, p, p), 1..1);
         assert!(whole_pages(p + 512, 1024, p).is_empty());
+    }
+
+    #[test]
+    fn whole_page_counts_match_whole_pages_with_and_without_a_shift() {
+        for page in [2u64 << 20, 3 << 20] {
+            let vm = VirtualMemory::new(VmMode::Paged, page);
+            for (addr, size) in [(0, 3 * page), (1, 3 * page), (page / 2, page), (page + 512, 1024), (5 * page, page)] {
+                let w = whole_pages(addr, size, page);
+                assert_eq!(vm.whole_page_count(addr, size), w.end - w.start, "page {page}, [{addr}, +{size})");
+            }
+        }
     }
 }
