@@ -156,6 +156,22 @@ mod tests {
     }
 
     #[test]
+    fn clearing_one_cell_of_a_word_keeps_the_others_found_from_above() {
+        let mut hints = CellHints::new(64 << 30); // 1 MiB cells: summary word 1 covers words 64-127
+        for c in [4096u64, 4100, 4200, 8191] {
+            hints.note(c << 20, c as u32);
+        }
+        // 8191 and 4200 (word 65) rejected and cleared; 4100 rejected too, 4096 taken.
+        assert_eq!(hints.nearest_below(8191 << 20, |_, h| h == 4096), Some(4096));
+        // 4096 is found again from word 93 through the summary: clearing 4100 left its
+        // word's bit set, since 4096 still lies in that word.
+        assert_eq!(offered(&hints, 6000 << 20), vec![((4096 << 20, 4097 << 20), 4096)]);
+        assert_eq!(brute(&hints, 8191 << 20), offered(&hints, 8191 << 20));
+        // Word 65, emptied, left the summary; word 64 did not.
+        assert_eq!((hints.words[64], hints.words[65], hints.summary[1]), (1, 0, 1));
+    }
+
+    #[test]
     fn a_small_range_has_one_cell_per_512_bytes() {
         let mut hints = CellHints::new(3000);
         assert_eq!((hints.shift, hints.hints.len()), (9, 6));
