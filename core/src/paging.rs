@@ -433,19 +433,21 @@ impl<D: Device> Allocator<D> {
                 None => return Ok(None),
             },
         };
-        if !self.map_under(&place, size)? {
-            return Ok(None);
-        }
-        let start = self.block_containing_near(place.start, place.addr);
+        let Some(near) = self.map_under(&place, size)? else { return Ok(None) };
+        let start = self.block_containing_near(near, place.addr);
         debug_assert_eq!(self.blocks[start].addr, place.addr);
         self.uncache(start);
         Ok(Some(start))
     }
 
     /// Maps memory under every unmapped span of `[place.addr, place.addr + size)`, which
-    /// holds only free and unmapped blocks, so that one free block covers it; false when no
-    /// memory could be found (nothing obtained for it is kept, see `return_chunks`).
-    pub(crate) fn map_under(&mut self, place: &Placement, size: u64) -> Result<bool, AllocError> {
+    /// holds only free and unmapped blocks, so that one free block covers it, and returns a
+    /// block of the range at or before `place.addr` to look for it from (the last block a
+    /// mapping merged into, or `place.start` when nothing needed mapping): mapping merges
+    /// blocks, and a walk from the range's first block is as long as the range holds blocks.
+    /// `None` when no memory could be found (nothing obtained for it is kept, see
+    /// `return_chunks`).
+    pub(crate) fn map_under(&mut self, place: &Placement, size: u64) -> Result<Option<u32>, AllocError> {
         let page = self.vm.paged_page;
         let (spans, idle_used) = self.spans_under(place.start, place.addr, size);
         let need: u64 = spans.iter().map(|s| s.need).sum();
@@ -463,29 +465,33 @@ impl<D: Device> Allocator<D> {
                 // Nothing obtained for the request is dropped: moved chunks stay kept, new
                 // ones go back to the device. The request's own failure is reported first.
                 let returned = self.return_all(plans.into_iter().map(|(_, chunks)| chunks));
-                return filled.and(returned).map(|_| false);
+                return filled.and(returned).map(|_| None);
             }
         }
         if creation.moved > 0 {
             let (pages, bytes) = (creation.moved, creation.moved * page);
             self.explainer.note(|| Decision::MovedPages { pages, bytes });
         }
-        // Mapping merges blocks, so each span's block is found by address.
-        let mut plans = plans.into_iter();
+        // Mapping merges blocks, so each span's block is found by address, from the block
+        // the last mapping merged into (it lies before the next span).
+        let (mut plans, mut near) = (plans.into_iter(), place.start);
         while let Some((from, chunks)) = plans.next() {
-            let id = self.block_containing_near(place.start, from);
-            if let Err(failure) = self.map_chunks(id, from, &chunks) {
-                // Chunks mapped before the failure stay mapped (cached, counted); the rest
-                // are returned, and the map's failure is what the caller hears.
-                let unmapped = chunks.into_iter().skip(failure.mapped).collect();
-                let _ = self.return_all(core::iter::once(unmapped).chain(plans.map(|(_, rest)| rest)));
-                return Err(failure.error);
-            }
+            let id = self.block_containing_near(near, from);
+            near = match self.map_chunks(id, from, &chunks) {
+                Ok(merged) => merged,
+                Err(failure) => {
+                    // Chunks mapped before the failure stay mapped (cached, counted); the rest
+                    // are returned, and the map's failure is what the caller hears.
+                    let unmapped = chunks.into_iter().skip(failure.mapped).collect();
+                    let _ = self.return_all(core::iter::once(unmapped).chain(plans.map(|(_, rest)| rest)));
+                    return Err(failure.error);
+                }
+            };
             let mapped = chunks.iter().map(|c| c.pages).sum::<u64>() * page;
             let new_bytes = chunks.iter().filter(|c| c.counted_in.is_none()).map(|c| c.pages).sum::<u64>() * page;
             self.explainer.note(|| Decision::MappedPages { addr: from, size: mapped, new_bytes });
         }
-        Ok(true)
+        Ok(Some(near))
     }
 
     /// Where a request goes inside the cached block `id` it was given (taken out of the free

@@ -306,11 +306,11 @@ impl<D: Device> Allocator<D> {
         }
         let id = if unmapped {
             self.advance_epochs()?;
-            if !self.map_under(&Placement { start: first, addr: at, run_end: end }, rounded)? {
+            let Some(near) = self.map_under(&Placement { start: first, addr: at, run_end: end }, rounded)? else {
                 return Ok(None);
-            }
+            };
             // Mapping merged blocks: `first` may be gone.
-            self.planned_block(r, at, group, offset)
+            self.block_containing_near(near, at)
         } else {
             first
         };
