@@ -408,6 +408,14 @@ mod tests {
         Request { sig: Signature { stream: 0, pool: Pool::Large, bytes }, born, died }
     }
 
+    /// A linear congruential sequence from `seed`: the same pseudo-random numbers every run.
+    fn sequence(mut seed: u64) -> impl FnMut() -> u64 {
+        move || {
+            seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            seed >> 33
+        }
+    }
+
     /// Checks the module's invariants and returns each planned request's (offset, bytes).
     fn check(plan: &Plan, period: &Period) -> Vec<Option<(u64, u64)>> {
         let ticks = u64::from(period.ticks);
@@ -474,11 +482,7 @@ mod tests {
     #[test]
     fn many_lifetimes_checked_pairwise() {
         // A pseudo-random period: sizes and lifetimes from a linear congruential sequence.
-        let mut x = 12345u64;
-        let mut next = || {
-            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-            x >> 33
-        };
+        let mut next = sequence(12345);
         let ticks = 3000;
         let requests = (0..600)
             .map(|i| {
@@ -575,11 +579,7 @@ mod tests {
 
     #[test]
     fn the_bucketed_search_lays_out_exactly_what_a_pairwise_search_does() {
-        let mut x = 99u64;
-        let mut next = || {
-            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-            x >> 33
-        };
+        let mut next = sequence(99);
         for ticks in [5u64, 130, 3000, 50_000] {
             // Short and long lives, some wrapping round the period's end, a few of equal size.
             let lives: Vec<Life> = (0..700)
