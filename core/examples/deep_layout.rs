@@ -3,7 +3,8 @@
 //! backward, and a few short-lived temporaries; the backward frees the activations in
 //! reverse, making a gradient per layer), replayed over a simulated device under cachalot's
 //! policy. Prints, per depth, the requests of a step, and the milliseconds of each pass: the
-//! third makes the layout, the fourth on follow it.
+//! third makes the layout, the fourth on follow it. `PASSES` sets the passes (6), `CONFIG`
+//! the allocator's config (`policy:cachalot`).
 //! `cargo run --release -p cachalot-core --example deep_layout -- 12 48 192`
 use cachalot_core::{Allocator, Config, Replayer, SimDevice, TraceOp};
 
@@ -38,10 +39,11 @@ fn step(layers: u32) -> (Vec<TraceOp>, u32) {
 
 fn main() {
     let passes: usize = std::env::var("PASSES").ok().and_then(|p| p.parse().ok()).unwrap_or(6);
+    let config = std::env::var("CONFIG").unwrap_or_else(|_| "policy:cachalot".into());
     let depths: Vec<u32> = std::env::args().skip(1).filter_map(|a| a.parse().ok()).collect();
     for layers in if depths.is_empty() { vec![12, 48, 192] } else { depths } {
         let (ops, slots) = step(layers);
-        let mut a = Allocator::new(SimDevice::new(1 << 40), Config::parse("policy:cachalot").unwrap());
+        let mut a = Allocator::new(SimDevice::new(1 << 40), Config::parse(&config).expect("CONFIG"));
         let mut r = Replayer::new(slots);
         let ms: Vec<String> = (0..passes)
             .map(|_| {

@@ -77,6 +77,7 @@ impl IdleChunk {
 
 /// Where a request will be placed: a block at or before its address (the run's first), the
 /// address, and the end of what may not lend idle chunks to it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Placement {
     pub start: u32,
     pub addr: u64,
@@ -101,9 +102,42 @@ struct Span {
 }
 
 impl<D: Device> Allocator<D> {
-    /// The smallest run of free and unmapped blocks of `stream`'s `pool` range holding
-    /// `size` bytes (lowest address on ties).
+    /// The smallest run of free and unmapped blocks of `stream`'s `pool` ranges holding
+    /// `size` bytes (lowest address on ties), outside a followed plan's ranges.
+    ///
+    /// Every run holds a free or an unmapped block, and outside a followed plan's ranges
+    /// every free block is in the free index and every unmapped one in the unmapped index;
+    /// so the runs are found from those two, each measured once from its first block,
+    /// without a walk over the blocks in use, which a range holds thousands of in a deep
+    /// model's first pass.
     fn best_run(&self, pool: Pool, stream: Stream, size: u64) -> Option<Placement> {
+        let in_run = |id: u32| id != NIL && matches!(self.blocks[id].state, BlockState::Free | BlockState::Unmapped);
+        let free = self.free[pool.index()].iter_from(stream, 0).map(|(_, id)| id);
+        let unmapped = self.vm.unmapped[pool.index()].range((stream, 0)..=(stream, u64::MAX)).map(|(_, &id)| id);
+        let mut best: Option<(u64, Placement)> = None;
+        for start in free.chain(unmapped) {
+            let b = &self.blocks[start];
+            if !b.in_vm || in_run(b.prev) || self.is_parked(b) {
+                continue;
+            }
+            let (addr, mut end, mut id) = (b.addr, b.end(), b.next);
+            while in_run(id) {
+                end = self.blocks[id].end();
+                id = self.blocks[id].next;
+            }
+            let len = end - addr;
+            if len >= size && best.as_ref().is_none_or(|(l, p)| (len, addr) < (*l, p.addr)) {
+                best = Some((len, Placement { start, addr, run_end: end }));
+            }
+        }
+        let best = best.map(|(_, p)| p);
+        debug_assert_eq!(best, self.best_run_by_walk(pool, stream, size), "runs found from the indexes");
+        best
+    }
+
+    /// [`Allocator::best_run`] by a walk over every block of the stream's ranges, which it
+    /// must agree with (checked in debug builds).
+    fn best_run_by_walk(&self, pool: Pool, stream: Stream, size: u64) -> Option<Placement> {
         let mut best: Option<(u64, Placement)> = None;
         let ranges = self.vm.ranges.iter();
         for r in ranges.filter(|r| r.pool == pool && r.stream == stream && !self.is_followed_range(r.base)) {
