@@ -1,8 +1,8 @@
-//! How the pass that lays out a learned period grows with a model's depth: a synthetic
-//! training step of `LAYERS` layers (each layer's forward makes an activation kept until its
-//! backward, and a few short-lived temporaries; the backward frees the activations in
-//! reverse, making a gradient per layer), replayed over a simulated device under cachalot's
-//! policy. Prints, per depth, the requests of a step, and the milliseconds of each pass: the
+//! How the passes that are not warm grow with a model's depth: a synthetic training step of
+//! `LAYERS` layers (each layer's forward makes an activation kept until its backward, and a
+//! few short-lived temporaries; the backward frees the activations in reverse, making a
+//! gradient per layer), replayed over a simulated device under cachalot's policy. Prints, per
+//! depth, the operations of a step and the milliseconds of each pass: the first is cold, the
 //! third makes the layout, the fourth on follow it. `PASSES` sets the passes (6), `CONFIG`
 //! the allocator's config (`policy:cachalot`).
 //! `cargo run --release -p cachalot-core --example deep_layout -- 12 48 192`
