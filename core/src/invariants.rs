@@ -212,7 +212,8 @@ impl<D: Device> Allocator<D> {
         if mapped != self.vm.mapped_pages {
             return Err(format!("{} pages counted mapped but {mapped} are", self.vm.mapped_pages));
         }
-        if self.vm.mode == crate::vrange::VmMode::Paged && idle != self.vm.idle_pages {
+        // Only the paged policy counts idle pages; under any other mode the count stays 0.
+        if idle != self.vm.idle_pages {
             return Err(format!("{} pages counted idle but {idle} are", self.vm.idle_pages));
         }
         if visited != self.blocks.len() {
