@@ -279,9 +279,9 @@ impl Plan {
 /// bucket that a life spans whole meets it, so only the lives of its first and last bucket
 /// are checked. Those touching at least half of the fine buckets (weights, optimizer state,
 /// activations kept for most of a step) are taken to meet every later one: their offsets
-/// join one sorted list of merged stretches that every query reads as it is, rather than each
-/// query gathering them again (they are few, but meet nearly everything). A life they do not
-/// meet only loses the use of their bytes.
+/// join one list of merged stretches that every query adds to its own, rather than finding
+/// them again through the buckets (merged, they are few, but meet nearly everything). A life
+/// they do not meet only loses the use of their bytes.
 #[derive(Clone, Debug)]
 struct Layout {
     lives: Vec<Life>,

@@ -475,11 +475,11 @@ impl<D: Device> Allocator<D> {
     }
 
     /// Maps memory under every unmapped span of `[place.addr, place.addr + size)`, which
-    /// holds only free and unmapped blocks, so that one free block covers it, and returns a
-    /// block of the range at or before `place.addr` to look for it from (the last block a
-    /// mapping merged into, or `place.start` when nothing needed mapping): mapping merges
-    /// blocks, and a walk from the range's first block is as long as the range holds blocks.
-    /// `None` when no memory could be found (nothing obtained for it is kept, see
+    /// holds only free and unmapped blocks, so that one free block covers it, and returns the
+    /// block to look for that one from (the last block a mapping merged into, or
+    /// `place.start` when nothing needed mapping; `block_containing_near` checks it): mapping
+    /// merges blocks, and a walk from the range's first block is as long as the range holds
+    /// blocks. `None` when no memory could be found (nothing obtained for it is kept, see
     /// `return_chunks`).
     pub(crate) fn map_under(&mut self, place: &Placement, size: u64) -> Result<Option<u32>, AllocError> {
         let page = self.vm.paged_page;

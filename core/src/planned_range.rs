@@ -285,9 +285,9 @@ impl<D: Device> Allocator<D> {
     }
 
     /// Places a request of `rounded` bytes at `offset` in group `group`'s range, at `at`, when
-    /// every block there is free or unmapped: maps what is missing and returns the block
-    /// of exactly `[at, at + rounded)`, out of the free index. `None` when a block there is in use or no
-    /// memory could be found.
+    /// every block there is free or unmapped: maps what is missing and returns the block of
+    /// exactly `[at, at + rounded)`, uncached. `None` when a block there is in use or no memory
+    /// could be found.
     fn place_at(&mut self, at: u64, rounded: u64, group: usize, offset: u64) -> Result<Option<u32>, AllocError> {
         let end = at + rounded;
         let Some(r) = self.vm.range_of(at) else { return Ok(None) };
