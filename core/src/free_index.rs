@@ -13,10 +13,11 @@
 //! number of cached blocks rather than the number of classes.
 //!
 //! Invariants (kept by the allocator): a block is in its pool's free index iff its state is
-//! `Free` and it is not parked in a followed plan's range (`planned_range.rs`); the key stored for it equals its current (stream, size, address); a class's bit
-//! is set iff the class holds a block; streams are kept sorted by
-//! stream id, and the first one's id is also kept beside them, and every id, in the same
-//! order, in `stream_ids`. A stream's index goes when `empty_cache` finds it caching nothing.
+//! `Free` and it is not parked in a followed plan's range (`planned_range.rs`); the key
+//! stored for it equals its current (stream, size, address); a class's bit is set iff the
+//! class holds a block; streams are kept sorted by stream id, and the first one's id is also
+//! kept beside them, and every id, in the same order, in `stream_ids`. A stream's index goes
+//! when `empty_cache` finds it caching nothing.
 
 use alloc::vec::Vec;
 

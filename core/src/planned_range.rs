@@ -163,18 +163,18 @@ impl<D: Device> Allocator<D> {
     /// The free blocks parked in the followed plan's ranges.
     pub(crate) fn parked_blocks(&self) -> Vec<u32> {
         let Some(plan) = &self.vm.plan else { return Vec::new() };
-        let spans: Vec<(u64, u64)> = plan.groups.iter().filter_map(|g| Some((g.base?, g.range_bytes))).collect();
-        spans.into_iter().flat_map(|(base, bytes)| self.free_blocks_within(base, bytes)).collect()
+        let bases: Vec<u64> = plan.groups.iter().filter_map(|g| g.base).collect();
+        bases.into_iter().flat_map(|base| self.free_blocks_of_range(base)).collect()
     }
 
-    /// The free blocks of the range holding `base` that lie in `[base, base + bytes)`.
-    fn free_blocks_within(&self, base: u64, bytes: u64) -> Vec<u32> {
+    /// The free blocks of the range at `base` (a group's range is always a whole one).
+    fn free_blocks_of_range(&self, base: u64) -> Vec<u32> {
         let Some(r) = self.vm.range_of(base) else { return Vec::new() };
         let mut out = Vec::new();
         let mut id = self.vm.ranges[r].head;
         while id != NIL {
             let b = &self.blocks[id];
-            if b.state == BlockState::Free && b.addr.wrapping_sub(base) < bytes {
+            if b.state == BlockState::Free {
                 out.push(id);
             }
             id = b.next;
@@ -187,7 +187,7 @@ impl<D: Device> Allocator<D> {
     fn set_group_range(&mut self, group: usize, base: u64) {
         debug_assert!(self.vm.plan.as_ref().is_some_and(|p| p.groups[group].base.is_none()));
         let bytes = self.vm.range_of(base).map_or(0, |r| self.vm.ranges[r].size);
-        for id in self.free_blocks_within(base, bytes) {
+        for id in self.free_blocks_of_range(base) {
             self.index_parked(id, false);
         }
         if let Some(plan) = self.vm.plan.as_mut() {
