@@ -203,6 +203,7 @@ mod tests {
                 }
             }
             assert_eq!(t.len(), model.len());
+            assert!(t.len() * 10 <= t.slots.len() * MAX_LOAD_TENTHS, "{} ids in {} slots", t.len(), t.slots.len());
         }
         for (&addr, &id) in &model {
             assert_eq!(t.get(addr, &blocks), Some(id));
