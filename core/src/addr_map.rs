@@ -212,6 +212,45 @@ mod tests {
         assert!(t.len() * 10 <= t.slots.len() * 7 && t.len() * 10 > t.slots.len() * 7 / 2);
     }
 
+    #[test]
+    fn deletion_keeps_every_id_reachable_where_runs_wrap_round_the_table() {
+        // Addresses whose home is one of the table's last three slots or its first two, so
+        // that their run wraps from the end of the table to its start.
+        let empty = AddrTable::default();
+        let wrapping: Vec<u64> = (1..)
+            .map(|i| 0x7f00_0000_0000 + (i << 9))
+            .filter(|&a| empty.home(a) >= 61 || empty.home(a) <= 1)
+            .take(12)
+            .collect();
+        let mut x: u64 = 7;
+        let mut shuffle = |v: &mut Vec<u64>| {
+            for i in (1..v.len()).rev() {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                v.swap(i, (x % (i as u64 + 1)) as usize);
+            }
+        };
+        for _ in 0..300 {
+            let (mut blocks, mut t) = (Slab::default(), AddrTable::default());
+            let mut order = wrapping.clone();
+            shuffle(&mut order);
+            for &a in &order {
+                let id = blocks.insert(block(a));
+                t.insert(a, id, &blocks);
+            }
+            assert_eq!(t.slots.len(), 64, "the table grew: the runs no longer wrap");
+            shuffle(&mut order);
+            for (k, &a) in order.iter().enumerate() {
+                assert!(t.remove(a, &blocks).is_some(), "{a:#x} not found for removal");
+                assert_eq!(t.get(a, &blocks), None);
+                for &b in &order[k + 1..] {
+                    assert!(t.get(b, &blocks).is_some(), "{b:#x} lost after removing {a:#x}");
+                }
+            }
+        }
+    }
+
     /// Slots from each held id's home to where it sits, longest and in all.
     fn probe_lengths(t: &AddrTable, blocks: &Slab) -> (usize, usize) {
         let mask = t.mask();
