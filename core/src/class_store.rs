@@ -201,6 +201,37 @@ mod tests {
     }
 
     #[test]
+    fn a_draining_class_gives_back_half_its_room_once_a_quarter_full() {
+        let mut s = ClassStore::<4>::new();
+        for addr in 0..1000 {
+            s.insert(2, entry(7, addr));
+        }
+        let capacity = |s: &ClassStore<4>| match &s.storage[s.storage_of[2] as usize] {
+            Storage::Many(v) => v.capacity(),
+            Storage::One(_) => 1,
+        };
+        assert_eq!(capacity(&s), 1024);
+        let mut len = 1000;
+        let mut drain_to = |s: &mut ClassStore<4>, to: usize| {
+            while len > to {
+                len -= 1;
+                assert!(!s.remove_at(2, len));
+            }
+        };
+        drain_to(&mut s, 257);
+        assert_eq!(capacity(&s), 1024, "more than a quarter full: nothing given back");
+        drain_to(&mut s, 256);
+        assert_eq!(capacity(&s), 512);
+        drain_to(&mut s, 129);
+        assert_eq!(capacity(&s), 512);
+        drain_to(&mut s, 128);
+        assert_eq!(capacity(&s), 256);
+        drain_to(&mut s, 1);
+        assert_eq!(capacity(&s), MIN_CAPACITY, "never below the fewest a vector holds");
+        assert_eq!(s.class(2), [entry(7, 999)], "the largest address, first in the class, is left");
+    }
+
+    #[test]
     fn a_lone_entry_needs_no_vector() {
         let mut s = ClassStore::<4096>::new();
         for c in 0..1000 {

@@ -352,6 +352,25 @@ mod tests {
     }
 
     #[test]
+    fn sizes_below_512_kib_get_a_class_each_and_each_power_of_two_above_gets_64() {
+        // Within a class the search is exact whatever the classes are, so only this test
+        // sees classes too coarse to keep a lookup short.
+        for units in 1u64..EXACT_CLASSES as u64 {
+            assert_eq!(class_of(units << 9), units as usize);
+        }
+        for octave in 10..40 {
+            let first = class_of(1 << (octave + 9));
+            assert_eq!(first, EXACT_CLASSES as usize + (octave - 10) * 64, "octave {octave}");
+            let step = 1u64 << (octave - 6 + 9);
+            for sub in 0..64u64 {
+                let size = (1u64 << (octave + 9)) + sub * step;
+                assert_eq!(class_of(size), first + sub as usize, "{size} bytes");
+                assert_eq!(class_of(size + step - 512), first + sub as usize, "{} bytes", size + step - 512);
+            }
+        }
+    }
+
+    #[test]
     fn best_fit_is_smallest_then_lowest_address() {
         let mut f = FreeIndex::default();
         f.insert(0, 3 << 20, 0x5000_0000, 1);
