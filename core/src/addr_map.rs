@@ -251,6 +251,21 @@ mod tests {
         }
     }
 
+    #[test]
+    fn neighbouring_ids_hash_apart() {
+        use alloc::collections::BTreeSet;
+        let hash = |id: u32| {
+            let mut h = IdHasher::default();
+            h.write_u32(id);
+            h.finish()
+        };
+        // The map finds a bucket by the low bits and tags it with the top seven: both must
+        // spread ids that follow each other, or every lookup walks one long chain.
+        let low: BTreeSet<u64> = (0..1024).map(|id| hash(id) & 1023).collect();
+        let top: BTreeSet<u64> = (0..1024).map(|id| hash(id) >> 57).collect();
+        assert!(low.len() > 500 && top.len() > 64, "{} low, {} top", low.len(), top.len());
+    }
+
     /// Slots from each held id's home to where it sits, longest and in all.
     fn probe_lengths(t: &AddrTable, blocks: &Slab) -> (usize, usize) {
         let mask = t.mask();
