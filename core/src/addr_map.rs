@@ -296,5 +296,8 @@ mod tests {
         // when the hash spreads the addresses; one home for all would put 4,000 ids in one run.
         assert!(sum <= t.len(), "{sum} slots of probing for {} ids", t.len());
         assert!(longest <= 32, "an id {longest} slots from its home");
+        // Four bytes a slot, the table between 35% and 70% full: what the metadata figures add.
+        let (bytes, ids) = (t.heap_bytes(), t.len());
+        assert!(bytes * 7 >= ids * 4 * 10 && bytes * 35 <= ids * 4 * 100, "{bytes} bytes for {ids} ids");
     }
 }
