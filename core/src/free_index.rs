@@ -438,6 +438,61 @@ mod tests {
     }
 
     #[test]
+    fn taking_a_found_block_removes_that_block_alone() {
+        use alloc::collections::BTreeMap;
+        let mut f = FreeIndex::default();
+        let mut model: BTreeMap<Key, u32> = BTreeMap::new();
+        // Several blocks to a class, exact and geometric, so the one found sits anywhere in it.
+        let mut id = 0;
+        for units in [3u64, 3, 3, 7, 7, 2000, 2001, 2001, 2040, 5000] {
+            id += 1;
+            let key = (0, units << 9, u64::from(id) << 30);
+            f.insert(key.0, key.1, key.2, id);
+            model.insert(key, id);
+        }
+        // 2,001 units first, while the smaller 2,000 is still the last of their class.
+        for size in [512u64, 3 << 9, 4 << 9, 2001 << 9, 2000 << 9, 1 << 20, 512, 1 << 21, 512, 512] {
+            let want = model.range((0, size, 0)..).next().map(|(k, v)| (*k, *v));
+            let found = f.find(0, size);
+            assert_eq!(found.map(|x| (x.key, x.id)), want, "{size} bytes");
+            if let Some(found) = found {
+                f.take(&found);
+                model.remove(&found.key);
+            }
+            assert_eq!(f.iter().collect::<Vec<_>>(), model.iter().map(|(k, v)| (*k, *v)).collect::<Vec<_>>());
+        }
+    }
+
+    #[test]
+    fn the_stream_check_fails_on_streams_out_of_order_or_unmirrored() {
+        let mut f = FreeIndex::default();
+        f.insert(5, 512, 0, 1);
+        f.insert(2, 512, 512, 2);
+        assert_eq!(f.check_streams(), Ok(()));
+        let mut swapped = f.clone();
+        swapped.streams.swap(0, 1);
+        assert!(swapped.check_streams().is_err(), "streams out of order");
+        let mut unmirrored = f.clone();
+        unmirrored.stream_ids[1] = 9;
+        assert!(unmirrored.check_streams().is_err(), "ids not those of the streams");
+        let mut first = f.clone();
+        first.first = 5;
+        assert!(first.check_streams().is_err(), "the first stream's id kept wrong");
+    }
+
+    #[test]
+    fn a_streams_fixed_bytes_are_its_table_and_bitmaps() {
+        let mut f = FreeIndex::default();
+        f.insert(0, 512, 0, 1);
+        let one = f.heap_bytes().1;
+        let least = CLASSES * 2 + core::mem::size_of::<StreamIndex>() + core::mem::size_of::<Stream>();
+        assert!(one >= least && one <= least + 1024, "{one} fixed bytes for one stream");
+        f.insert(1, 512, 512, 2);
+        let two = f.heap_bytes().1;
+        assert!(two >= 2 * least && two <= 2 * least + 2048, "{two} fixed bytes for two streams");
+    }
+
+    #[test]
     fn agrees_with_an_ordered_set() {
         use alloc::collections::BTreeMap;
         let mut f = FreeIndex::default();
