@@ -481,6 +481,21 @@ mod tests {
     }
 
     #[test]
+    fn dropping_empty_streams_keeps_those_that_cache_something() {
+        let mut f = FreeIndex::default();
+        f.insert(1, 512, 0, 1);
+        f.insert(4, 1024, 512, 2);
+        f.insert(6, 512, 4096, 3);
+        assert!(f.remove(1, 512, 0) && f.remove(6, 512, 4096));
+        let before = f.heap_bytes().1;
+        f.drop_empty_streams();
+        assert_eq!(f.stream_ids, [4]);
+        assert_eq!(f.best_fit(4, 512), Some(((4, 1024, 512), 2)));
+        assert!(f.heap_bytes().1 * 2 < before, "{before} then {:?}", f.heap_bytes());
+        assert_eq!(f.check_streams(), Ok(()));
+    }
+
+    #[test]
     fn a_streams_fixed_bytes_are_its_table_and_bitmaps() {
         let mut f = FreeIndex::default();
         f.insert(0, 512, 0, 1);
