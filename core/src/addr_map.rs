@@ -209,7 +209,8 @@ mod tests {
             assert_eq!(t.get(addr, &blocks), Some(id));
         }
         let (mut held, mut want): (Vec<u32>, Vec<u32>) = (t.ids().collect(), model.values().copied().collect());
-        (held.sort_unstable(), want.sort_unstable());
+        held.sort_unstable();
+        want.sort_unstable();
         assert_eq!(held, want);
         assert_eq!(t.get(1 << 20, &blocks), None);
         assert!(t.len() * 10 <= t.slots.len() * 7 && t.len() * 10 > t.slots.len() * 7 / 2);
