@@ -86,7 +86,7 @@ for t in traces:
     if mine and theirs:
         # Shown, not judged: timed in two processes, the ratio follows the speed the host gives
         # each process, which moves by up to 2x from one process to the next whatever runs in
-        # it (2.7x to 9.3x for the same binaries in one session, process_noise.sh). The
+        # it (2.7x to 9.3x for the same binaries over two runs of process_noise.sh). The
         # side-by-side check below, in one process, is the requirement.
         ratio = theirs["ns_per_op_warm_median"] / mine["ns_per_op_warm_median"]
         requirement(f"{t}: warm vs PyTorch's in separate processes (policy:pytorch vs default)", "INFO",
