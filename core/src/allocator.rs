@@ -20,6 +20,7 @@ use alloc::vec::Vec;
 use crate::addr_map::{AddrTable, IdMap};
 use crate::block::{Block, BlockState, Slab, NIL};
 use crate::config::Config;
+use crate::decision_memo::DecisionMemo;
 use crate::device::{Device, HeldChange, Stream};
 use crate::error::AllocError;
 use crate::events::PendingEvents;
@@ -54,6 +55,7 @@ pub struct Allocator<D: Device> {
     pub(crate) history: History,
     pub(crate) explainer: Explainer,
     pub(crate) vm: VirtualMemory,
+    pub(crate) memo: DecisionMemo,
 }
 
 impl<D: Device> Allocator<D> {
@@ -81,6 +83,7 @@ impl<D: Device> Allocator<D> {
             lookups: [0; 2],
             history: History::new(config.history_entries),
             explainer: Explainer::default(),
+            memo: DecisionMemo::default(),
             config,
         };
         if let Some(f) = a.config.per_process_memory_fraction {
@@ -160,6 +163,8 @@ impl<D: Device> Allocator<D> {
 
     /// Restarts the accumulated statistics.
     pub fn reset_accumulated_stats(&mut self) {
+        // The memo compares the device's call counts, which this resets.
+        self.settle();
         self.stats.reset_accumulated();
     }
 
@@ -178,12 +183,13 @@ impl<D: Device> Allocator<D> {
     /// returns theirs to the device first, so that together they do what PyTorch's one
     /// allocator does (the native library's per-stream shards).
     pub fn malloc_after_release(&mut self, size: u64, stream: Stream) -> Result<u64, AllocError> {
+        self.settle();
         check_request(size)?;
         let rounded = round_size(size, &self.config.roundup_power2_divisions);
         let pool = Pool::for_size(rounded);
         match self.grow_after_release(pool, stream, rounded)? {
             Some(id) => {
-                let addr = self.hand_out::<false>(id, rounded, size);
+                let (addr, _) = self.hand_out::<false, false>(id, rounded, size, NIL);
                 if self.learns_layout() {
                     self.log_request(addr, Signature { stream, pool, bytes: rounded });
                 }
@@ -199,6 +205,11 @@ impl<D: Device> Allocator<D> {
     #[inline(always)]
     pub fn malloc_short_of_release(&mut self, size: u64, stream: Stream) -> Result<Option<u64>, AllocError> {
         if self.plain() {
+            if self.memo.replaying() {
+                if let Some(addr) = self.malloc_recalled(size, stream) {
+                    return Ok(Some(addr));
+                }
+            }
             self.malloc_served::<true>(size, stream)
         } else {
             self.malloc_general(size, stream)
@@ -255,18 +266,29 @@ impl<D: Device> Allocator<D> {
             self.explainer.note(|| Decision::Pool { pool: pool.name(), segment_size: segment_size(rounded), page });
         }
         let planned = if !PLAIN && self.vm.plan.is_some() { self.take_planned(pool, stream, rounded)? } else { None };
+        let mut cached = true;
         let id = match planned {
             Some(id) => id,
             None => match self.take_free_block::<PLAIN>(pool, stream, rounded) {
                 Some(id) if PLAIN => id,
                 Some(id) => self.place_against_live(id, rounded),
-                None => match self.grow_short_of_release(pool, stream, rounded)? {
-                    Some(id) => id,
-                    None => return Ok(None),
-                },
+                None => {
+                    cached = false;
+                    match self.grow_short_of_release(pool, stream, rounded) {
+                        Ok(Some(id)) => id,
+                        failed => {
+                            self.memo.restart();
+                            return failed.map(|_| None);
+                        }
+                    }
+                }
             },
         };
-        let addr = self.hand_out::<PLAIN>(id, rounded, size);
+        let (addr, handed) = self.hand_out::<PLAIN, false>(id, rounded, size, NIL);
+        if PLAIN && self.config.decision_memo {
+            let (quiet, calls) = (self.is_quiet(), self.device_calls());
+            self.memo.malloc_served(&mut self.blocks, (size, stream, id, handed), cached, quiet, calls);
+        }
         if !PLAIN && self.learns_layout() {
             self.log_request(addr, Signature { stream, pool, bytes: rounded });
         }
@@ -277,7 +299,15 @@ impl<D: Device> Allocator<D> {
     /// streams, it becomes reusable once the work queued there now has completed.
     pub fn free(&mut self, addr: u64) -> Result<(), AllocError> {
         if self.plain() {
-            self.free_as::<true>(addr)
+            if self.memo.replaying() {
+                if self.memo.expected().is_free() && self.memo.expected().key == addr {
+                    let freed = self.free_as::<true, true>(addr);
+                    self.memo.advance(&mut self.blocks);
+                    return freed;
+                }
+                self.settle();
+            }
+            self.free_as::<true, false>(addr)
         } else {
             self.free_general(addr)
         }
@@ -286,14 +316,21 @@ impl<D: Device> Allocator<D> {
     /// The general copy of free's work, out of line.
     #[inline(never)]
     fn free_general(&mut self, addr: u64) -> Result<(), AllocError> {
-        self.free_as::<false>(addr)
+        self.free_as::<false, false>(addr)
     }
 
-    /// [`Allocator::free`]'s work; `PLAIN` as [`Allocator::plain`] says.
+    /// [`Allocator::free`]'s work; `PLAIN` as [`Allocator::plain`] says; `RECALLED` when the
+    /// decision memo expects this free (`decision_memo.rs`): its block is the recorded one,
+    /// and the address table and the free index are left alone.
     #[inline(always)]
-    fn free_as<const PLAIN: bool>(&mut self, addr: u64) -> Result<(), AllocError> {
-        let Some(id) = self.live.remove(addr, &self.blocks) else {
-            return Err(self.diagnose_bad_pointer(addr));
+    fn free_as<const PLAIN: bool, const RECALLED: bool>(&mut self, addr: u64) -> Result<(), AllocError> {
+        let id = if RECALLED {
+            self.memo.expected().block
+        } else {
+            match self.live.remove(addr, &self.blocks) {
+                Some(id) => id,
+                None => return Err(self.diagnose_bad_pointer(addr)),
+            }
         };
         let uses = if self.stream_uses.is_empty() { None } else { self.stream_uses.remove(&id) };
         if let Some(uses) = uses {
@@ -322,7 +359,11 @@ impl<D: Device> Allocator<D> {
             let events = self.blocks[id].event_count as u64;
             self.explainer.note_if::<PLAIN>(|| Decision::Pending { events });
         } else {
-            self.free_block::<PLAIN>(id);
+            self.free_block::<PLAIN, RECALLED>(id);
+        }
+        if PLAIN && !RECALLED && self.config.decision_memo {
+            let (quiet, calls) = (self.is_quiet() && !pending, self.device_calls());
+            self.memo.free_served(&mut self.blocks, (addr, id, requested), quiet, calls);
         }
         Ok(())
     }
@@ -330,6 +371,7 @@ impl<D: Device> Allocator<D> {
     /// Marks the allocation at `addr` as used on `stream`, so that after it is freed it is
     /// not reused until the work queued on `stream` by then has completed.
     pub fn record_stream(&mut self, addr: u64, stream: Stream) -> Result<(), AllocError> {
+        self.settle();
         let Some(id) = self.live.get(addr, &self.blocks) else {
             return Err(self.diagnose_bad_pointer(addr));
         };
@@ -349,6 +391,7 @@ impl<D: Device> Allocator<D> {
     /// Returns every cached segment that holds no allocation to the device, after waiting
     /// for pending frees. Segments that still hold an allocation stay.
     pub fn empty_cache(&mut self) -> Result<(), AllocError> {
+        self.settle();
         self.noting_releases("emptying the cache", |a| {
             a.synchronize_and_free_events()?;
             a.release_unsplit_blocks(Pool::Large)?;
@@ -579,12 +622,22 @@ impl<D: Device> Allocator<D> {
     }
 
     /// Hands out block `id` (taken from the free index or fresh from the device) for a
-    /// rounded request, splitting off the remainder when the split rule says so.
+    /// rounded request, splitting off the remainder when the split rule says so; returns the
+    /// address and the id of the block handed out. `RECALLED`: the decision memo chose `id`
+    /// and the id `recalled_front` for a block split off it, and the address table and the free index
+    /// are left alone.
     #[inline(always)]
-    fn hand_out<const PLAIN: bool>(&mut self, id: u32, rounded: u64, requested: u64) -> u64 {
+    pub(crate) fn hand_out<const PLAIN: bool, const RECALLED: bool>(
+        &mut self,
+        id: u32,
+        rounded: u64,
+        requested: u64,
+        recalled_front: u32,
+    ) -> (u64, u32) {
         let already_split = self.blocks[id].is_split();
         let (pool, in_vm) = (self.blocks[id].pool, !PLAIN && self.blocks[id].in_vm);
         let split = self.should_split::<PLAIN>(id, rounded);
+        debug_assert!(!RECALLED || split == (recalled_front != NIL), "the memo's split is the rule's");
         if !PLAIN && self.explainer.decisions.is_some() {
             let (addr, block_size) = (self.blocks[id].addr, self.blocks[id].size);
             let reason = self.split_reason(id, rounded, block_size - rounded, split);
@@ -604,7 +657,12 @@ impl<D: Device> Allocator<D> {
             rest.addr += rounded;
             rest.size -= rounded;
             let rest_size = rest.size;
-            let front_id = self.blocks.insert(front);
+            let front_id = if RECALLED {
+                self.blocks.occupy(recalled_front, front);
+                recalled_front
+            } else {
+                self.blocks.insert(front)
+            };
             let rest = &mut self.blocks[id];
             let before = rest.prev;
             rest.prev = front_id;
@@ -621,7 +679,9 @@ impl<D: Device> Allocator<D> {
                 self.note_in_plan(front_addr, front_id);
                 self.note_in_plan(rest_addr, id);
             }
-            self.cache_as::<PLAIN>(id);
+            if !RECALLED {
+                self.cache_as::<PLAIN>(id);
+            }
             if in_vm {
                 // Like PyTorch's expandable segments, virtual memory counts no split blocks.
             } else if already_split {
@@ -643,7 +703,9 @@ impl<D: Device> Allocator<D> {
         b.state = BlockState::Allocated;
         b.set_requested(requested);
         let (addr, size, stream) = (b.addr, b.size, self.streams.handle(b.stream_index));
-        self.live.insert(addr, id, &self.blocks);
+        if !RECALLED {
+            self.live.insert(addr, id, &self.blocks);
+        }
         let s = &mut self.stats;
         s.allocation.increase(pool, 1);
         s.allocated_bytes.increase(pool, size);
@@ -656,20 +718,21 @@ impl<D: Device> Allocator<D> {
         if in_vm && self.vm.mode == VmMode::Paged {
             self.vm.peak_in_use = self.vm.peak_in_use.max(self.vm.pages_in_use());
         }
-        addr
+        (addr, id)
     }
 
     /// Caches a block whose free has completed: merges it with free neighbours and puts it
     /// in the free index.
+    /// `RECALLED` as for [`Allocator::hand_out`].
     #[inline(always)]
-    pub(crate) fn free_block<const PLAIN: bool>(&mut self, id: u32) {
+    pub(crate) fn free_block<const PLAIN: bool, const RECALLED: bool>(&mut self, id: u32) {
         let b = &self.blocks[id];
         let (addr, requested, stream, pool, in_vm) =
             (b.addr, b.requested(), self.streams.handle(b.stream_index), b.pool, !PLAIN && b.in_vm);
         let (prev, next) = (b.prev, b.next);
         self.record_if::<PLAIN>(Action::FreeCompleted, addr, requested, stream);
-        let before = self.try_merge_as::<PLAIN>(id, prev, BlockState::Free);
-        let after = self.try_merge_as::<PLAIN>(id, next, BlockState::Free);
+        let before = self.try_merge_as::<PLAIN, RECALLED>(id, prev, BlockState::Free);
+        let after = self.try_merge_as::<PLAIN, RECALLED>(id, next, BlockState::Free);
         if !PLAIN && self.explainer.decisions.is_some() {
             for (side, bytes) in [("previous", before), ("next", after)] {
                 if bytes > 0 {
@@ -689,7 +752,9 @@ impl<D: Device> Allocator<D> {
         b.set_stamp(stamp);
         let split = b.is_split();
         let (key_size, key_addr) = (b.size, b.addr);
-        self.cache_as::<PLAIN>(id);
+        if !RECALLED {
+            self.cache_as::<PLAIN>(id);
+        }
         self.explainer.note_if::<PLAIN>(|| Decision::Cached { addr: key_addr, size: key_size, whole_segment: !split });
         if split {
             net_blocks += 1;
@@ -715,16 +780,17 @@ impl<D: Device> Allocator<D> {
     /// unmapped), taking it out of its index; returns the bytes gained (0 when not merged).
     #[inline(always)]
     pub(crate) fn try_merge(&mut self, id: u32, other: u32, state: BlockState) -> u64 {
-        self.try_merge_as::<false>(id, other, state)
+        self.try_merge_as::<false, false>(id, other, state)
     }
 
     /// [`Allocator::try_merge`]; `PLAIN` as [`Allocator::plain`] says.
     #[inline(always)]
-    fn try_merge_as<const PLAIN: bool>(&mut self, id: u32, other: u32, state: BlockState) -> u64 {
+    fn try_merge_as<const PLAIN: bool, const RECALLED: bool>(&mut self, id: u32, other: u32, state: BlockState) -> u64 {
         if other == NIL || self.blocks[other].state != state {
             return 0;
         }
         match state {
+            BlockState::Free if RECALLED => {}
             BlockState::Free => self.uncache_as::<PLAIN>(other),
             BlockState::Unmapped => {
                 let o = &self.blocks[other];
@@ -734,7 +800,11 @@ impl<D: Device> Allocator<D> {
         }
         let o = &self.blocks[other];
         let (o_addr, o_size, o_prev, o_next, o_stamp, o_in_vm) = (o.addr, o.size, o.prev, o.next, o.stamp(), o.in_vm);
-        self.blocks.vacate(other);
+        if RECALLED {
+            self.blocks.release(other);
+        } else {
+            self.blocks.vacate(other);
+        }
         if o_in_vm {
             self.note_in_plan(o_addr, id);
         }
@@ -837,7 +907,7 @@ impl<D: Device> Allocator<D> {
             let (pool, size) = (b.pool, b.size);
             self.stats.active.ended(pool, 1);
             self.stats.active_bytes.ended(pool, size);
-            self.free_block::<false>(id);
+            self.free_block::<false, false>(id);
         }
         done
     }
@@ -891,6 +961,7 @@ impl<D: Device> Allocator<D> {
 
     /// Starts (or stops, with 0) recording the action history, forgetting earlier entries.
     pub fn record_history(&mut self, entries: usize) {
+        self.settle();
         self.config.history_entries = entries;
         self.history.reset(entries);
     }
@@ -902,6 +973,7 @@ impl<D: Device> Allocator<D> {
 
     /// Starts (or stops) noting the decisions of each call; see [`Allocator::take_decisions`].
     pub fn set_explain(&mut self, on: bool) {
+        self.settle();
         self.explainer.decisions = if on { Some(Vec::new()) } else { None };
     }
 

@@ -101,6 +101,12 @@ impl Block {
         self.requested_or_stamp as u32
     }
 
+    /// The requested bytes or the stamp, whichever the block holds now.
+    #[inline]
+    pub fn raw_requested_or_stamp(&self) -> u64 {
+        self.requested_or_stamp
+    }
+
     /// Records when the block was cached, replacing the requested bytes.
     #[inline]
     pub fn set_stamp(&mut self, stamp: u32) {
@@ -201,6 +207,59 @@ impl Slab {
         self.len -= 1;
     }
 
+    /// Stores a block under an id the caller chose, which must be vacant, leaving the list
+    /// of vacant slots stale until [`Slab::relink_vacant`] (the decision memo's replay).
+    #[inline(always)]
+    pub fn occupy(&mut self, id: u32, block: Block) {
+        assert!(!self.is_used(id), "slab id {id} vacant");
+        self.slots[id as usize] = block;
+        self.mark(id, true);
+        self.len += 1;
+    }
+
+    /// Vacates an id without listing it, leaving the list stale as [`Slab::occupy`] does.
+    #[inline(always)]
+    pub fn release(&mut self, id: u32) {
+        assert!(self.is_used(id), "slab id in use");
+        self.mark(id, false);
+        self.len -= 1;
+    }
+
+    /// Lists every vacant slot again, lowest id first, after [`Slab::occupy`] and
+    /// [`Slab::release`] or [`Slab::rename`].
+    pub fn relink_vacant(&mut self) {
+        self.vacant = NIL;
+        for id in (0..self.slots.len() as u32).rev() {
+            if !self.is_used(id) {
+                self.slots[id as usize].next = self.vacant;
+                self.vacant = id;
+            }
+        }
+    }
+
+    /// Gives every live block a new id: `renames` pairs each live id with its new one (a
+    /// permutation of ids below the slab's length), and every link follows. The list of
+    /// vacant slots is left stale until [`Slab::relink_vacant`].
+    pub fn rename(&mut self, renames: &[(u32, u32)]) {
+        assert_eq!(renames.len(), self.len, "every live block is renamed");
+        let mut new_id = alloc::vec![NIL; self.slots.len()];
+        for &(old, new) in renames {
+            new_id[old as usize] = new;
+        }
+        let relink = |id: u32| if id == NIL { NIL } else { new_id[id as usize] };
+        let mut slots = self.slots.clone();
+        self.used.iter_mut().for_each(|w| *w = 0);
+        for &(old, new) in renames {
+            let mut b = self.slots[old as usize].clone();
+            (b.prev, b.next) = (relink(b.prev), relink(b.next));
+            slots[new as usize] = b;
+        }
+        self.slots = slots;
+        for &(_, new) in renames {
+            self.mark(new, true);
+        }
+    }
+
     /// The block with this id, if any.
     #[inline]
     pub fn get(&self, id: u32) -> Option<&Block> {
@@ -263,5 +322,37 @@ mod tests {
         assert_eq!(slab.insert(block(2)), 7);
         assert_eq!(slab.insert(block(3)), 1000);
         assert_eq!((slab[7].addr, slab.len()), (2, 1001));
+    }
+
+    #[test]
+    fn renamed_blocks_keep_their_links_and_the_vacant_list_is_rebuilt_from_the_bits() {
+        let mut slab = Slab::default();
+        let ids: Vec<u32> =
+            (0..4).map(|i| slab.insert(Block::new(i << 9, 512, 0, BlockState::Free, Pool::Small, false))).collect();
+        slab.vacate(ids[3]);
+        for w in ids[..3].windows(2) {
+            slab[w[0]].next = w[1];
+            slab[w[1]].prev = w[0];
+        }
+        // Blocks 0, 1, 2 become 2, 3, 0; slot 1 is vacant.
+        slab.rename(&[(0, 2), (1, 3), (2, 0)]);
+        assert_eq!((slab.len(), slab.get(1).is_none()), (3, true));
+        let chain: Vec<(u64, u32, u32)> =
+            [2, 3, 0].iter().map(|&id| (slab[id].addr, slab[id].prev, slab[id].next)).collect();
+        assert_eq!(chain, alloc::vec![(0, NIL, 3), (512, 2, 0), (1024, 3, NIL)]);
+        // Occupy and release leave the list stale; relinking lists exactly the vacant slots.
+        slab.occupy(1, Block::new(4096, 512, 0, BlockState::Allocated, Pool::Small, false));
+        slab.release(2);
+        slab.relink_vacant();
+        assert_eq!((slab.len(), slab.insert(Block::new(0, 512, 0, BlockState::Free, Pool::Small, false))), (3, 2));
+        assert_eq!(slab.insert(Block::new(0, 512, 0, BlockState::Free, Pool::Small, false)), 4);
+    }
+
+    #[test]
+    #[should_panic(expected = "vacant")]
+    fn occupying_a_used_id_panics() {
+        let mut slab = Slab::default();
+        let id = slab.insert(Block::new(0, 512, 0, BlockState::Free, Pool::Small, false));
+        slab.occupy(id, Block::new(0, 512, 0, BlockState::Free, Pool::Small, false));
     }
 }

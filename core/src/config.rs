@@ -64,6 +64,12 @@ pub struct Config {
     /// a layout planned from that period puts it (`learn_layout`, on by default), so that
     /// memory stops moving; always off under PyTorch's policy.
     pub learn_layout: bool,
+    /// Once a period of mallocs and frees repeats and leaves the blocks as it found them,
+    /// answer the next periods' operations with the blocks chosen for the recorded one,
+    /// without searching the free index (`decision_memo`, on by default; the same decisions,
+    /// faster). Only where malloc and free run their plain copy: PyTorch's policy with
+    /// classic segments, no garbage collection, nothing explained or recorded.
+    pub decision_memo: bool,
 }
 
 /// cachalot's policy's page slack when the config string does not set one. Without slack,
@@ -87,6 +93,7 @@ impl Default for Config {
             lock_per_stream: false,
             page_slack: DEFAULT_PAGE_SLACK,
             learn_layout: true,
+            decision_memo: true,
         }
     }
 }
@@ -123,6 +130,7 @@ pub const KEYS: &[&str] = &[
     "lock_per_stream",
     "page_slack",
     "learn_layout",
+    "decision_memo",
 ];
 
 fn err(key: &str, message: impl Into<String>) -> ConfigError {
@@ -190,6 +198,7 @@ impl Config {
             "expandable_segments" => self.expandable_segments = parse_bool(key, value)?,
             "lock_per_stream" => self.lock_per_stream = parse_bool(key, value)?,
             "learn_layout" => self.learn_layout = parse_bool(key, value)?,
+            "decision_memo" => self.decision_memo = parse_bool(key, value)?,
             "per_process_memory_fraction" => {
                 let v = parse_f64(key, value)?;
                 if !(0.0..=1.0).contains(&v) {
@@ -283,6 +292,9 @@ impl Config {
         }
         if self.policy == Policy::Cachalot && !self.learn_layout {
             s.push_str(",learn_layout:False");
+        }
+        if !self.decision_memo {
+            s.push_str(",decision_memo:False");
         }
         s
     }
@@ -477,6 +489,16 @@ mod tests {
         );
         assert!(moot("roundup_power2_divisions:4,expandable_segments:False").is_empty());
         assert!(moot("policy:pytorch,max_split_size_mb:128,expandable_segments:True").is_empty());
+    }
+
+    #[test]
+    fn decision_memo_is_on_by_default_and_round_trips_when_off() {
+        assert!(Config::parse("").unwrap().decision_memo && Config::pytorch().decision_memo);
+        let off = Config::parse("policy:pytorch,decision_memo:False").unwrap();
+        assert!(!off.decision_memo);
+        assert_eq!(off.to_config_string(), "policy:pytorch,decision_memo:False");
+        assert_eq!(Config::parse(&off.to_config_string()).unwrap(), off);
+        assert_eq!(Config::parse("decision_memo:sometimes").unwrap_err().key, "decision_memo");
     }
 
     #[test]

@@ -12,10 +12,11 @@
 use alloc::format;
 use alloc::string::String;
 
+use crate::addr_map::AddrTable;
 use crate::allocator::Allocator;
 use crate::block::{BlockState, NIL};
 use crate::device::{Device, Stream};
-use crate::free_index::Key;
+use crate::free_index::{FreeIndex, Key};
 use crate::size::{Pool, MIN_BLOCK};
 use crate::stats::StatArray;
 
@@ -53,10 +54,21 @@ fn same_current(name: &str, got: &StatArray, want: &StatArray) -> Result<(), Str
 impl<D: Device> Allocator<D> {
     /// Walks every structure and returns the first inconsistency found.
     pub fn check_invariants(&self) -> Result<(), String> {
+        if self.memo.replaying() {
+            // A replay leaves the indexes alone (`recall.rs`): check those the blocks rebuild.
+            self.check_memo()?;
+            let (free, live) = self.indexes_from_blocks();
+            return self.check_against(&free, &live);
+        }
+        self.check_against(&self.free, &self.live)
+    }
+
+    /// [`Allocator::check_invariants`] with the free index and address table given.
+    fn check_against(&self, free: &[FreeIndex; 2], live: &AddrTable) -> Result<(), String> {
         let mut indexed: Map<(Pool, Key)> = Map::default();
         for pool in [Pool::Small, Pool::Large] {
-            self.free[pool.index()].check_streams()?;
-            for (key, id) in self.free[pool.index()].iter() {
+            free[pool.index()].check_streams()?;
+            for (key, id) in free[pool.index()].iter() {
                 if indexed.insert(id, (pool, key)).is_some() {
                     return Err(format!("block {id} is in a free index twice"));
                 }
@@ -147,7 +159,7 @@ impl<D: Device> Allocator<D> {
                 } else if c.state == BlockState::Unmapped {
                     return Err(format!("block {id} is unmapped outside a virtual range"));
                 }
-                self.check_block_membership(id, &indexed, &unmapped_index, &queued)?;
+                self.check_block_membership(id, (&indexed, live), &unmapped_index, &queued)?;
                 match c.state {
                     BlockState::Allocated => {
                         rc.allocation.increase(pool, 1);
@@ -227,8 +239,8 @@ impl<D: Device> Allocator<D> {
             return Err(format!("free index holds {} blocks but {free_blocks} are free", indexed.len()));
         }
         let allocated = self.blocks.iter().filter(|(_, b)| b.state == BlockState::Allocated).count();
-        if self.live.len() != allocated || self.live.ids().count() != allocated {
-            return Err(format!("live map holds {} addresses but {allocated} blocks are allocated", self.live.len()));
+        if live.len() != allocated || live.ids().count() != allocated {
+            return Err(format!("live map holds {} addresses but {allocated} blocks are allocated", live.len()));
         }
         let queued = self.events.iter().count();
         let counted: usize = self.blocks.iter().map(|(_, b)| b.event_count as usize).sum();
@@ -304,7 +316,7 @@ impl<D: Device> Allocator<D> {
     fn check_block_membership(
         &self,
         id: u32,
-        indexed: &Map<(Pool, Key)>,
+        (indexed, live): (&Map<(Pool, Key)>, &AddrTable),
         unmapped: &Map<(Pool, Stream, u64)>,
         queued: &Map<usize>,
     ) -> Result<(), String> {
@@ -316,7 +328,7 @@ impl<D: Device> Allocator<D> {
             }
             Some(entry) => return Err(format!("block {id} is indexed as {entry:?}, not under its own pool and key")),
         };
-        let in_live = self.live.get(b.addr, &self.blocks) == Some(id);
+        let in_live = live.get(b.addr, &self.blocks) == Some(id);
         let queued = queued.get(&id).copied().unwrap_or(0);
         let in_unmapped = unmapped.get(&id) == Some(&(b.pool, self.streams.handle(b.stream_index), b.addr));
         if in_unmapped != (b.state == BlockState::Unmapped) {

@@ -1,0 +1,474 @@
+//! The decision memo: a period of mallocs and frees, and the blocks PyTorch's rules chose for
+//! them, answered again from memory while the workload repeats it.
+//!
+//! A training loop makes the same requests and frees in the same order, step after step, and
+//! once its cache has settled the allocator is in the same state at the start of every step.
+//! The allocator is deterministic: from the same state, the same operations get the same
+//! blocks. So after one period has been served the usual way and found to end in the state
+//! it began in, the next periods need not search the free index: each operation that equals
+//! the recorded one at its position gets the recorded block. The memo is in one of three
+//! phases:
+//!
+//! - **Watching.** Each operation is logged as a token (a malloc's size and stream, a free's
+//!   requested bytes) beside the log's prefix function (Knuth–Morris–Pratt): when the latest
+//!   tokens repeat the log's first `k`, with `k` at least [`MIN_REPEAT`] and at least the
+//!   period `p = len - k` they imply, the operations are taken to repeat every `p`. Tokens
+//!   only propose a period; nothing is trusted on their word.
+//! - **Recording** the next `p` operations as served the usual way: a malloc's size, stream,
+//!   the free block it took and the id of the block split off its front (if any); a free's
+//!   address and block. The shape of every block (everything about it but its id and links)
+//!   is kept from the start. A malloc that needed the device, or any pending free, ends the
+//!   recording.
+//! - **Replaying.** If the blocks' shapes at the end equal those at the start, the blocks are
+//!   renamed to the ids they had at the start, so the state is the recorded one to the id.
+//!   From then on an operation equal to the recorded one at its position gets the recorded
+//!   decision, applied to the blocks as the usual path would apply it, and the position
+//!   wraps at the period's end. The free index, the address table and the slab's list of
+//!   vacant ids are not kept while replaying (that is the time saved); the first operation
+//!   that differs, and every call that needs them, rebuild them from the blocks and start
+//!   watching again.
+//!
+//! Invariants: while replaying, the blocks are in the state the recording reached after
+//! `position` operations, ids included; each recorded malloc's block is free and each recorded
+//! free's block is allocated at the address recorded when its turn comes. Only the allocator's
+//! plain copy (see `Allocator::plain`) watches, records or replays.
+
+use alloc::vec::Vec;
+
+use crate::block::{Block, BlockState, Slab, NIL};
+use crate::device::Stream;
+use crate::size::Pool;
+
+/// The fewest operations that must repeat before a repetition is believed.
+pub const MIN_REPEAT: usize = 64;
+
+/// The log's first capacity, in operations. A full log keeps its latest half and doubles,
+/// up to [`MAX_LOG`], so that operations before a loop began (or before a replay ended)
+/// fall out of it.
+pub const FIRST_LOG: usize = 1 << 8;
+
+/// The most operations the log holds (12 bytes each while watching; a recorded operation
+/// takes 24). A period is found once the log holds two of it from the log's start, so
+/// periods up to a quarter of this are found from any start.
+pub const MAX_LOG: usize = 1 << 19;
+
+/// Periods recorded in a row that may fail to end as they began before watching starts again.
+const MAX_UNSETTLED: u32 = 4;
+
+/// The `front` of an entry that records a free.
+const FREED: u32 = NIL - 1;
+
+/// What the memo is doing, for tests and reports ([`crate::Allocator::memo_counts`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct MemoCounts {
+    /// True while operations are answered from the memo.
+    pub replaying: bool,
+    /// Operations in the period replayed (0 when not replaying).
+    pub period: usize,
+    /// Whole periods answered from the memo since the allocator was made.
+    pub periods_replayed: u64,
+    /// Replays ended by an operation that differed or a call that needed the indexes.
+    pub replays_ended: u64,
+    /// Bytes of host memory the memo holds: its log, its recording and the blocks' shapes.
+    pub bytes: usize,
+}
+
+/// One recorded operation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Entry {
+    /// A malloc's requested size; a free's address.
+    pub key: u64,
+    /// A malloc's stream (0 for a free).
+    pub stream: Stream,
+    /// The block a malloc took from the cache, or the block a free freed.
+    pub block: u32,
+    /// The id of the block a malloc split off the front of `block` and handed out ([`NIL`]:
+    /// `block` itself was handed out whole); [`FREED`] for a free.
+    pub front: u32,
+}
+
+impl Entry {
+    /// True when this entry records a free.
+    #[inline]
+    pub fn is_free(&self) -> bool {
+        self.front == FREED
+    }
+}
+
+/// Everything about a block that its id and links do not say; with the blocks in address
+/// order, the links follow from where each segment starts and ends.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Shape {
+    addr: u64,
+    size: u64,
+    requested_or_stamp: u64,
+    stream_index: u32,
+    state: BlockState,
+    pool: Pool,
+    starts_segment: bool,
+    ends_segment: bool,
+    event_count: u8,
+    in_vm: bool,
+}
+
+impl Shape {
+    fn of(b: &Block) -> Shape {
+        Shape {
+            addr: b.addr,
+            size: b.size,
+            requested_or_stamp: b.raw_requested_or_stamp(),
+            stream_index: b.stream_index,
+            state: b.state,
+            pool: b.pool,
+            starts_segment: b.prev == NIL,
+            ends_segment: b.next == NIL,
+            event_count: b.event_count,
+            in_vm: b.in_vm,
+        }
+    }
+}
+
+/// Every block's shape and id, in address order.
+fn shapes(blocks: &Slab) -> Vec<(Shape, u32)> {
+    let mut all: Vec<(Shape, u32)> = blocks.iter().map(|(id, b)| (Shape::of(b), id)).collect();
+    all.sort_unstable_by_key(|(s, _)| s.addr);
+    all
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Phase {
+    Watching,
+    Recording,
+    Replaying,
+}
+
+/// The memo (see the module comment).
+#[derive(Clone, Debug)]
+pub(crate) struct DecisionMemo {
+    phase: Phase,
+    tokens: Vec<u64>,
+    border: Vec<u32>,
+    /// Tokens the log holds before it keeps its latest half.
+    capacity: usize,
+    /// The shortest period worth recording: past one that was recorded and failed.
+    min_period: usize,
+    /// Operations in the period being recorded.
+    period: usize,
+    entries: Vec<Entry>,
+    /// The blocks when the recording began.
+    start: Vec<(Shape, u32)>,
+    /// The device's allocations and frees when the recording began.
+    device_calls: u64,
+    /// Index in `entries` of the next operation expected while replaying.
+    position: usize,
+    /// Each block's id at the period's end paired with its id at the start: a period of
+    /// operations leaves blocks where it found them, but not under the same ids.
+    renames: Vec<(u32, u32)>,
+    /// Periods recorded that did not end in the state they began in.
+    unsettled: u32,
+    periods_replayed: u64,
+    replays_ended: u64,
+}
+
+impl Default for DecisionMemo {
+    fn default() -> Self {
+        DecisionMemo {
+            phase: Phase::Watching,
+            tokens: Vec::new(),
+            border: Vec::new(),
+            capacity: FIRST_LOG,
+            min_period: 0,
+            period: 0,
+            entries: Vec::new(),
+            start: Vec::new(),
+            device_calls: 0,
+            position: 0,
+            renames: Vec::new(),
+            unsettled: 0,
+            periods_replayed: 0,
+            replays_ended: 0,
+        }
+    }
+}
+
+/// A malloc's token: its size and stream, mixed.
+#[inline]
+fn malloc_token(size: u64, stream: Stream) -> u64 {
+    (size ^ stream.wrapping_mul(0x9e37_79b9_7f4a_7c15)).rotate_left(1)
+}
+
+/// A free's token: the bytes its block was requested with, marked as a free.
+#[inline]
+fn free_token(requested: u64) -> u64 {
+    requested.rotate_left(1) | 1
+}
+
+impl DecisionMemo {
+    /// True while operations are answered from the memo.
+    #[inline(always)]
+    pub fn replaying(&self) -> bool {
+        self.phase == Phase::Replaying
+    }
+
+    /// The operation expected next while replaying.
+    #[inline(always)]
+    pub fn expected(&self) -> &Entry {
+        &self.entries[self.position]
+    }
+
+    /// Moves past the operation just replayed; at the period's end, renames the blocks back
+    /// to the ids the period began with.
+    #[inline(always)]
+    pub fn advance(&mut self, blocks: &mut Slab) {
+        self.position += 1;
+        if self.position == self.entries.len() {
+            self.position = 0;
+            self.periods_replayed += 1;
+            blocks.rename(&self.renames);
+        }
+    }
+
+    /// Forgets the log and any recording and starts watching again (the caller rebuilds the
+    /// indexes first if this ends a replay).
+    pub fn restart(&mut self) {
+        self.replays_ended += self.replaying() as u64;
+        self.phase = Phase::Watching;
+        self.tokens.clear();
+        self.border.clear();
+        self.capacity = FIRST_LOG;
+        self.min_period = 0;
+        self.entries.clear();
+        self.start.clear();
+        self.renames.clear();
+        self.position = 0;
+        self.unsettled = 0;
+    }
+
+    /// Notes a malloc served the usual way: `taken` is the cached block it took, `handed` the
+    /// block handed out (the front split off `taken`, or `taken`); `cached` is false when the
+    /// device was asked. `quiet` says no events are queued and no block was used on another
+    /// stream.
+    #[inline(always)]
+    pub fn malloc_served(
+        &mut self,
+        blocks: &mut Slab,
+        op: (u64, Stream, u32, u32),
+        cached: bool,
+        quiet: bool,
+        device_calls: u64,
+    ) {
+        let (size, stream, taken, handed) = op;
+        match self.phase {
+            Phase::Watching => self.watch(blocks, malloc_token(size, stream), device_calls),
+            Phase::Recording if cached && quiet => {
+                let front = if handed == taken { NIL } else { handed };
+                self.record(blocks, Entry { key: size, stream, block: taken, front }, device_calls);
+            }
+            Phase::Recording => self.give_up(),
+            Phase::Replaying => {}
+        }
+    }
+
+    /// Notes a free served the usual way of block `id` at `addr`, with `requested` bytes;
+    /// `quiet` as for [`DecisionMemo::malloc_served`], and false when the free is pending.
+    #[inline(always)]
+    pub fn free_served(&mut self, blocks: &mut Slab, op: (u64, u32, u64), quiet: bool, device_calls: u64) {
+        let (addr, id, requested) = op;
+        match self.phase {
+            Phase::Watching => self.watch(blocks, free_token(requested), device_calls),
+            Phase::Recording if quiet => {
+                self.record(blocks, Entry { key: addr, stream: 0, block: id, front: FREED }, device_calls)
+            }
+            Phase::Recording => self.give_up(),
+            Phase::Replaying => {}
+        }
+    }
+
+    /// Ends a recording that cannot be replayed (the period asked the device for memory,
+    /// used another stream, or did not end as it began) and watches for a longer period: a
+    /// loop's true period holds its shorter repeats, which may not leave the blocks as they
+    /// found them.
+    #[cold]
+    fn give_up(&mut self) {
+        let longer = self.period + 1;
+        self.restart();
+        self.min_period = longer;
+        self.capacity = (4 * longer).next_power_of_two().clamp(FIRST_LOG, MAX_LOG);
+    }
+
+    /// Logs a token and extends the prefix function; begins recording once a period shows.
+    #[inline(always)]
+    fn watch(&mut self, blocks: &Slab, token: u64, device_calls: u64) {
+        let k = self.log(token);
+        let i = self.tokens.len() - 1;
+        let period = i + 1 - k;
+        // A period much shorter than the blocks are many would spend more on comparing the
+        // blocks than replaying saves.
+        if k >= MIN_REPEAT && k >= period && period >= self.min_period && period * 8 >= blocks.len() {
+            self.begin_recording(blocks, period, device_calls);
+        } else if i + 1 == self.capacity {
+            self.keep_latest_half();
+        }
+    }
+
+    /// Drops the log's older half and computes the prefix function of the rest; the
+    /// capacity doubles up to [`MAX_LOG`].
+    #[cold]
+    fn keep_latest_half(&mut self) {
+        let latest = self.tokens.split_off(self.tokens.len() / 2);
+        self.tokens.clear();
+        self.border.clear();
+        for token in latest {
+            self.log(token);
+        }
+        self.capacity = (self.capacity * 2).min(MAX_LOG);
+    }
+
+    /// Appends a token and its prefix-function entry, which it returns: the length of the
+    /// longest proper prefix of the log that also ends here.
+    #[inline(always)]
+    fn log(&mut self, token: u64) -> usize {
+        let i = self.tokens.len();
+        self.tokens.push(token);
+        let mut k = if i == 0 { 0 } else { self.border[i - 1] as usize };
+        while k > 0 && self.tokens[k] != token {
+            k = self.border[k - 1] as usize;
+        }
+        if i > 0 && self.tokens[k] == token {
+            k += 1;
+        }
+        self.border.push(k as u32);
+        k
+    }
+
+    #[cold]
+    fn begin_recording(&mut self, blocks: &Slab, period: usize, device_calls: u64) {
+        self.tokens = Vec::new();
+        self.border = Vec::new();
+        self.phase = Phase::Recording;
+        self.period = period;
+        self.entries = Vec::with_capacity(period);
+        self.start = shapes(blocks);
+        self.device_calls = device_calls;
+    }
+
+    #[inline(always)]
+    fn record(&mut self, blocks: &mut Slab, entry: Entry, device_calls: u64) {
+        self.entries.push(entry);
+        if self.entries.len() == self.period {
+            self.end_recording(blocks, device_calls);
+        }
+    }
+
+    /// Compares the blocks with those at the recording's start; if they match, renames them
+    /// to their ids at the start and begins replaying, else records the next period.
+    #[cold]
+    fn end_recording(&mut self, blocks: &mut Slab, device_calls: u64) {
+        let now = shapes(blocks);
+        let same = device_calls == self.device_calls
+            && now.len() == self.start.len()
+            && now.iter().zip(&self.start).all(|((a, _), (b, _))| a == b);
+        if !same {
+            self.unsettled += 1;
+            if self.unsettled == MAX_UNSETTLED {
+                return self.give_up();
+            }
+            // Not settled yet: the period just served becomes the start of the next recording.
+            self.start = now;
+            self.device_calls = device_calls;
+            self.entries.clear();
+            return;
+        }
+        self.renames = now.iter().zip(&self.start).map(|(&(_, id), &(_, was))| (id, was)).collect();
+        blocks.rename(&self.renames);
+        self.start = Vec::new();
+        self.entries.shrink_to_fit();
+        self.phase = Phase::Replaying;
+        self.position = 0;
+    }
+
+    /// What the memo is doing.
+    pub fn counts(&self) -> MemoCounts {
+        MemoCounts {
+            replaying: self.replaying(),
+            period: if self.replaying() { self.entries.len() } else { 0 },
+            periods_replayed: self.periods_replayed,
+            replays_ended: self.replays_ended,
+            bytes: self.heap_bytes(),
+        }
+    }
+
+    /// Host memory held: the log, the recording and the shapes.
+    fn heap_bytes(&self) -> usize {
+        self.tokens.capacity() * 8
+            + self.border.capacity() * 4
+            + self.entries.capacity() * core::mem::size_of::<Entry>()
+            + self.start.capacity() * core::mem::size_of::<(Shape, u32)>()
+            + self.renames.capacity() * 8
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn watched(memo: &mut DecisionMemo, blocks: &mut Slab, tokens: impl IntoIterator<Item = u64>) -> Option<usize> {
+        for (i, t) in tokens.into_iter().enumerate() {
+            memo.free_served(blocks, (0, 0, t), true, 0);
+            if memo.phase == Phase::Recording {
+                return Some(i);
+            }
+        }
+        None
+    }
+
+    #[test]
+    fn a_period_is_proposed_once_the_log_holds_it_twice_and_at_least_min_repeat_tokens_repeat() {
+        let (mut memo, mut blocks) = (DecisionMemo::default(), Slab::default());
+        // A period of 10: found when 64 tokens repeat (index 73), not before.
+        let at = watched(&mut memo, &mut blocks, (0..200).map(|i| i % 10));
+        assert_eq!((at, memo.period), (Some(73), 10));
+        // A period of 100: found at its second end.
+        let (mut memo, mut blocks) = (DecisionMemo::default(), Slab::default());
+        let at = watched(&mut memo, &mut blocks, (0..400).map(|i| i % 100));
+        assert_eq!((at, memo.period), (Some(199), 100));
+        // No repeat, no proposal, and the log keeps no more than its capacity.
+        let (mut memo, mut blocks) = (DecisionMemo::default(), Slab::default());
+        assert_eq!(watched(&mut memo, &mut blocks, 0..5000), None);
+        assert!(memo.tokens.len() < memo.capacity && memo.capacity > FIRST_LOG, "{}", memo.capacity);
+    }
+
+    #[test]
+    fn tokens_before_a_loop_fall_out_of_the_log() {
+        let (mut memo, mut blocks) = (DecisionMemo::default(), Slab::default());
+        let junk = (0..300).map(|i| 1_000_000 + i);
+        let at = watched(&mut memo, &mut blocks, junk.chain((0..4000).map(|i| i % 150)));
+        assert_eq!(memo.period, 150, "{at:?}");
+    }
+
+    #[test]
+    fn a_recording_that_cannot_be_replayed_sends_the_watch_to_longer_periods() {
+        let (mut memo, mut blocks) = (DecisionMemo::default(), Slab::default());
+        watched(&mut memo, &mut blocks, (0..200).map(|i| i % 10)).unwrap();
+        // A free still pending (not quiet) ends the recording.
+        memo.free_served(&mut blocks, (0, 0, 0), false, 0);
+        assert_eq!((memo.phase, memo.min_period), (Phase::Watching, 11));
+        // The same short loop is not proposed again; one of 40 is.
+        assert_eq!(watched(&mut memo, &mut blocks, (0..300).map(|i| i % 10)), None);
+        assert!(watched(&mut memo, &mut blocks, (0..3000).map(|i| i % 40)).is_some());
+        assert_eq!(memo.period, 40);
+        memo.restart();
+        assert_eq!((memo.min_period, memo.capacity, memo.tokens.len()), (0, FIRST_LOG, 0));
+    }
+
+    #[test]
+    fn a_period_short_beside_the_blocks_is_not_recorded() {
+        let (mut memo, mut blocks) = (DecisionMemo::default(), Slab::default());
+        for i in 0..100u64 {
+            blocks.insert(Block::new(i << 9, 512, 0, BlockState::Free, Pool::Small, false));
+        }
+        assert_eq!(watched(&mut memo, &mut blocks, (0..200).map(|i| i % 10)), None);
+        memo.restart();
+        assert!(watched(&mut memo, &mut blocks, (0..400).map(|i| i % 20)).is_some());
+    }
+}

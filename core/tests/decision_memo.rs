@@ -1,0 +1,282 @@
+//! The decision memo (`decision_memo`, on by default): once a period of mallocs and frees
+//! repeats and leaves the blocks as it found them, the next periods are answered from the
+//! recording. These tests hold that it changes no decision: every call answers exactly as an
+//! allocator with `decision_memo:False` does, on every reference trace, after an operation the
+//! recording did not have, after each call that ends a replay, and over random loops with
+//! random calls slipped in, with every invariant checked after each call; and that it does
+//! replay (a test that never reached a replay would prove nothing).
+
+mod common;
+
+use cachalot_core::{AllocError, Allocator, Config, Replayer, SimDevice};
+use common::{load_trace, TRACES};
+use proptest::prelude::*;
+
+const MIB: u64 = 1 << 20;
+const MEMO: &str = "policy:pytorch";
+const WITHOUT: &str = "policy:pytorch,decision_memo:False";
+
+/// The same calls on an allocator with the memo and one without.
+struct Pair {
+    memo: Allocator<SimDevice>,
+    without: Allocator<SimDevice>,
+}
+
+impl Pair {
+    fn new(capacity: u64) -> Pair {
+        Pair {
+            memo: Allocator::new(SimDevice::new(capacity), Config::parse(MEMO).unwrap()),
+            without: Allocator::new(SimDevice::new(capacity), Config::parse(WITHOUT).unwrap()),
+        }
+    }
+
+    /// Runs `f` on both, requires the same answer and the same statistics, checks the memo
+    /// allocator's invariants, and returns the answer.
+    fn both<T: PartialEq + std::fmt::Debug>(&mut self, mut f: impl FnMut(&mut Allocator<SimDevice>) -> T) -> T {
+        let (got, want) = (f(&mut self.memo), f(&mut self.without));
+        assert_eq!(got, want, "the memo changed an answer");
+        assert_eq!(self.memo.stats(), self.without.stats(), "the memo changed a statistic");
+        self.memo.check_invariants().unwrap();
+        got
+    }
+
+    fn malloc(&mut self, size: u64, stream: u64) -> Result<u64, AllocError> {
+        self.both(|a| a.malloc(size, stream))
+    }
+
+    fn free(&mut self, addr: u64) -> Result<(), AllocError> {
+        self.both(|a| a.free(addr))
+    }
+
+    /// One step of a training-like loop: activations made, the first kept to the end, the
+    /// others freed in reverse, on two streams.
+    fn step(&mut self) {
+        let sizes = [24 * MIB, 3 * MIB, 700 * 1024, 40 * MIB, 5 * MIB, 512, 96 * 1024, 2 * MIB];
+        let addrs: Vec<u64> =
+            sizes.iter().enumerate().map(|(i, &s)| self.malloc(s, (i % 3 == 2) as u64).unwrap()).collect();
+        for &p in addrs[1..].iter().rev() {
+            self.free(p).unwrap();
+        }
+        self.free(addrs[0]).unwrap();
+    }
+
+    /// Steps until the memo replays (at most 40).
+    fn until_replaying(&mut self) {
+        for _ in 0..40 {
+            self.step();
+            if self.memo.memo_counts().replaying {
+                return;
+            }
+        }
+        panic!("the memo never replayed: {:?}", self.memo.memo_counts());
+    }
+}
+
+#[test]
+fn every_reference_trace_is_replayed_from_the_memo_with_the_same_addresses_and_statistics() {
+    for name in TRACES {
+        let trace = load_trace(name);
+        let mut pair = Pair::new(140 << 30);
+        let (mut r, mut w) = (Replayer::new(trace.slots), Replayer::new(trace.slots));
+        for pass in 0..7 {
+            for op in &trace.ops {
+                let (got, want) = (r.step(&mut pair.memo, op), w.step(&mut pair.without, op));
+                assert_eq!(got, want, "{name}, pass {pass}: the memo changed an answer");
+            }
+            r.free_live(&mut pair.memo).unwrap();
+            w.free_live(&mut pair.without).unwrap();
+            assert_eq!(pair.memo.stats(), pair.without.stats(), "{name}, pass {pass}");
+            pair.memo.check_invariants().unwrap();
+        }
+        let counts = pair.memo.memo_counts();
+        assert!(counts.replaying && counts.periods_replayed >= 1, "{name}: {counts:?}");
+        assert_eq!(pair.without.memo_counts().periods_replayed, 0);
+    }
+}
+
+#[test]
+fn an_operation_the_period_did_not_have_ends_the_replay_and_is_answered_as_without_the_memo() {
+    let mut pair = Pair::new(1 << 30);
+    pair.until_replaying();
+    let (p, q) = (pair.malloc(MIB, 0).unwrap(), pair.malloc(24 * MIB, 0).unwrap());
+    let counts = pair.memo.memo_counts();
+    assert!(!counts.replaying && counts.replays_ended == 1, "{counts:?}");
+    for _ in 0..3 {
+        pair.step();
+    }
+    pair.free(p).unwrap();
+    pair.free(q).unwrap();
+    // The loop goes on as before, so the memo finds it again.
+    pair.until_replaying();
+    pair.step();
+    pair.step();
+    assert!(pair.memo.memo_counts().periods_replayed >= 1, "{:?}", pair.memo.memo_counts());
+}
+
+#[test]
+fn a_free_the_period_did_not_have_is_refused_as_without_the_memo_and_changes_nothing() {
+    let mut pair = Pair::new(1 << 30);
+    pair.until_replaying();
+    let p = pair.malloc(24 * MIB, 0).unwrap();
+    let e = pair.free(p + 512).unwrap_err();
+    assert!(matches!(e, AllocError::UnknownPointer { .. } | AllocError::InteriorPointer { .. }), "{e:?}");
+    assert!(!pair.memo.memo_counts().replaying);
+    pair.until_replaying();
+    // A double free while replaying.
+    pair.free(p).unwrap();
+    pair.both(|a| a.free(p)).unwrap_err();
+    for _ in 0..3 {
+        pair.step();
+    }
+}
+
+#[test]
+fn calls_that_read_the_indexes_or_change_the_path_end_the_replay_and_answer_as_without_the_memo() {
+    type Call = fn(&mut Allocator<SimDevice>, u64) -> Result<(), AllocError>;
+    let calls: [(&str, Call); 6] = [
+        ("record_stream", |a, p| a.record_stream(p, 1)),
+        ("empty_cache", |a, _| a.empty_cache()),
+        ("set_explain", |a, _| {
+            a.set_explain(true);
+            a.set_explain(false);
+            Ok(())
+        }),
+        ("record_history", |a, _| {
+            a.record_history(16);
+            a.record_history(0);
+            Ok(())
+        }),
+        ("reset_accumulated_stats", |a, _| {
+            a.reset_accumulated_stats();
+            Ok(())
+        }),
+        ("a request past the device", |a, _| a.malloc(2 << 30, 0).map(|_| ())),
+    ];
+    for (name, call) in calls {
+        let mut pair = Pair::new(1 << 30);
+        pair.until_replaying();
+        let p = pair.malloc(24 * MIB, 0).unwrap();
+        pair.free(p).unwrap();
+        // An allocation that outlives the steps, so record_stream has one to mark.
+        let live = pair.malloc(3 * MIB, 0).unwrap();
+        pair.until_replaying();
+        let answer = pair.both(|a| call(a, live).map_err(|e| e.to_string()));
+        assert_eq!(answer.is_err(), name == "a request past the device", "{name}: {answer:?}");
+        assert!(!pair.memo.memo_counts().replaying, "{name} left the memo replaying");
+        pair.free(live).unwrap();
+        for _ in 0..3 {
+            pair.step();
+        }
+        assert_eq!(pair.memo.reserved_bytes(), pair.without.reserved_bytes(), "{name}");
+    }
+}
+
+#[test]
+fn decision_memo_false_never_replays() {
+    let mut a = Allocator::new(SimDevice::new(1 << 30), Config::parse(WITHOUT).unwrap());
+    for _ in 0..50 {
+        let p = a.malloc(5 * MIB, 0).unwrap();
+        let q = a.malloc(700 * 1024, 0).unwrap();
+        a.free(p).unwrap();
+        a.free(q).unwrap();
+    }
+    assert_eq!(a.memo_counts(), Default::default());
+}
+
+/// One operation of a random step: a malloc, or a free of the step's n-th live allocation
+/// (counted from the latest).
+#[derive(Clone, Debug)]
+enum StepOp {
+    Malloc { size: u64, stream: u64 },
+    Free { pick: usize },
+}
+
+/// A call slipped in between steps.
+#[derive(Clone, Debug)]
+enum Interruption {
+    Malloc(u64),
+    RecordStream,
+    EmptyCache,
+    Explain,
+    ResetAccumulated,
+}
+
+fn step_op() -> impl Strategy<Value = StepOp> {
+    prop_oneof![
+        3 => (prop_oneof![1u64..=(1 << 20), (1u64 << 20)..=(48 << 20)], 0u64..2)
+            .prop_map(|(size, stream)| StepOp::Malloc { size, stream }),
+        2 => (0usize..8).prop_map(|pick| StepOp::Free { pick }),
+    ]
+}
+
+fn interruption() -> impl Strategy<Value = Interruption> {
+    prop_oneof![
+        (1u64..=(64 << 20)).prop_map(Interruption::Malloc),
+        Just(Interruption::RecordStream),
+        Just(Interruption::EmptyCache),
+        Just(Interruption::Explain),
+        Just(Interruption::ResetAccumulated),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+
+    /// A random step repeated many times, with random calls slipped in between some steps:
+    /// the memo allocator answers every call as the one without does, and its invariants
+    /// hold after each (`Pair::both`).
+    #[test]
+    fn random_loops_with_random_calls_slipped_in_are_answered_as_without_the_memo(
+        ops in prop::collection::vec(step_op(), 4..40),
+        steps in 12usize..40,
+        interruptions in prop::collection::vec((0usize..40, interruption()), 0..4),
+    ) {
+        let mut pair = Pair::new(512 * MIB);
+        let mut kept: Vec<u64> = Vec::new();
+        for s in 0..steps {
+            let mut live: Vec<u64> = Vec::new();
+            for op in &ops {
+                match *op {
+                    StepOp::Malloc { size, stream } => {
+                        if let Ok(p) = pair.malloc(size, stream) {
+                            live.push(p);
+                        }
+                    }
+                    StepOp::Free { pick } if pick < live.len() => {
+                        let p = live.remove(live.len() - 1 - pick);
+                        pair.free(p).unwrap();
+                    }
+                    StepOp::Free { .. } => {}
+                }
+            }
+            for p in live {
+                pair.free(p).unwrap();
+            }
+            for (_, call) in interruptions.iter().filter(|(at, _)| *at == s) {
+                match call {
+                    Interruption::Malloc(size) => {
+                        if let Ok(p) = pair.malloc(*size, 0) {
+                            kept.push(p);
+                        }
+                    }
+                    Interruption::RecordStream => {
+                        if let Some(&p) = kept.first() {
+                            pair.both(|a| a.record_stream(p, 1)).unwrap();
+                        }
+                    }
+                    Interruption::EmptyCache => pair.both(|a| a.empty_cache()).unwrap(),
+                    Interruption::Explain => pair.both(|a| {
+                        a.set_explain(true);
+                        a.set_explain(false);
+                    }),
+                    Interruption::ResetAccumulated => pair.both(|a| a.reset_accumulated_stats()),
+                }
+            }
+        }
+        for p in kept {
+            pair.free(p).unwrap();
+        }
+        pair.both(|a| a.empty_cache()).unwrap();
+        prop_assert_eq!(pair.memo.reserved_bytes(), 0);
+    }
+}
