@@ -12,20 +12,25 @@
 //! - **Watching.** Each operation is logged as a token (a malloc's size and stream, a free's
 //!   requested bytes) beside the log's prefix function (Knuth–Morris–Pratt): when the latest
 //!   tokens repeat the log's first `k`, with `k` at least [`MIN_REPEAT`] and at least the
-//!   period `p = len - k` they imply, the operations are taken to repeat every `p`. Tokens
-//!   only propose a period; nothing is trusted on their word.
-//! - **Recording** the next `p` operations as served the usual way: a malloc's size, stream,
-//!   the free block it took and the id of the block split off its front (if any); a free's
-//!   address and block. The shape of every block (everything about it but its id and links)
-//!   is kept from the start. A malloc that needed the device, or any pending free, ends the
-//!   recording.
+//!   period `p = len - k` they imply, the operations are taken to repeat every `p`. A full log
+//!   keeps its latest half, so what came before a loop falls out. Tokens only propose a
+//!   period; nothing is trusted on their word.
+//! - **Recording** the next `p` operations as served the usual way: a malloc's size, the
+//!   free block it took (whose stream is the request's) and the id of the block split off its
+//!   front (if any); a free's address and block: 16 bytes an operation. The shape of every
+//!   block (everything about it but its id and links) is kept from the start. A period that
+//!   asks the device for memory, or frees a block still in use on another stream, cannot be
+//!   replayed; nor can one that does not end as it began, four times running. Then the watch
+//!   goes on for longer periods only: a loop's true period holds shorter repeats that may not
+//!   leave the blocks as they found them.
 //! - **Replaying.** If the blocks' shapes at the end equal those at the start, the blocks are
 //!   renamed to the ids they had at the start, so the state is the recorded one to the id.
 //!   From then on an operation equal to the recorded one at its position gets the recorded
-//!   decision, applied to the blocks as the usual path would apply it, and the position
-//!   wraps at the period's end. The free index, the address table and the slab's list of
-//!   vacant ids are not kept while replaying (that is the time saved); the first operation
-//!   that differs, and every call that needs them, rebuild them from the blocks and start
+//!   decision, applied to the blocks as the usual path would apply it; at the period's end
+//!   the blocks are renamed again, since a period leaves blocks where it found them but not
+//!   under the same ids. The free index, the address table and the slab's list of vacant ids
+//!   are not kept while replaying (that is the time saved); the first operation that
+//!   differs, and every call that needs them, rebuild them from the blocks and start
 //!   watching again.
 //!
 //! Invariants: while replaying, the blocks are in the state the recording reached after
@@ -48,7 +53,7 @@ pub const MIN_REPEAT: usize = 64;
 pub const FIRST_LOG: usize = 1 << 8;
 
 /// The most operations the log holds (12 bytes each while watching; a recorded operation
-/// takes 24). A period is found once the log holds two of it from the log's start, so
+/// takes 16). A period is found once the log holds two of it from the log's start, so
 /// periods up to a quarter of this are found from any start.
 pub const MAX_LOG: usize = 1 << 19;
 
@@ -76,10 +81,8 @@ pub struct MemoCounts {
 /// One recorded operation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Entry {
-    /// A malloc's requested size; a free's address.
+    /// A malloc's requested size; a free's address. (A malloc's stream is its block's.)
     pub key: u64,
-    /// A malloc's stream (0 for a free).
-    pub stream: Stream,
     /// The block a malloc took from the cache, or the block a free freed.
     pub block: u32,
     /// The id of the block a malloc split off the front of `block` and handed out ([`NIL`]:
@@ -262,7 +265,7 @@ impl DecisionMemo {
             Phase::Watching => self.watch(blocks, malloc_token(size, stream), device_calls),
             Phase::Recording if cached && quiet => {
                 let front = if handed == taken { NIL } else { handed };
-                self.record(blocks, Entry { key: size, stream, block: taken, front }, device_calls);
+                self.record(blocks, Entry { key: size, block: taken, front }, device_calls);
             }
             Phase::Recording => self.give_up(),
             Phase::Replaying => {}
@@ -277,7 +280,7 @@ impl DecisionMemo {
         match self.phase {
             Phase::Watching => self.watch(blocks, free_token(requested), device_calls),
             Phase::Recording if quiet => {
-                self.record(blocks, Entry { key: addr, stream: 0, block: id, front: FREED }, device_calls)
+                self.record(blocks, Entry { key: addr, block: id, front: FREED }, device_calls)
             }
             Phase::Recording => self.give_up(),
             Phase::Replaying => {}
@@ -459,6 +462,11 @@ mod tests {
         assert_eq!(memo.period, 40);
         memo.restart();
         assert_eq!((memo.min_period, memo.capacity, memo.tokens.len()), (0, FIRST_LOG, 0));
+    }
+
+    #[test]
+    fn a_recorded_operation_takes_16_bytes() {
+        assert_eq!(core::mem::size_of::<Entry>(), 16);
     }
 
     #[test]

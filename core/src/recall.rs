@@ -26,7 +26,8 @@ impl<D: Device> Allocator<D> {
     #[inline(always)]
     pub(crate) fn malloc_recalled(&mut self, size: u64, stream: Stream) -> Option<u64> {
         let e = *self.memo.expected();
-        if e.is_free() || e.key != size || e.stream != stream {
+        // The block the recording took was on the recorded request's stream, and is now.
+        if e.is_free() || e.key != size || self.streams.handle(self.blocks[e.block].stream_index) != stream {
             self.settle();
             return None;
         }
@@ -86,7 +87,7 @@ impl<D: Device> Allocator<D> {
         let e = self.memo.expected();
         let ok = match self.blocks.get(e.block) {
             Some(b) if e.is_free() => b.state == BlockState::Allocated && b.addr == e.key,
-            Some(b) => b.state == BlockState::Free && self.streams.handle(b.stream_index) == e.stream,
+            Some(b) => b.state == BlockState::Free,
             None => false,
         };
         if ok {
