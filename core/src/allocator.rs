@@ -204,12 +204,14 @@ impl<D: Device> Allocator<D> {
     /// ([`Allocator::malloc_after_release`]) could serve the request.
     #[inline(always)]
     pub fn malloc_short_of_release(&mut self, size: u64, stream: Stream) -> Result<Option<u64>, AllocError> {
-        if self.plain() {
-            if self.memo.replaying() {
-                if let Some(addr) = self.malloc_recalled(size, stream) {
-                    return Ok(Some(addr));
-                }
+        // A replay runs only where the plain copy does: every call that could change that
+        // settles first (`recall.rs`).
+        if self.memo.replaying() {
+            if let Some(addr) = self.malloc_recalled(size, stream) {
+                return Ok(Some(addr));
             }
+        }
+        if self.plain() {
             self.malloc_served::<true>(size, stream)
         } else {
             self.malloc_general(size, stream)
@@ -297,16 +299,24 @@ impl<D: Device> Allocator<D> {
 
     /// Frees an address returned by [`Allocator::malloc`]. If the block was used on other
     /// streams, it becomes reusable once the work queued there now has completed.
+    #[inline(always)]
     pub fn free(&mut self, addr: u64) -> Result<(), AllocError> {
+        // As in malloc: a replay implies the plain copy.
+        if self.memo.replaying() && self.memo.expected().is_free() && self.memo.expected().key == addr {
+            let freed = self.free_as::<true, true>(addr);
+            self.memo.advance(&mut self.blocks);
+            return freed;
+        }
+        self.free_served(addr)
+    }
+
+    /// [`Allocator::free`] when the decision memo does not answer, out of line.
+    #[inline(never)]
+    fn free_served(&mut self, addr: u64) -> Result<(), AllocError> {
+        if self.memo.replaying() {
+            self.settle();
+        }
         if self.plain() {
-            if self.memo.replaying() {
-                if self.memo.expected().is_free() && self.memo.expected().key == addr {
-                    let freed = self.free_as::<true, true>(addr);
-                    self.memo.advance(&mut self.blocks);
-                    return freed;
-                }
-                self.settle();
-            }
             self.free_as::<true, false>(addr)
         } else {
             self.free_general(addr)
@@ -362,8 +372,7 @@ impl<D: Device> Allocator<D> {
             self.free_block::<PLAIN, RECALLED>(id);
         }
         if PLAIN && !RECALLED && self.config.decision_memo {
-            let (quiet, calls) = (self.is_quiet() && !pending, self.device_calls());
-            self.memo.free_served(&mut self.blocks, (addr, id, requested), quiet, calls);
+            self.memo.free_served(addr, id, self.is_quiet() && !pending);
         }
         Ok(())
     }
@@ -406,6 +415,8 @@ impl<D: Device> Allocator<D> {
     /// Limits the bytes of segments held to `fraction` of the device's memory; 1.0 lifts
     /// the limit.
     pub fn set_memory_fraction(&mut self, fraction: f64) -> Result<(), AllocError> {
+        // A limit turns garbage collection on, and with it the general copy.
+        self.settle();
         if !(0.0..=1.0).contains(&fraction) {
             return Err(AllocError::InvalidFraction(fraction));
         }

@@ -9,13 +9,13 @@
 //! the recorded one at its position gets the recorded block. The memo is in one of three
 //! phases:
 //!
-//! - **Watching.** Each operation is logged as a token (a malloc's size and stream, a free's
-//!   requested bytes) beside the log's prefix function (Knuth–Morris–Pratt): when the latest
-//!   tokens repeat the log's first `k`, with `k` at least [`MIN_REPEAT`] and at least the
-//!   period `p = len - k` they imply, the operations are taken to repeat every `p`. A full log
+//! - **Watching.** Each malloc is logged as a token (its size and stream, mixed) beside the
+//!   log's prefix function (Knuth–Morris–Pratt): when the latest tokens repeat the log's
+//!   first `k`, with `k` at least [`MIN_REPEAT`] and at least the period `p = len - k` they
+//!   imply, the mallocs, and the frees between them, are taken to repeat every `p`. A full log
 //!   keeps its latest half, so what came before a loop falls out. Tokens only propose a
 //!   period; nothing is trusted on their word.
-//! - **Recording** the next `p` operations as served the usual way: a malloc's size, the
+//! - **Recording** the operations up to the `p`-th malloc as served the usual way: a malloc's size, the
 //!   free block it took (whose stream is the request's) and the id of the block split off its
 //!   front (if any); a free's address and block: 16 bytes an operation. The shape of every
 //!   block (everything about it but its id and links) is kept from the start. A period that
@@ -44,16 +44,16 @@ use crate::block::{Block, BlockState, Slab, NIL};
 use crate::device::Stream;
 use crate::size::Pool;
 
-/// The fewest operations that must repeat before a repetition is believed.
+/// The fewest mallocs that must repeat before a repetition is believed.
 pub const MIN_REPEAT: usize = 64;
 
-/// The log's first capacity, in operations. A full log keeps its latest half and doubles,
+/// The log's first capacity, in mallocs. A full log keeps its latest half and doubles,
 /// up to [`MAX_LOG`], so that operations before a loop began (or before a replay ended)
 /// fall out of it.
 pub const FIRST_LOG: usize = 1 << 8;
 
-/// The most operations the log holds (12 bytes each while watching; a recorded operation
-/// takes 16). A period is found once the log holds two of it from the log's start, so
+/// The most mallocs the log holds (12 bytes each while watching; a recorded operation, a
+/// malloc or a free, takes 16). A period is found once the log holds two of it from the log's start, so
 /// periods up to a quarter of this are found from any start.
 pub const MAX_LOG: usize = 1 << 19;
 
@@ -155,8 +155,10 @@ pub(crate) struct DecisionMemo {
     capacity: usize,
     /// The shortest period worth recording: past one that was recorded and failed.
     min_period: usize,
-    /// Operations in the period being recorded.
+    /// Mallocs in the period being recorded.
     period: usize,
+    /// Mallocs recorded so far.
+    mallocs: usize,
     entries: Vec<Entry>,
     /// The blocks when the recording began.
     start: Vec<(Shape, u32)>,
@@ -182,6 +184,7 @@ impl Default for DecisionMemo {
             capacity: FIRST_LOG,
             min_period: 0,
             period: 0,
+            mallocs: 0,
             entries: Vec::new(),
             start: Vec::new(),
             device_calls: 0,
@@ -198,12 +201,6 @@ impl Default for DecisionMemo {
 #[inline]
 fn malloc_token(size: u64, stream: Stream) -> u64 {
     (size ^ stream.wrapping_mul(0x9e37_79b9_7f4a_7c15)).rotate_left(1)
-}
-
-/// A free's token: the bytes its block was requested with, marked as a free.
-#[inline]
-fn free_token(requested: u64) -> u64 {
-    requested.rotate_left(1) | 1
 }
 
 impl DecisionMemo {
@@ -265,23 +262,25 @@ impl DecisionMemo {
             Phase::Watching => self.watch(blocks, malloc_token(size, stream), device_calls),
             Phase::Recording if cached && quiet => {
                 let front = if handed == taken { NIL } else { handed };
-                self.record(blocks, Entry { key: size, block: taken, front }, device_calls);
+                self.entries.push(Entry { key: size, block: taken, front });
+                self.mallocs += 1;
+                if self.mallocs == self.period {
+                    self.end_recording(blocks, device_calls);
+                }
             }
             Phase::Recording => self.give_up(),
             Phase::Replaying => {}
         }
     }
 
-    /// Notes a free served the usual way of block `id` at `addr`, with `requested` bytes;
-    /// `quiet` as for [`DecisionMemo::malloc_served`], and false when the free is pending.
+    /// Notes a free served the usual way of block `id` at `addr`; `quiet` as for
+    /// [`DecisionMemo::malloc_served`], and false when the free is pending. Frees are not
+    /// logged while watching: the mallocs propose the period.
     #[inline(always)]
-    pub fn free_served(&mut self, blocks: &mut Slab, op: (u64, u32, u64), quiet: bool, device_calls: u64) {
-        let (addr, id, requested) = op;
+    pub fn free_served(&mut self, addr: u64, id: u32, quiet: bool) {
         match self.phase {
-            Phase::Watching => self.watch(blocks, free_token(requested), device_calls),
-            Phase::Recording if quiet => {
-                self.record(blocks, Entry { key: addr, block: id, front: FREED }, device_calls)
-            }
+            Phase::Watching => {}
+            Phase::Recording if quiet => self.entries.push(Entry { key: addr, block: id, front: FREED }),
             Phase::Recording => self.give_up(),
             Phase::Replaying => {}
         }
@@ -350,17 +349,10 @@ impl DecisionMemo {
         self.border = Vec::new();
         self.phase = Phase::Recording;
         self.period = period;
-        self.entries = Vec::with_capacity(period);
+        self.mallocs = 0;
+        self.entries = Vec::with_capacity(2 * period);
         self.start = shapes(blocks);
         self.device_calls = device_calls;
-    }
-
-    #[inline(always)]
-    fn record(&mut self, blocks: &mut Slab, entry: Entry, device_calls: u64) {
-        self.entries.push(entry);
-        if self.entries.len() == self.period {
-            self.end_recording(blocks, device_calls);
-        }
     }
 
     /// Compares the blocks with those at the recording's start; if they match, renames them
@@ -380,6 +372,7 @@ impl DecisionMemo {
             self.start = now;
             self.device_calls = device_calls;
             self.entries.clear();
+            self.mallocs = 0;
             return;
         }
         self.renames = now.iter().zip(&self.start).map(|(&(_, id), &(_, was))| (id, was)).collect();
@@ -417,7 +410,7 @@ mod tests {
 
     fn watched(memo: &mut DecisionMemo, blocks: &mut Slab, tokens: impl IntoIterator<Item = u64>) -> Option<usize> {
         for (i, t) in tokens.into_iter().enumerate() {
-            memo.free_served(blocks, (0, 0, t), true, 0);
+            memo.malloc_served(blocks, (t, 0, 0, 0), true, true, 0);
             if memo.phase == Phase::Recording {
                 return Some(i);
             }
@@ -454,7 +447,7 @@ mod tests {
         let (mut memo, mut blocks) = (DecisionMemo::default(), Slab::default());
         watched(&mut memo, &mut blocks, (0..200).map(|i| i % 10)).unwrap();
         // A free still pending (not quiet) ends the recording.
-        memo.free_served(&mut blocks, (0, 0, 0), false, 0);
+        memo.free_served(0, 0, false);
         assert_eq!((memo.phase, memo.min_period), (Phase::Watching, 11));
         // The same short loop is not proposed again; one of 40 is.
         assert_eq!(watched(&mut memo, &mut blocks, (0..300).map(|i| i % 10)), None);
