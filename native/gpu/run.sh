@@ -36,8 +36,8 @@
 # sanitizer.log. Exit 0 when every check passed.
 #
 # Environment: CACHALOT_CHECK_CONFIG (default policy:pytorch), PASSES (warm passes, default 7),
-# CHECKED_PASSES (passes checked under CACHALOT_CHECK_CONFIG, default 6: the decision memo
-# replays from the fourth or fifth, so the later ones check its answers on real memory),
+# CHECKED_PASSES (passes checked under CACHALOT_CHECK_CONFIG, default 7: the decision memo
+# replays from the fifth, so the later ones check its answers on real memory),
 # TORCH_PASSES (default 6), BUDGET_S (default 570: a later step starts only if its time limit
 # ends before then, so the summary comes out inside the device tool's 600 s).
 set -euo pipefail
@@ -52,7 +52,7 @@ CONFIG=${CACHALOT_CHECK_CONFIG:-policy:pytorch}
 PAGED=policy:cachalot
 PER_STREAM=$CONFIG,lock_per_stream:True
 PASSES=${PASSES:-7}
-CHECKED_PASSES=${CHECKED_PASSES:-6}
+CHECKED_PASSES=${CHECKED_PASSES:-7}
 TORCH_PASSES=${TORCH_PASSES:-6}
 BUDGET_S=${BUDGET_S:-570}
 TRACES=(mixed_fc_conv resnet50_train gpt2_train)
