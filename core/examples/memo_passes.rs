@@ -2,19 +2,19 @@
 //! each trace PASSES times (default 12) on one allocator under CONFIG (default
 //! `policy:pytorch`) and prints the memo's counts after each pass.
 //! `cargo run --release -p cachalot-core --example memo_passes -- 12 policy:pytorch`
-use std::io::Read;
+use cachalot_core::{Allocator, Config, Replayer, SimDevice};
 
-use cachalot_core::{parse_trace, Allocator, Config, Replayer, SimDevice};
+#[path = "../benches/support/mod.rs"]
+#[allow(dead_code)] // the peers are not used here
+mod support;
+use support::{load_trace, TRACES};
 
 fn main() {
     let mut args = std::env::args().skip(1);
     let passes: usize = args.next().and_then(|p| p.parse().ok()).unwrap_or(12);
     let conf = args.next().unwrap_or_else(|| "policy:pytorch".into());
-    for name in ["gpt2_train.csv.gz", "resnet50_train.csv.gz", "mixed_fc_conv.csv.gz"] {
-        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../traces").join(name);
-        let mut text = String::new();
-        flate2::read::GzDecoder::new(&std::fs::read(path).unwrap()[..]).read_to_string(&mut text).unwrap();
-        let trace = parse_trace(&text).unwrap();
+    for name in TRACES {
+        let trace = load_trace(name);
         let mut a = Allocator::new(SimDevice::new(140 << 30), Config::parse(&conf).unwrap());
         let mut r = Replayer::new(trace.slots);
         for pass in 1..=passes {
