@@ -163,8 +163,6 @@ impl<D: Device> Allocator<D> {
 
     /// Restarts the accumulated statistics.
     pub fn reset_accumulated_stats(&mut self) {
-        // The memo compares the device's call counts, which this resets.
-        self.settle();
         self.stats.reset_accumulated();
     }
 
@@ -268,28 +266,21 @@ impl<D: Device> Allocator<D> {
             self.explainer.note(|| Decision::Pool { pool: pool.name(), segment_size: segment_size(rounded), page });
         }
         let planned = if !PLAIN && self.vm.plan.is_some() { self.take_planned(pool, stream, rounded)? } else { None };
-        let mut cached = true;
         let id = match planned {
             Some(id) => id,
             None => match self.take_free_block::<PLAIN>(pool, stream, rounded) {
                 Some(id) if PLAIN => id,
                 Some(id) => self.place_against_live(id, rounded),
-                None => {
-                    cached = false;
-                    match self.grow_short_of_release(pool, stream, rounded) {
-                        Ok(Some(id)) => id,
-                        failed => {
-                            self.memo.restart();
-                            return failed.map(|_| None);
-                        }
-                    }
-                }
+                None => match self.grow_short_of_release(pool, stream, rounded)? {
+                    Some(id) => id,
+                    None => return Ok(None),
+                },
             },
         };
         let (addr, handed) = self.hand_out::<PLAIN, false>(id, rounded, size, NIL);
         if PLAIN && self.config.decision_memo {
-            let (quiet, calls) = (self.is_quiet(), self.device_calls());
-            self.memo.malloc_served(&mut self.blocks, (size, stream, id, handed), cached, quiet, calls);
+            let quiet = self.is_quiet();
+            self.memo.malloc_served(&mut self.blocks, (size, stream, id, handed), quiet);
         }
         if !PLAIN && self.learns_layout() {
             self.log_request(addr, Signature { stream, pool, bytes: rounded });

@@ -15,14 +15,16 @@
 //!   imply, the mallocs, and the frees between them, are taken to repeat every `p`. A full log
 //!   keeps its latest half, so what came before a loop falls out. Tokens only propose a
 //!   period; nothing is trusted on their word.
-//! - **Recording** the operations up to the `p`-th malloc as served the usual way: a malloc's size, the
-//!   free block it took (whose stream is the request's) and the id of the block split off its
-//!   front (if any); a free's address and block: 16 bytes an operation. The shape of every
-//!   block (everything about it but its id and links) is kept from the start. A period that
-//!   asks the device for memory, or frees a block still in use on another stream, cannot be
-//!   replayed; nor can one that does not end as it began, four times running. Then the watch
-//!   goes on for longer periods only: a loop's true period holds shorter repeats that may not
-//!   leave the blocks as they found them.
+//! - **Recording** the operations up to the `p`-th malloc as served the usual way: a
+//!   malloc's size, the free block it took (whose stream is the request's) and the id of the
+//!   block split off its front (if any); a free's address and block: 16 bytes an operation.
+//!   The shape of every
+//!   block (everything about it but its id and links) is kept from the start. An event
+//!   queued, or a block used on another stream, stops the recording (a replay never looks at
+//!   events) and the watch starts again. A period that makes a segment does not end as it
+//!   began. One that fails to, four times running, is passed over: the watch goes on for
+//!   longer periods only, since a loop's true period holds shorter repeats that may not leave
+//!   the blocks as they found them, until the log fills at its largest.
 //! - **Replaying.** If the blocks' shapes at the end equal those at the start, the blocks are
 //!   renamed to the ids they had at the start, so the state is the recorded one to the id.
 //!   From then on an operation equal to the recorded one at its position gets the recorded
@@ -162,8 +164,6 @@ pub(crate) struct DecisionMemo {
     entries: Vec<Entry>,
     /// The blocks when the recording began.
     start: Vec<(Shape, u32)>,
-    /// The device's allocations and frees when the recording began.
-    device_calls: u64,
     /// Index in `entries` of the next operation expected while replaying.
     position: usize,
     /// Each block's id at the period's end paired with its id at the start: a period of
@@ -187,7 +187,6 @@ impl Default for DecisionMemo {
             mallocs: 0,
             entries: Vec::new(),
             start: Vec::new(),
-            device_calls: 0,
             position: 0,
             renames: Vec::new(),
             unsettled: 0,
@@ -214,6 +213,12 @@ impl DecisionMemo {
     #[inline(always)]
     pub fn expected(&self) -> &Entry {
         &self.entries[self.position]
+    }
+
+    /// The operation expected next, to change in tests of the invariant check.
+    #[cfg(test)]
+    pub fn expected_mut(&mut self) -> &mut Entry {
+        &mut self.entries[self.position]
     }
 
     /// Moves past the operation just replayed; at the period's end, renames the blocks back
@@ -244,31 +249,25 @@ impl DecisionMemo {
         self.unsettled = 0;
     }
 
-    /// Notes a malloc served the usual way: `taken` is the cached block it took, `handed` the
-    /// block handed out (the front split off `taken`, or `taken`); `cached` is false when the
-    /// device was asked. `quiet` says no events are queued and no block was used on another
-    /// stream.
+    /// Notes a malloc served the usual way: `taken` is the block it took (cached, or a new
+    /// segment's: a period that makes one does not end as it began), `handed` the block
+    /// handed out (the front split off `taken`, or `taken`). `quiet` says no events are
+    /// queued and no block was used on another stream: a replay never looks at events, so it
+    /// must not begin, nor record a period that ends, with one queued.
     #[inline(always)]
-    pub fn malloc_served(
-        &mut self,
-        blocks: &mut Slab,
-        op: (u64, Stream, u32, u32),
-        cached: bool,
-        quiet: bool,
-        device_calls: u64,
-    ) {
+    pub fn malloc_served(&mut self, blocks: &mut Slab, op: (u64, Stream, u32, u32), quiet: bool) {
         let (size, stream, taken, handed) = op;
         match self.phase {
-            Phase::Watching => self.watch(blocks, malloc_token(size, stream), device_calls),
-            Phase::Recording if cached && quiet => {
+            Phase::Watching => self.watch(blocks, malloc_token(size, stream)),
+            Phase::Recording if quiet => {
                 let front = if handed == taken { NIL } else { handed };
                 self.entries.push(Entry { key: size, block: taken, front });
                 self.mallocs += 1;
                 if self.mallocs == self.period {
-                    self.end_recording(blocks, device_calls);
+                    self.end_recording(blocks);
                 }
             }
-            Phase::Recording => self.give_up(),
+            Phase::Recording => self.interrupt(),
             Phase::Replaying => {}
         }
     }
@@ -281,15 +280,23 @@ impl DecisionMemo {
         match self.phase {
             Phase::Watching => {}
             Phase::Recording if quiet => self.entries.push(Entry { key: addr, block: id, front: FREED }),
-            Phase::Recording => self.give_up(),
+            Phase::Recording => self.interrupt(),
             Phase::Replaying => {}
         }
     }
 
-    /// Ends a recording that cannot be replayed (the period asked the device for memory,
-    /// used another stream, or did not end as it began) and watches for a longer period: a
-    /// loop's true period holds its shorter repeats, which may not leave the blocks as they
-    /// found them.
+    /// Ends a recording that met an event queued or a block used on another stream (no
+    /// replay may begin then) and watches again, for the same periods: that passes.
+    #[cold]
+    fn interrupt(&mut self) {
+        let min_period = self.min_period;
+        self.restart();
+        self.min_period = min_period;
+    }
+
+    /// Ends the recordings of a period that did not end as it began and watches for a longer
+    /// one: a loop's true period holds its shorter repeats, which may not leave the blocks as
+    /// they found them.
     #[cold]
     fn give_up(&mut self) {
         let longer = self.period + 1;
@@ -300,23 +307,28 @@ impl DecisionMemo {
 
     /// Logs a token and extends the prefix function; begins recording once a period shows.
     #[inline(always)]
-    fn watch(&mut self, blocks: &Slab, token: u64, device_calls: u64) {
+    fn watch(&mut self, blocks: &Slab, token: u64) {
         let k = self.log(token);
         let i = self.tokens.len() - 1;
         let period = i + 1 - k;
         // A period much shorter than the blocks are many would spend more on comparing the
         // blocks than replaying saves.
         if k >= MIN_REPEAT && k >= period && period >= self.min_period && period * 8 >= blocks.len() {
-            self.begin_recording(blocks, period, device_calls);
+            self.begin_recording(blocks, period);
         } else if i + 1 == self.capacity {
             self.keep_latest_half();
         }
     }
 
     /// Drops the log's older half and computes the prefix function of the rest; the
-    /// capacity doubles up to [`MAX_LOG`].
+    /// capacity doubles up to [`MAX_LOG`]. A log full at [`MAX_LOG`] found no period it may
+    /// record, so periods passed over before are tried again (a cache may take longer to
+    /// settle than four periods).
     #[cold]
     fn keep_latest_half(&mut self) {
+        if self.capacity == MAX_LOG {
+            self.min_period = 0;
+        }
         let latest = self.tokens.split_off(self.tokens.len() / 2);
         self.tokens.clear();
         self.border.clear();
@@ -344,7 +356,7 @@ impl DecisionMemo {
     }
 
     #[cold]
-    fn begin_recording(&mut self, blocks: &Slab, period: usize, device_calls: u64) {
+    fn begin_recording(&mut self, blocks: &Slab, period: usize) {
         self.tokens = Vec::new();
         self.border = Vec::new();
         self.phase = Phase::Recording;
@@ -352,17 +364,16 @@ impl DecisionMemo {
         self.mallocs = 0;
         self.entries = Vec::with_capacity(2 * period);
         self.start = shapes(blocks);
-        self.device_calls = device_calls;
     }
 
     /// Compares the blocks with those at the recording's start; if they match, renames them
     /// to their ids at the start and begins replaying, else records the next period.
     #[cold]
-    fn end_recording(&mut self, blocks: &mut Slab, device_calls: u64) {
+    fn end_recording(&mut self, blocks: &mut Slab) {
         let now = shapes(blocks);
-        let same = device_calls == self.device_calls
-            && now.len() == self.start.len()
-            && now.iter().zip(&self.start).all(|((a, _), (b, _))| a == b);
+        // A segment made (or released, though nothing but a settling call releases) in the
+        // period leaves other shapes.
+        let same = now.len() == self.start.len() && now.iter().zip(&self.start).all(|((a, _), (b, _))| a == b);
         if !same {
             self.unsettled += 1;
             if self.unsettled == MAX_UNSETTLED {
@@ -370,7 +381,6 @@ impl DecisionMemo {
             }
             // Not settled yet: the period just served becomes the start of the next recording.
             self.start = now;
-            self.device_calls = device_calls;
             self.entries.clear();
             self.mallocs = 0;
             return;
@@ -410,7 +420,7 @@ mod tests {
 
     fn watched(memo: &mut DecisionMemo, blocks: &mut Slab, tokens: impl IntoIterator<Item = u64>) -> Option<usize> {
         for (i, t) in tokens.into_iter().enumerate() {
-            memo.malloc_served(blocks, (t, 0, 0, 0), true, true, 0);
+            memo.malloc_served(blocks, (t, 0, 0, 0), true);
             if memo.phase == Phase::Recording {
                 return Some(i);
             }
@@ -446,8 +456,14 @@ mod tests {
     fn a_recording_that_cannot_be_replayed_sends_the_watch_to_longer_periods() {
         let (mut memo, mut blocks) = (DecisionMemo::default(), Slab::default());
         watched(&mut memo, &mut blocks, (0..200).map(|i| i % 10)).unwrap();
-        // A free still pending (not quiet) ends the recording.
-        memo.free_served(0, 0, false);
+        // A period that does not end as it began, four times, is passed over.
+        for _ in 0..MAX_UNSETTLED {
+            assert_eq!(memo.phase, Phase::Recording);
+            blocks.insert(Block::new(0, 512, 0, BlockState::Free, Pool::Small, false));
+            for t in 0..10 {
+                memo.malloc_served(&mut blocks, (t, 0, 0, 0), true);
+            }
+        }
         assert_eq!((memo.phase, memo.min_period), (Phase::Watching, 11));
         // The same short loop is not proposed again; one of 40 is.
         assert_eq!(watched(&mut memo, &mut blocks, (0..300).map(|i| i % 10)), None);
@@ -455,6 +471,27 @@ mod tests {
         assert_eq!(memo.period, 40);
         memo.restart();
         assert_eq!((memo.min_period, memo.capacity, memo.tokens.len()), (0, FIRST_LOG, 0));
+    }
+
+    #[test]
+    fn an_event_queued_ends_a_recording_without_passing_the_period_over() {
+        let (mut memo, mut blocks) = (DecisionMemo::default(), Slab::default());
+        watched(&mut memo, &mut blocks, (0..200).map(|i| i % 10)).unwrap();
+        memo.free_served(0, 0, false);
+        assert_eq!((memo.phase, memo.min_period), (Phase::Watching, 0));
+        assert!(watched(&mut memo, &mut blocks, (0..200).map(|i| i % 10)).is_some());
+    }
+
+    #[test]
+    fn a_period_passed_over_is_tried_again_once_the_log_fills_at_its_largest() {
+        let (mut memo, mut blocks) = (DecisionMemo::default(), Slab::default());
+        watched(&mut memo, &mut blocks, (0..200).map(|i| i % 10)).unwrap();
+        memo.period = 10;
+        memo.give_up();
+        assert_eq!(memo.min_period, 11);
+        let at = watched(&mut memo, &mut blocks, (0..2 * MAX_LOG).map(|i| i as u64 % 10));
+        assert!(at.is_some_and(|i| i >= MAX_LOG / 2), "{at:?}");
+        assert_eq!(memo.period, 10);
     }
 
     #[test]

@@ -55,7 +55,8 @@ impl<D: Device> Allocator<D> {
         let mut live = AddrTable::default();
         for (id, b) in self.blocks.iter() {
             match b.state {
-                BlockState::Free if !self.is_parked(b) => {
+                // No block is parked where the memo runs (classic segments only).
+                BlockState::Free => {
                     free[b.pool.index()].insert(self.streams.handle(b.stream_index), b.size, b.addr, id)
                 }
                 BlockState::Allocated => live.insert(b.addr, id, &self.blocks),
@@ -70,12 +71,6 @@ impl<D: Device> Allocator<D> {
     #[inline(always)]
     pub(crate) fn is_quiet(&self) -> bool {
         self.events.is_empty() && self.stream_uses.is_empty()
-    }
-
-    /// The device's allocations and frees so far.
-    #[inline(always)]
-    pub(crate) fn device_calls(&self) -> u64 {
-        self.stats.num_device_alloc + self.stats.num_device_free
     }
 
     /// While replaying, the memo's invariant: the block the next operation expects is free
@@ -95,5 +90,54 @@ impl<D: Device> Allocator<D> {
         } else {
             Err(alloc::format!("the decision memo expects {e:?}, which block {} does not fit", e.block))
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::{Allocator, Config, SimDevice};
+
+    /// An allocator replaying a loop, stopped where the next recorded operation is a free
+    /// (`free`) or a malloc, with allocations live.
+    fn replaying(free: bool) -> Allocator<SimDevice> {
+        let mut a = Allocator::new(SimDevice::new(1 << 30), Config::pytorch());
+        let sizes = [3 << 20, 700 << 10, 40 << 20, 512];
+        let stop = |a: &Allocator<SimDevice>, free: bool| a.memo.replaying() && a.memo.expected().is_free() == free;
+        for _ in 0..200 {
+            let mut live = alloc::vec::Vec::new();
+            for &size in &sizes {
+                if !free && !live.is_empty() && stop(&a, false) {
+                    return a;
+                }
+                live.push(a.malloc(size, 0).unwrap());
+            }
+            for (i, p) in live.into_iter().enumerate() {
+                if free && i > 0 && stop(&a, true) {
+                    return a;
+                }
+                a.free(p).unwrap();
+            }
+        }
+        panic!("no replay: {:?}", a.memo_counts());
+    }
+
+    #[test]
+    fn the_invariant_check_fails_when_the_next_recorded_operation_does_not_fit_its_block() {
+        let a = replaying(true);
+        a.check_invariants().unwrap();
+        let mut moved = a.clone();
+        moved.memo.expected_mut().key += 512;
+        let e = moved.check_invariants().unwrap_err();
+        assert!(e.contains("decision memo"), "{e}");
+        let mut other = a.clone();
+        let id = other.memo.expected().block;
+        other.memo.expected_mut().block = other.blocks.iter().map(|(i, _)| i).find(|&i| i != id).unwrap();
+        assert!(other.check_invariants().unwrap_err().contains("decision memo"));
+        // A malloc's block must be free.
+        let mut taken = replaying(false);
+        taken.check_invariants().unwrap();
+        let busy = taken.blocks.iter().find(|(_, b)| b.state == crate::block::BlockState::Allocated).unwrap().0;
+        taken.memo.expected_mut().block = busy;
+        assert!(taken.check_invariants().unwrap_err().contains("decision memo"));
     }
 }
