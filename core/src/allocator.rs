@@ -279,8 +279,7 @@ impl<D: Device> Allocator<D> {
         };
         let (addr, handed) = self.hand_out::<PLAIN, false>(id, rounded, size, NIL);
         if PLAIN && self.config.decision_memo {
-            let quiet = self.is_quiet();
-            self.memo.malloc_served(&mut self.blocks, (size, stream, id, handed), quiet);
+            self.memo.malloc_served(&mut self.blocks, (size, stream, id, handed));
         }
         if !PLAIN && self.learns_layout() {
             self.log_request(addr, Signature { stream, pool, bytes: rounded });

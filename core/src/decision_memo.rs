@@ -251,15 +251,15 @@ impl DecisionMemo {
 
     /// Notes a malloc served the usual way: `taken` is the block it took (cached, or a new
     /// segment's: a period that makes one does not end as it began), `handed` the block
-    /// handed out (the front split off `taken`, or `taken`). `quiet` says no events are
-    /// queued and no block was used on another stream: a replay never looks at events, so it
-    /// must not begin, nor record a period that ends, with one queued.
+    /// handed out (the front split off `taken`, or `taken`). Whether events are queued is
+    /// asked of frees alone: a period that restores the blocks frees what it allocates, and
+    /// while an event is queued or a block is marked for another stream no free is quiet.
     #[inline(always)]
-    pub fn malloc_served(&mut self, blocks: &mut Slab, op: (u64, Stream, u32, u32), quiet: bool) {
+    pub fn malloc_served(&mut self, blocks: &mut Slab, op: (u64, Stream, u32, u32)) {
         let (size, stream, taken, handed) = op;
         match self.phase {
             Phase::Watching => self.watch(blocks, malloc_token(size, stream)),
-            Phase::Recording if quiet => {
+            Phase::Recording => {
                 let front = if handed == taken { NIL } else { handed };
                 self.entries.push(Entry { key: size, block: taken, front });
                 self.mallocs += 1;
@@ -267,14 +267,14 @@ impl DecisionMemo {
                     self.end_recording(blocks);
                 }
             }
-            Phase::Recording => self.interrupt(),
             Phase::Replaying => {}
         }
     }
 
-    /// Notes a free served the usual way of block `id` at `addr`; `quiet` as for
-    /// [`DecisionMemo::malloc_served`], and false when the free is pending. Frees are not
-    /// logged while watching: the mallocs propose the period.
+    /// Notes a free served the usual way of block `id` at `addr`; `quiet` says no event is
+    /// queued (this free's included) and no block is marked for another stream. A replay
+    /// never looks at events, so a recording that meets one stops. Frees are not logged
+    /// while watching: the mallocs propose the period.
     #[inline(always)]
     pub fn free_served(&mut self, addr: u64, id: u32, quiet: bool) {
         match self.phase {
@@ -420,7 +420,7 @@ mod tests {
 
     fn watched(memo: &mut DecisionMemo, blocks: &mut Slab, tokens: impl IntoIterator<Item = u64>) -> Option<usize> {
         for (i, t) in tokens.into_iter().enumerate() {
-            memo.malloc_served(blocks, (t, 0, 0, 0), true);
+            memo.malloc_served(blocks, (t, 0, 0, 0));
             if memo.phase == Phase::Recording {
                 return Some(i);
             }
@@ -461,7 +461,7 @@ mod tests {
             assert_eq!(memo.phase, Phase::Recording);
             blocks.insert(Block::new(0, 512, 0, BlockState::Free, Pool::Small, false));
             for t in 0..10 {
-                memo.malloc_served(&mut blocks, (t, 0, 0, 0), true);
+                memo.malloc_served(&mut blocks, (t, 0, 0, 0));
             }
         }
         assert_eq!((memo.phase, memo.min_period), (Phase::Watching, 11));
@@ -508,5 +508,7 @@ mod tests {
         assert_eq!(watched(&mut memo, &mut blocks, (0..200).map(|i| i % 10)), None);
         memo.restart();
         assert!(watched(&mut memo, &mut blocks, (0..400).map(|i| i % 20)).is_some());
+        // Recording: the blocks' shapes are held, and counted.
+        assert!(memo.heap_bytes() >= 100 * core::mem::size_of::<(Shape, u32)>(), "{}", memo.heap_bytes());
     }
 }
