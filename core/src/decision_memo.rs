@@ -234,7 +234,8 @@ impl DecisionMemo {
     }
 
     /// Forgets the log and any recording and starts watching again (the caller rebuilds the
-    /// indexes first if this ends a replay).
+    /// indexes first if this ends a replay). What a recording or a replay held is given
+    /// back: the next recording allocates its own.
     pub fn restart(&mut self) {
         self.replays_ended += self.replaying() as u64;
         self.phase = Phase::Watching;
@@ -242,9 +243,9 @@ impl DecisionMemo {
         self.border.clear();
         self.capacity = FIRST_LOG;
         self.min_period = 0;
-        self.entries.clear();
-        self.start.clear();
-        self.renames.clear();
+        self.entries = Vec::new();
+        self.start = Vec::new();
+        self.renames = Vec::new();
         self.position = 0;
         self.unsettled = 0;
     }

@@ -67,7 +67,7 @@ impl<D: Device> Allocator<D> {
     }
 
     /// True when no event is queued and no block is marked as used on another stream: what
-    /// the memo needs of every operation it records.
+    /// the memo asks of every free it records.
     #[inline(always)]
     pub(crate) fn is_quiet(&self) -> bool {
         self.events.is_empty() && self.stream_uses.is_empty()
