@@ -107,8 +107,10 @@ impl<D: Device> Allocator<D> {
         &mut self.device
     }
 
-    /// The statistics.
-    pub fn stats(&self) -> DeviceStats {
+    /// The statistics. (`&mut`, as every call that reads the blocks or the statistics: the
+    /// decision memo applies what it answered first.)
+    pub fn stats(&mut self) -> DeviceStats {
+        self.catch_up();
         self.stats.report()
     }
 
@@ -152,17 +154,20 @@ impl<D: Device> Allocator<D> {
     }
 
     /// Blocks (allocated, pending, free or unmapped) alive now.
-    pub fn live_blocks(&self) -> usize {
+    pub fn live_blocks(&mut self) -> usize {
+        self.catch_up();
         self.blocks.len()
     }
 
     /// Restarts every peak statistic at its current value.
     pub fn reset_peak_stats(&mut self) {
+        self.catch_up();
         self.stats.reset_peak();
     }
 
     /// Restarts the accumulated statistics.
     pub fn reset_accumulated_stats(&mut self) {
+        self.catch_up();
         self.stats.reset_accumulated();
     }
 
@@ -279,7 +284,11 @@ impl<D: Device> Allocator<D> {
         };
         let (addr, handed) = self.hand_out::<PLAIN, false>(id, rounded, size, NIL);
         if PLAIN && self.config.decision_memo {
-            self.memo.malloc_served(&mut self.blocks, (size, stream, id, handed));
+            self.memo.malloc_served(&mut self.blocks, (size, stream, id, handed, addr));
+            // Only this malloc, ending a recording, can have begun a replay here.
+            if self.memo.replaying() {
+                self.learn_period();
+            }
         }
         if !PLAIN && self.learns_layout() {
             self.log_request(addr, Signature { stream, pool, bytes: rounded });
@@ -293,9 +302,15 @@ impl<D: Device> Allocator<D> {
     pub fn free(&mut self, addr: u64) -> Result<(), AllocError> {
         // As in malloc: a replay implies the plain copy.
         if self.memo.replaying() && self.memo.expected().is_free() && self.memo.expected().key == addr {
-            let freed = self.free_as::<true, true>(addr);
-            self.memo.advance(&mut self.blocks);
-            return freed;
+            if self.memo.eager() {
+                let freed = self.free_as::<true, true>(addr, self.memo.expected().block);
+                debug_assert!(freed.is_ok(), "a recorded free queues no event");
+                self.memo.applied_next();
+            }
+            if self.memo.answered() {
+                self.end_period();
+            }
+            return Ok(());
         }
         self.free_served(addr)
     }
@@ -307,7 +322,7 @@ impl<D: Device> Allocator<D> {
             self.settle();
         }
         if self.plain() {
-            self.free_as::<true, false>(addr)
+            self.free_as::<true, false>(addr, NIL)
         } else {
             self.free_general(addr)
         }
@@ -316,16 +331,20 @@ impl<D: Device> Allocator<D> {
     /// The general copy of free's work, out of line.
     #[inline(never)]
     fn free_general(&mut self, addr: u64) -> Result<(), AllocError> {
-        self.free_as::<false, false>(addr)
+        self.free_as::<false, false>(addr, NIL)
     }
 
     /// [`Allocator::free`]'s work; `PLAIN` as [`Allocator::plain`] says; `RECALLED` when the
-    /// decision memo expects this free (`decision_memo.rs`): its block is the recorded one,
-    /// and the address table and the free index are left alone.
+    /// decision memo applies a free it answered (`decision_memo.rs`): its block is the
+    /// recorded one, `recalled`, and the address table and the free index are left alone.
     #[inline(always)]
-    fn free_as<const PLAIN: bool, const RECALLED: bool>(&mut self, addr: u64) -> Result<(), AllocError> {
+    pub(crate) fn free_as<const PLAIN: bool, const RECALLED: bool>(
+        &mut self,
+        addr: u64,
+        recalled: u32,
+    ) -> Result<(), AllocError> {
         let id = if RECALLED {
-            self.memo.expected().block
+            recalled
         } else {
             match self.live.remove(addr, &self.blocks) {
                 Some(id) => id,

@@ -16,8 +16,8 @@
 //!   keeps its latest half, so what came before a loop falls out. Tokens only propose a
 //!   period; nothing is trusted on their word.
 //! - **Recording** the operations up to the `p`-th malloc as served the usual way: a
-//!   malloc's size, the free block it took (whose stream is the request's) and the id of the
-//!   block split off its front (if any); a free's address and block: 16 bytes an operation.
+//!   malloc's size and stream, the address it got, the free block it took and the id of the
+//!   block split off its front (if any); a free's address and block: 24 bytes an operation.
 //!   The shape of every
 //!   block (everything about it but its id and links) is kept from the start. An event
 //!   queued, or a block used on another stream, stops the recording (a replay never looks at
@@ -27,24 +27,34 @@
 //!   the blocks as they found them, until the log fills at its largest.
 //! - **Replaying.** If the blocks' shapes at the end equal those at the start, the blocks are
 //!   renamed to the ids they had at the start, so the state is the recorded one to the id.
-//!   From then on an operation equal to the recorded one at its position gets the recorded
-//!   decision, applied to the blocks as the usual path would apply it; at the period's end
-//!   the blocks are renamed again, since a period leaves blocks where it found them but not
+//!   The period is then applied once more to the blocks, as the usual path would apply it,
+//!   with the peaks restarted, to learn what a whole period does to the statistics (their
+//!   totals grow by the same amounts each period, their peaks reach the same heights, their
+//!   current values come back), and the statistics are put back. From then on an operation
+//!   equal to the recorded one at its position gets the recorded address, and nothing else is
+//!   done: the blocks and the statistics are brought up to date only when something reads
+//!   them (the operations answered since are applied, in order, as the usual path would), or
+//!   at the period's end, where a period answered whole leaves the blocks as they were and
+//!   adds its totals and peaks to the statistics. A period applied in part ends with its rest
+//!   applied and the blocks renamed, since a period leaves blocks where it found them but not
 //!   under the same ids. The free index, the address table and the slab's list of vacant ids
-//!   are not kept while replaying (that is the time saved); the first operation that
-//!   differs, and every call that needs them, rebuild them from the blocks and start
-//!   watching again.
+//!   are not kept while replaying; the first operation that differs, and every call that
+//!   needs them, apply what was answered, rebuild them from the blocks and start watching
+//!   again.
 //!
-//! Invariants: while replaying, the blocks are in the state the recording reached after
-//! `position` operations, ids included; each recorded malloc's block is free and each recorded
-//! free's block is allocated at the address recorded when its turn comes. Only the allocator's
-//! plain copy (see `Allocator::plain`) watches, records or replays.
+//! Invariants: while replaying, the operations before `applied` are applied, so the blocks
+//! are in the state the recording reached after `applied` operations, ids included, and
+//! those from `applied` to `position` are answered but not applied; each recorded malloc's
+//! block is free and each recorded free's block is allocated at the address recorded when its
+//! turn to be applied comes. Only the allocator's plain copy (see `Allocator::plain`)
+//! watches, records or replays.
 
 use alloc::vec::Vec;
 
 use crate::block::{Block, BlockState, Slab, NIL};
 use crate::device::Stream;
-use crate::size::Pool;
+use crate::size::{Pool, MAX_REQUEST};
+use crate::stats::Counters;
 
 /// The fewest mallocs that must repeat before a repetition is believed.
 pub const MIN_REPEAT: usize = 64;
@@ -55,7 +65,7 @@ pub const MIN_REPEAT: usize = 64;
 pub const FIRST_LOG: usize = 1 << 8;
 
 /// The most mallocs the log holds (12 bytes each while watching; a recorded operation, a
-/// malloc or a free, takes 16). A period is found once the log holds two of it from the log's start, so
+/// malloc or a free, takes 24). A period is found once the log holds two of it from the log's start, so
 /// periods up to a quarter of this are found from any start.
 pub const MAX_LOG: usize = 1 << 19;
 
@@ -64,6 +74,10 @@ const MAX_UNSETTLED: u32 = 4;
 
 /// The `front` of an entry that records a free.
 const FREED: u32 = NIL - 1;
+
+/// Where a malloc entry's key holds its stream's index: above every size a request may have.
+const STREAM_SHIFT: u32 = 48;
+const _: () = assert!(MAX_REQUEST < 1 << STREAM_SHIFT);
 
 /// What the memo is doing, for tests and reports ([`crate::Allocator::memo_counts`]).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -74,6 +88,9 @@ pub struct MemoCounts {
     pub period: usize,
     /// Whole periods answered from the memo since the allocator was made.
     pub periods_replayed: u64,
+    /// Of those, the periods nothing read during, which were answered without applying
+    /// them to the blocks or the statistics.
+    pub periods_unapplied: u64,
     /// Replays ended by an operation that differed or a call that needed the indexes.
     pub replays_ended: u64,
     /// Bytes of host memory the memo holds: its log, its recording and the blocks' shapes.
@@ -83,8 +100,11 @@ pub struct MemoCounts {
 /// One recorded operation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Entry {
-    /// A malloc's requested size; a free's address. (A malloc's stream is its block's.)
+    /// A malloc's requested size, with its stream's index above [`STREAM_SHIFT`]; a free's
+    /// address.
     pub key: u64,
+    /// The address a malloc handed out (0 for a free).
+    pub addr: u64,
     /// The block a malloc took from the cache, or the block a free freed.
     pub block: u32,
     /// The id of the block a malloc split off the front of `block` and handed out ([`NIL`]:
@@ -93,11 +113,37 @@ pub(crate) struct Entry {
 }
 
 impl Entry {
+    /// A malloc's entry; `None` for a stream index too large for the key (65,536 streams).
+    fn malloc(size: u64, stream_index: u32, addr: u64, block: u32, front: u32) -> Option<Entry> {
+        let key = size | (u64::from(u16::try_from(stream_index).ok()?) << STREAM_SHIFT);
+        Some(Entry { key, addr, block, front })
+    }
+
     /// True when this entry records a free.
     #[inline]
     pub fn is_free(&self) -> bool {
         self.front == FREED
     }
+
+    /// A malloc's requested size.
+    #[inline(always)]
+    pub fn size(&self) -> u64 {
+        self.key & ((1 << STREAM_SHIFT) - 1)
+    }
+
+    /// A malloc's stream, by its index in the allocator's stream table.
+    #[inline(always)]
+    pub fn stream_index(&self) -> u32 {
+        (self.key >> STREAM_SHIFT) as u32
+    }
+}
+
+/// The statistics before and after one period applied with the peaks restarted at its
+/// start: what each whole period answered adds ([`Counters::repeat`]).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct PeriodStats {
+    pub start: Counters,
+    pub end: Counters,
 }
 
 /// Everything about a block that its id and links do not say; with the blocks in address
@@ -166,12 +212,24 @@ pub(crate) struct DecisionMemo {
     start: Vec<(Shape, u32)>,
     /// Index in `entries` of the next operation expected while replaying.
     position: usize,
+    /// Index in `entries` of the next operation to apply to the blocks: those up to
+    /// `position` were answered without.
+    applied: usize,
+    /// What a whole period does to the statistics, once learnt.
+    period_stats: Option<PeriodStats>,
+    /// True when something read the blocks or the statistics during this period.
+    read: bool,
+    /// True when something read them during the last: this period applies each operation
+    /// as it answers it, since a program that reads every period would make it apply them
+    /// all later anyway, at a little more cost.
+    eager: bool,
     /// Each block's id at the period's end paired with its id at the start: a period of
     /// operations leaves blocks where it found them, but not under the same ids.
     renames: Vec<(u32, u32)>,
     /// Periods recorded that did not end in the state they began in.
     unsettled: u32,
     periods_replayed: u64,
+    periods_unapplied: u64,
     replays_ended: u64,
 }
 
@@ -188,9 +246,14 @@ impl Default for DecisionMemo {
             entries: Vec::new(),
             start: Vec::new(),
             position: 0,
+            applied: 0,
+            period_stats: None,
+            read: false,
+            eager: false,
             renames: Vec::new(),
             unsettled: 0,
             periods_replayed: 0,
+            periods_unapplied: 0,
             replays_ended: 0,
         }
     }
@@ -215,22 +278,87 @@ impl DecisionMemo {
         &self.entries[self.position]
     }
 
-    /// The operation expected next, to change in tests of the invariant check.
+    /// The operation to apply to the blocks next, to change in tests of the invariant check.
     #[cfg(test)]
-    pub fn expected_mut(&mut self) -> &mut Entry {
-        &mut self.entries[self.position]
+    pub fn to_apply_mut(&mut self) -> &mut Entry {
+        &mut self.entries[self.applied]
     }
 
-    /// Moves past the operation just replayed; at the period's end, renames the blocks back
-    /// to the ids the period began with.
+    /// Moves past the operation just answered; true at the period's end, where the caller
+    /// ends the period ([`crate::Allocator::end_period`]).
     #[inline(always)]
-    pub fn advance(&mut self, blocks: &mut Slab) {
+    pub fn answered(&mut self) -> bool {
         self.position += 1;
-        if self.position == self.entries.len() {
-            self.position = 0;
-            self.periods_replayed += 1;
-            blocks.rename(&self.renames);
-        }
+        self.position == self.entries.len()
+    }
+
+    /// The operations answered but not applied: indexes `from..to` in the period.
+    #[inline(always)]
+    pub fn unapplied(&self) -> (usize, usize) {
+        (self.applied, self.position)
+    }
+
+    /// The operation to apply next while replaying (the memo's invariant is about it).
+    pub fn to_apply(&self) -> &Entry {
+        &self.entries[self.applied]
+    }
+
+    /// Notes that the operation expected next has been applied, before it is answered.
+    #[inline(always)]
+    pub fn applied_next(&mut self) {
+        self.applied = self.position + 1;
+    }
+
+    /// Notes that the operations before `to` have been applied.
+    #[inline(always)]
+    pub fn applied_up_to(&mut self, to: usize) {
+        self.applied = to;
+    }
+
+    /// The recorded operations of one period, in order.
+    pub fn period_entries(&self) -> &[Entry] {
+        &self.entries
+    }
+
+    /// Each block's id at the period's end paired with its id at the start.
+    pub fn renames(&self) -> &[(u32, u32)] {
+        &self.renames
+    }
+
+    /// True at the end of a period of which no operation was applied: the blocks are as the
+    /// period found them.
+    pub fn whole_period_unapplied(&self) -> bool {
+        self.applied == 0
+    }
+
+    /// What a whole period does to the statistics.
+    pub fn period_stats(&self) -> Option<&PeriodStats> {
+        self.period_stats.as_ref()
+    }
+
+    /// Keeps what a whole period does to the statistics.
+    pub fn learnt(&mut self, stats: PeriodStats) {
+        self.period_stats = Some(stats);
+    }
+
+    /// Starts the next period, the last one applied in full or answered whole.
+    pub fn next_period(&mut self) {
+        self.periods_unapplied += (self.applied == 0) as u64;
+        (self.position, self.applied) = (0, 0);
+        (self.eager, self.read) = (self.read, false);
+        self.periods_replayed += 1;
+    }
+
+    /// Notes that something reads the blocks or the statistics.
+    #[inline(always)]
+    pub fn note_read(&mut self) {
+        self.read = true;
+    }
+
+    /// True when this period applies each operation as it answers it.
+    #[inline(always)]
+    pub fn eager(&self) -> bool {
+        self.eager
     }
 
     /// Forgets the log and any recording and starts watching again (the caller rebuilds the
@@ -247,22 +375,29 @@ impl DecisionMemo {
         self.start = Vec::new();
         self.renames = Vec::new();
         self.position = 0;
+        self.applied = 0;
+        self.period_stats = None;
+        (self.read, self.eager) = (false, false);
         self.unsettled = 0;
     }
 
     /// Notes a malloc served the usual way: `taken` is the block it took (cached, or a new
     /// segment's: a period that makes one does not end as it began), `handed` the block
-    /// handed out (the front split off `taken`, or `taken`). Whether events are queued is
-    /// asked of frees alone: a period that restores the blocks frees what it allocates, and
-    /// while an event is queued or a block is marked for another stream no free is quiet.
+    /// handed out (the front split off `taken`, or `taken`) at `addr`. Whether events are
+    /// queued is asked of frees alone: a period that restores the blocks frees what it
+    /// allocates, and while an event is queued or a block is marked for another stream no
+    /// free is quiet.
     #[inline(always)]
-    pub fn malloc_served(&mut self, blocks: &mut Slab, op: (u64, Stream, u32, u32)) {
-        let (size, stream, taken, handed) = op;
+    pub fn malloc_served(&mut self, blocks: &mut Slab, op: (u64, Stream, u32, u32, u64)) {
+        let (size, stream, taken, handed, addr) = op;
         match self.phase {
             Phase::Watching => self.watch(blocks, malloc_token(size, stream)),
             Phase::Recording => {
                 let front = if handed == taken { NIL } else { handed };
-                self.entries.push(Entry { key: size, block: taken, front });
+                let Some(entry) = Entry::malloc(size, blocks[taken].stream_index, addr, taken, front) else {
+                    return self.interrupt();
+                };
+                self.entries.push(entry);
                 self.mallocs += 1;
                 if self.mallocs == self.period {
                     self.end_recording(blocks);
@@ -280,7 +415,7 @@ impl DecisionMemo {
     pub fn free_served(&mut self, addr: u64, id: u32, quiet: bool) {
         match self.phase {
             Phase::Watching => {}
-            Phase::Recording if quiet => self.entries.push(Entry { key: addr, block: id, front: FREED }),
+            Phase::Recording if quiet => self.entries.push(Entry { key: addr, addr: 0, block: id, front: FREED }),
             Phase::Recording => self.interrupt(),
             Phase::Replaying => {}
         }
@@ -391,7 +526,8 @@ impl DecisionMemo {
         self.start = Vec::new();
         self.entries.shrink_to_fit();
         self.phase = Phase::Replaying;
-        self.position = 0;
+        (self.position, self.applied, self.period_stats) = (0, 0, None);
+        (self.read, self.eager) = (false, false);
     }
 
     /// What the memo is doing.
@@ -400,6 +536,7 @@ impl DecisionMemo {
             replaying: self.replaying(),
             period: if self.replaying() { self.entries.len() } else { 0 },
             periods_replayed: self.periods_replayed,
+            periods_unapplied: self.periods_unapplied,
             replays_ended: self.replays_ended,
             bytes: self.heap_bytes(),
         }
@@ -421,7 +558,7 @@ mod tests {
 
     fn watched(memo: &mut DecisionMemo, blocks: &mut Slab, tokens: impl IntoIterator<Item = u64>) -> Option<usize> {
         for (i, t) in tokens.into_iter().enumerate() {
-            memo.malloc_served(blocks, (t, 0, 0, 0));
+            memo.malloc_served(blocks, (t, 0, 0, 0, 0));
             if memo.phase == Phase::Recording {
                 return Some(i);
             }
@@ -462,7 +599,7 @@ mod tests {
             assert_eq!(memo.phase, Phase::Recording);
             blocks.insert(Block::new(0, 512, 0, BlockState::Free, Pool::Small, false));
             for t in 0..10 {
-                memo.malloc_served(&mut blocks, (t, 0, 0, 0));
+                memo.malloc_served(&mut blocks, (t, 0, 0, 0, 0));
             }
         }
         assert_eq!((memo.phase, memo.min_period), (Phase::Watching, 11));
@@ -496,8 +633,17 @@ mod tests {
     }
 
     #[test]
-    fn a_recorded_operation_takes_16_bytes() {
-        assert_eq!(core::mem::size_of::<Entry>(), 16);
+    fn a_recorded_operation_takes_24_bytes() {
+        assert_eq!(core::mem::size_of::<Entry>(), 24);
+    }
+
+    #[test]
+    fn a_malloc_entry_keeps_its_size_and_stream_apart() {
+        let e = Entry::malloc(MAX_REQUEST, 65_535, 1 << 40, 3, NIL).unwrap();
+        assert_eq!((e.size(), e.stream_index(), e.is_free()), (MAX_REQUEST, 65_535, false));
+        let e = Entry::malloc(512, 0, 0, 3, 4).unwrap();
+        assert_eq!((e.size(), e.stream_index()), (512, 0));
+        assert_eq!(Entry::malloc(512, 65_536, 0, 3, 4), None);
     }
 
     #[test]

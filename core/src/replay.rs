@@ -82,7 +82,7 @@ impl Replayer {
     }
 
     /// Executes one operation.
-    #[inline]
+    #[inline(always)]
     pub fn step<D: Device>(&mut self, alloc: &mut Allocator<D>, op: &TraceOp) -> Result<Step, AllocError> {
         match *op {
             TraceOp::Alloc { slot, size, stream } => {
@@ -133,6 +133,20 @@ impl Replayer {
             }
         }
         first_error.map_or(Ok(()), Err)
+    }
+
+    /// Replays `ops` and then frees what is left live, reading nothing else of the allocator:
+    /// requests refused for lack of memory are passed over. Statistics read after each pass
+    /// ([`Replayer::run_pass`]) make the decision memo apply what it answered, as a program
+    /// that reads them each step does; the replay benchmarks time both.
+    pub fn run_unread<D: Device>(&mut self, alloc: &mut Allocator<D>, ops: &[TraceOp]) -> Result<(), ReplayError> {
+        for (i, op) in ops.iter().enumerate() {
+            if let Err(error) = self.step(alloc, op) {
+                let _ = self.free_live(alloc);
+                return Err(ReplayError { op: i, error });
+            }
+        }
+        self.free_live(alloc).map_err(|error| ReplayError { op: ops.len(), error })
     }
 
     /// Replays `ops` (a prefix or all of a trace) without freeing what is left live, unless

@@ -20,24 +20,50 @@ const WITHOUT: &str = "policy:pytorch,decision_memo:False";
 struct Pair {
     memo: Allocator<SimDevice>,
     without: Allocator<SimDevice>,
+    /// The statistics are compared after every `every`-th call; reading them makes the memo
+    /// apply what it answered, so between reads it answers without applying.
+    every: usize,
+    calls: usize,
 }
 
 impl Pair {
     fn new(capacity: u64) -> Pair {
+        Pair::reading_every(capacity, 1)
+    }
+
+    fn reading_every(capacity: u64, every: usize) -> Pair {
         Pair {
             memo: Allocator::new(SimDevice::new(capacity), Config::parse(MEMO).unwrap()),
             without: Allocator::new(SimDevice::new(capacity), Config::parse(WITHOUT).unwrap()),
+            every,
+            calls: 0,
         }
     }
 
-    /// Runs `f` on both, requires the same answer and the same statistics, checks the memo
-    /// allocator's invariants, and returns the answer.
+    /// Runs `f` on both, requires the same answer, checks the memo allocator's invariants
+    /// (which hold for the blocks as applied so far), requires the same statistics every
+    /// `every` calls, and returns the answer.
     fn both<T: PartialEq + std::fmt::Debug>(&mut self, mut f: impl FnMut(&mut Allocator<SimDevice>) -> T) -> T {
         let (got, want) = (f(&mut self.memo), f(&mut self.without));
         assert_eq!(got, want, "the memo changed an answer");
-        assert_eq!(self.memo.stats(), self.without.stats(), "the memo changed a statistic");
         self.memo.check_invariants().unwrap();
+        self.calls += 1;
+        if self.calls % self.every == 0 {
+            self.same_state();
+        }
         got
+    }
+
+    /// Requires the same statistics and the same segments, block by block.
+    fn same_state(&mut self) {
+        assert_eq!(self.memo.stats(), self.without.stats(), "the memo changed a statistic");
+        let segments = |a: &mut Allocator<SimDevice>| {
+            let mut all = a.segments(0);
+            all.sort_by_key(|s| s.address);
+            all
+        };
+        assert_eq!(segments(&mut self.memo), segments(&mut self.without), "the memo changed a block");
+        self.memo.check_invariants().unwrap();
     }
 
     fn malloc(&mut self, size: u64, stream: u64) -> Result<u64, AllocError> {
@@ -95,12 +121,51 @@ fn every_reference_trace_is_replayed_from_the_memo_with_the_same_addresses_and_s
         // The true period, a whole pass, found once and never given up.
         assert!(counts.replaying && counts.periods_replayed >= 1 && counts.replays_ended == 0, "{name}: {counts:?}");
         assert!(counts.period > trace.ops.len() && counts.period < trace.ops.len() + 100, "{name}: {counts:?}");
-        // 16 bytes an operation of the period, and 8 for each block's id at the period's end
+        // 24 bytes an operation of the period, and 8 for each block's id at the period's end
         // (at least one block for each segment).
-        let extra = counts.bytes - 16 * counts.period;
+        let extra = counts.bytes - 24 * counts.period;
         let segments = pair.memo.stats().segment.all.current as usize;
         assert!(extra % 8 == 0 && (segments..=100 * segments).contains(&(extra / 8)), "{name}: {counts:?}");
         assert_eq!(pair.without.memo_counts(), Default::default());
+    }
+}
+
+#[test]
+fn periods_nothing_reads_during_are_answered_unapplied_and_leave_what_applying_them_would() {
+    for name in TRACES {
+        let trace = load_trace(name);
+        let mut pair = Pair::new(140 << 30);
+        let (mut r, mut w) = (Replayer::new(trace.slots), Replayer::new(trace.slots));
+        let mut pass = |pair: &mut Pair| {
+            for op in &trace.ops {
+                assert_eq!(r.step(&mut pair.memo, op), w.step(&mut pair.without, op), "{name}: an answer changed");
+            }
+            r.free_live(&mut pair.memo).unwrap();
+            w.free_live(&mut pair.without).unwrap();
+        };
+        for _ in 0..10 {
+            pass(&mut pair);
+        }
+        let counts = pair.memo.memo_counts();
+        assert!(counts.periods_unapplied >= 3 && counts.replaying, "{name}: {counts:?}");
+        pair.same_state();
+        // The peaks restarted mid-period: the whole periods that follow raise them to the
+        // period's highest again. (The period after one read applies each operation as it
+        // answers it; those after it, read by nothing, apply none.)
+        pair.memo.reset_peak_stats();
+        pair.without.reset_peak_stats();
+        pair.memo.reset_accumulated_stats();
+        pair.without.reset_accumulated_stats();
+        for _ in 0..5 {
+            pass(&mut pair);
+        }
+        let later = pair.memo.memo_counts();
+        assert!(
+            later.periods_unapplied >= counts.periods_unapplied + 2 && later.replays_ended == 0,
+            "{name}: {later:?}"
+        );
+        pair.same_state();
+        assert_eq!(pair.memo.memory_summary(0, false), pair.without.memory_summary(0, false), "{name}");
     }
 }
 
@@ -236,6 +301,8 @@ enum Interruption {
     EmptyCache,
     Explain,
     ResetAccumulated,
+    ResetPeak,
+    Read,
 }
 
 fn step_op() -> impl Strategy<Value = StepOp> {
@@ -253,6 +320,8 @@ fn interruption() -> impl Strategy<Value = Interruption> {
         Just(Interruption::EmptyCache),
         Just(Interruption::Explain),
         Just(Interruption::ResetAccumulated),
+        Just(Interruption::ResetPeak),
+        Just(Interruption::Read),
     ]
 }
 
@@ -260,15 +329,17 @@ proptest! {
     #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
 
     /// A random step repeated many times, with random calls slipped in between some steps:
-    /// the memo allocator answers every call as the one without does, and its invariants
-    /// hold after each (`Pair::both`).
+    /// the memo allocator answers every call as the one without does, its invariants hold
+    /// after each, and its statistics and blocks are the same whenever read, after every
+    /// call or every so many (`Pair::both`).
     #[test]
     fn random_loops_with_random_calls_slipped_in_are_answered_as_without_the_memo(
         ops in prop::collection::vec(step_op(), 4..40),
         steps in 12usize..40,
         interruptions in prop::collection::vec((0usize..40, interruption()), 0..4),
+        every in prop_oneof![Just(1usize), 2usize..400, Just(usize::MAX)],
     ) {
-        let mut pair = Pair::new(512 * MIB);
+        let mut pair = Pair::reading_every(512 * MIB, every);
         let mut kept: Vec<u64> = Vec::new();
         for s in 0..steps {
             let mut live: Vec<u64> = Vec::new();
@@ -307,13 +378,17 @@ proptest! {
                         a.set_explain(false);
                     }),
                     Interruption::ResetAccumulated => pair.both(|a| a.reset_accumulated_stats()),
+                    Interruption::ResetPeak => pair.both(|a| a.reset_peak_stats()),
+                    Interruption::Read => pair.same_state(),
                 }
             }
         }
+        pair.same_state();
         for p in kept {
             pair.free(p).unwrap();
         }
         pair.both(|a| a.empty_cache()).unwrap();
+        pair.same_state();
         prop_assert_eq!(pair.memo.reserved_bytes(), 0);
     }
 }

@@ -146,7 +146,7 @@ fn pools(s: &StatArray) -> [&Stat; 3] {
 }
 
 impl ActiveModel {
-    fn step(&mut self, a: &Allocator<SimDevice>) {
+    fn step(&mut self, a: &mut Allocator<SimDevice>) {
         let st = a.stats();
         for (k, active) in [&st.active, &st.active_bytes].into_iter().enumerate() {
             for (p, s) in pools(active).into_iter().enumerate() {
@@ -155,7 +155,7 @@ impl ActiveModel {
         }
     }
 
-    fn reset(&mut self, a: &Allocator<SimDevice>, peak: bool) {
+    fn reset(&mut self, a: &mut Allocator<SimDevice>, peak: bool) {
         let st = a.stats();
         for (k, active) in [&st.active, &st.active_bytes].into_iter().enumerate() {
             for (p, s) in pools(active).into_iter().enumerate() {
@@ -168,7 +168,7 @@ impl ActiveModel {
         }
     }
 
-    fn check(&self, a: &Allocator<SimDevice>) -> Result<(), TestCaseError> {
+    fn check(&self, a: &mut Allocator<SimDevice>) -> Result<(), TestCaseError> {
         let st = a.stats();
         let pairs = [("active", &st.active, &st.allocation), ("active_bytes", &st.active_bytes, &st.allocated_bytes)];
         for (k, (name, active, allocation)) in pairs.into_iter().enumerate() {
@@ -314,11 +314,11 @@ fn run(conf: &str, capacity: u64, ops: &[Op]) -> Result<(), TestCaseError> {
             }
             Op::ResetPeak => {
                 a.reset_peak_stats();
-                active.reset(&a, true);
+                active.reset(&mut a, true);
             }
             Op::ResetAccumulated => {
                 a.reset_accumulated_stats();
-                active.reset(&a, false);
+                active.reset(&mut a, false);
             }
             _ => {}
         }
@@ -328,8 +328,8 @@ fn run(conf: &str, capacity: u64, ops: &[Op]) -> Result<(), TestCaseError> {
             work.check_new(a.device(), addr, size, stream)?;
             work.malloc(addr, stream);
         }
-        active.step(&a);
-        active.check(&a)?;
+        active.step(&mut a);
+        active.check(&mut a)?;
     }
     for addr in order {
         work.free(a.device(), addr, live[&addr]);

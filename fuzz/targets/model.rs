@@ -73,10 +73,10 @@ impl Model {
     }
 
     /// The state after freeing everything and emptying the cache: every byte returned.
-    pub fn check_drained(&self, a: &Allocator<SimDevice>) -> Result<(), String> {
+    pub fn check_drained(&self, a: &mut Allocator<SimDevice>) -> Result<(), String> {
         self.check(a)?;
-        let d = a.device();
         let s = a.stats();
+        let d = a.device();
         let left = [
             ("device used bytes", d.used()),
             ("reserved bytes", a.reserved_bytes()),

@@ -42,7 +42,7 @@ pub fn execute(s: &Scenario) -> Result<(), String> {
         m.freed(addr);
     }
     a.empty_cache().map_err(|e| format!("final empty_cache: {e}"))?;
-    m.check_drained(&a)
+    m.check_drained(&mut a)
 }
 
 /// Runs one operation.

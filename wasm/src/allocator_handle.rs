@@ -129,17 +129,17 @@ impl Allocator {
     }
 
     /// The snapshot in PyTorch's `torch.cuda.memory._snapshot()` schema, as JSON.
-    pub fn snapshot_json(&self) -> String {
+    pub fn snapshot_json(&mut self) -> String {
         self.inner.snapshot_json(0)
     }
 
     /// The statistics (`DeviceStats`), as JSON.
-    pub fn stats_json(&self) -> String {
+    pub fn stats_json(&mut self) -> String {
         serde_json::to_string(&self.inner.stats()).unwrap_or_default()
     }
 
     /// The statistics with `torch.cuda.memory_stats()` keys, as JSON.
-    pub fn flat_stats_json(&self) -> String {
+    pub fn flat_stats_json(&mut self) -> String {
         self.inner.stats().to_flat_json()
     }
 
@@ -158,7 +158,7 @@ impl Allocator {
     /// allocator holds memory (`memory_map`'s segment kinds: 0 classic segments, 1 expandable
     /// segments, 2 cachalot's paged policy; under virtual memory segments are address ranges
     /// and device allocations are mapping calls).
-    pub fn figures(&self) -> Vec<f64> {
+    pub fn figures(&mut self) -> Vec<f64> {
         let s = self.inner.stats();
         let (q, a, r) = (&s.requested_bytes.all, &s.allocated_bytes.all, &s.reserved_bytes.all);
         vec![
@@ -180,7 +180,7 @@ impl Allocator {
     }
 
     /// The `torch.cuda.memory_summary()` table. Throws unless `abbreviated` is a boolean.
-    pub fn memory_summary(&self, abbreviated: &JsValue) -> Result<String, JsError> {
+    pub fn memory_summary(&mut self, abbreviated: &JsValue) -> Result<String, JsError> {
         Ok(self.inner.memory_summary(0, flag(abbreviated, "abbreviated")?))
     }
 

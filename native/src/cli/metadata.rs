@@ -33,7 +33,7 @@ pub fn measure(t: &NamedTrace, config: &Config, capacity: u64) -> Result<Metadat
     let mut alloc = Allocator::new(SimDevice::for_replay(capacity, &t.trace), config.clone());
     let mut replayer = Replayer::new(t.trace.slots);
     let mut peak = MetadataPeak { blocks: 0, bytes: 0, fixed_bytes: 0 };
-    let mut sample = |alloc: &Allocator<SimDevice>| {
+    let mut sample = |alloc: &mut Allocator<SimDevice>| {
         let (bytes, fixed) = alloc.metadata_bytes();
         peak.blocks = peak.blocks.max(alloc.live_blocks());
         peak.bytes = peak.bytes.max(bytes);
@@ -42,10 +42,10 @@ pub fn measure(t: &NamedTrace, config: &Config, capacity: u64) -> Result<Metadat
     for _pass in 0..2 {
         for (i, op) in t.trace.ops.iter().enumerate() {
             replayer.step(&mut alloc, op).map_err(|e| format!("{}: operation {i}: {e}", t.name))?;
-            sample(&alloc);
+            sample(&mut alloc);
         }
         replayer.free_live(&mut alloc).map_err(|e| format!("{}: {e}", t.name))?;
-        sample(&alloc);
+        sample(&mut alloc);
     }
     Ok(peak)
 }
