@@ -2,6 +2,7 @@
 //! --example replay_loop -- gpt2_train.csv.gz 50 policy:pytorch`. In place of a config,
 //! `peer:offset-allocator`, `peer:range-alloc` or `peer:buddy` replays the trace through that
 //! peer crate as the replay benchmark does (`benches/support`), so callgrind can count both.
+//! With `REPLAY_READS=1` the statistics are read after each pass.
 use std::io::Read;
 
 use cachalot_core::{parse_trace, Allocator, Config, Replayer, SimDevice};
@@ -41,9 +42,15 @@ fn main() {
     }
     let mut a = Allocator::new(SimDevice::new(140 << 30), Config::parse(&conf).unwrap());
     let mut r = Replayer::new(trace.slots);
+    // REPLAY_READS=1 reads the statistics after each pass, as `Replayer::run_pass` does.
+    let reads = std::env::var("REPLAY_READS").is_ok_and(|v| v == "1");
     let t = std::time::Instant::now();
     for _ in 0..passes {
-        r.run_pass(&mut a, &trace.ops).unwrap();
+        match reads {
+            true => r.run_pass(&mut a, &trace.ops).map(|_| ()),
+            false => r.run_unread(&mut a, &trace.ops),
+        }
+        .unwrap();
     }
     let ns = t.elapsed().as_nanos() as f64 / (passes * trace.ops.len()) as f64;
     println!("{name} {conf}: {ns:.1} ns/op over {passes} passes");
