@@ -319,6 +319,12 @@ impl<D: Device> Allocator<D> {
     #[inline(never)]
     fn free_served(&mut self, addr: u64) -> Result<(), AllocError> {
         if self.memo.replaying() {
+            // An address outside every segment is no allocation of this one: refused without
+            // ending the replay, since a caller with several allocators (the native library's
+            // per-stream shards) asks each in turn.
+            if !self.memo.within_segments(addr) {
+                return Err(AllocError::UnknownPointer { addr });
+            }
             self.settle();
         }
         if self.plain() {

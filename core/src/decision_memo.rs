@@ -179,6 +179,22 @@ impl Shape {
     }
 }
 
+/// The segments that blocks in address order (as [`shapes`] gives them) tile: each from a
+/// block that starts one to the end of the block that ends it.
+fn segment_ranges(shapes: &[(Shape, u32)]) -> Vec<(u64, u64)> {
+    let mut ranges = Vec::new();
+    let mut start = 0;
+    for (s, _) in shapes {
+        if s.starts_segment {
+            start = s.addr;
+        }
+        if s.ends_segment {
+            ranges.push((start, s.addr + s.size));
+        }
+    }
+    ranges
+}
+
 /// Every block's shape and id, in address order.
 fn shapes(blocks: &Slab) -> Vec<(Shape, u32)> {
     let mut all: Vec<(Shape, u32)> = blocks.iter().map(|(id, b)| (Shape::of(b), id)).collect();
@@ -226,6 +242,8 @@ pub(crate) struct DecisionMemo {
     /// Each block's id at the period's end paired with its id at the start: a period of
     /// operations leaves blocks where it found them, but not under the same ids.
     renames: Vec<(u32, u32)>,
+    /// The segments while replaying (a replay calls no device), as address ranges in order.
+    segments: Vec<(u64, u64)>,
     /// Periods recorded that did not end in the state they began in.
     unsettled: u32,
     periods_replayed: u64,
@@ -251,6 +269,7 @@ impl Default for DecisionMemo {
             read: false,
             eager: false,
             renames: Vec::new(),
+            segments: Vec::new(),
             unsettled: 0,
             periods_replayed: 0,
             periods_unapplied: 0,
@@ -331,6 +350,12 @@ impl DecisionMemo {
         self.applied == 0
     }
 
+    /// True when `addr` lies inside one of the segments the replay runs over.
+    pub fn within_segments(&self, addr: u64) -> bool {
+        let after = self.segments.partition_point(|&(start, _)| start <= addr);
+        after > 0 && addr < self.segments[after - 1].1
+    }
+
     /// What a whole period does to the statistics.
     pub fn period_stats(&self) -> Option<&PeriodStats> {
         self.period_stats.as_ref()
@@ -374,6 +399,7 @@ impl DecisionMemo {
         self.entries = Vec::new();
         self.start = Vec::new();
         self.renames = Vec::new();
+        self.segments = Vec::new();
         self.position = 0;
         self.applied = 0;
         self.period_stats = None;
@@ -522,6 +548,7 @@ impl DecisionMemo {
             return;
         }
         self.renames = now.iter().zip(&self.start).map(|(&(_, id), &(_, was))| (id, was)).collect();
+        self.segments = segment_ranges(&now);
         blocks.rename(&self.renames);
         self.start = Vec::new();
         self.entries.shrink_to_fit();
@@ -549,6 +576,7 @@ impl DecisionMemo {
             + self.entries.capacity() * core::mem::size_of::<Entry>()
             + self.start.capacity() * core::mem::size_of::<(Shape, u32)>()
             + self.renames.capacity() * 8
+            + self.segments.capacity() * 16
     }
 }
 
@@ -630,6 +658,21 @@ mod tests {
         let at = watched(&mut memo, &mut blocks, (0..2 * MAX_LOG).map(|i| i as u64 % 10));
         assert!(at.is_some_and(|i| i >= MAX_LOG / 2), "{at:?}");
         assert_eq!(memo.period, 10);
+    }
+
+    #[test]
+    fn the_segments_are_found_from_the_blocks_shapes() {
+        let mut blocks = Slab::default();
+        // Two segments, [0, 2048) in two blocks and [8192, 8704) in one.
+        let a = blocks.insert(Block::new(0, 1024, 0, BlockState::Free, Pool::Small, false));
+        let b = blocks.insert(Block::new(1024, 1024, 0, BlockState::Allocated, Pool::Small, false));
+        (blocks[a].next, blocks[b].prev) = (b, a);
+        blocks.insert(Block::new(8192, 512, 0, BlockState::Free, Pool::Small, false));
+        let memo = DecisionMemo { segments: segment_ranges(&shapes(&blocks)), ..DecisionMemo::default() };
+        assert_eq!(memo.segments, [(0, 2048), (8192, 8704)]);
+        let inside = [0, 1024, 2047, 8192, 8703].map(|addr| memo.within_segments(addr));
+        let outside = [2048, 4096, 8191, 8704, u64::MAX].map(|addr| memo.within_segments(addr));
+        assert_eq!((inside, outside), ([true; 5], [false; 5]));
     }
 
     #[test]

@@ -189,6 +189,24 @@ fn an_operation_the_period_did_not_have_ends_the_replay_and_is_answered_as_witho
 }
 
 #[test]
+fn a_free_outside_every_segment_is_refused_without_ending_the_replay() {
+    let mut pair = Pair::new(1 << 30);
+    pair.until_replaying();
+    let ended = pair.memo.memo_counts().replays_ended;
+    // Below, between and above the segments: the native library's shards ask each other so.
+    for addr in [1, 1 << 39, u64::MAX - 4096] {
+        let e = pair.free(addr).unwrap_err();
+        assert_eq!(e, AllocError::UnknownPointer { addr });
+    }
+    let counts = pair.memo.memo_counts();
+    assert!(counts.replaying && counts.replays_ended == ended, "{counts:?}");
+    let before = counts.periods_replayed;
+    pair.step();
+    pair.step();
+    assert!(pair.memo.memo_counts().periods_replayed > before, "{:?}", pair.memo.memo_counts());
+}
+
+#[test]
 fn a_free_the_period_did_not_have_is_refused_as_without_the_memo_and_changes_nothing() {
     let mut pair = Pair::new(1 << 30);
     pair.until_replaying();
