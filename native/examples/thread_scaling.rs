@@ -1,6 +1,7 @@
 //! `thread_scaling TRACE [THREADS] [PASSES] [--device N]`: how total throughput grows with threads, each on a
 //! stream of its own, sharing one allocator over a simulated device; once with one lock for
-//! the device (the default) and once with `lock_per_stream:True`.
+//! the device (the default), once with `lock_per_stream:True`, and, as the host's own
+//! baseline, with an allocator per thread, which share nothing.
 //!
 //! The CPU-only twin of `native/gpu/contention_bench.cpp` (which does the same through the C
 //! ABI over real CUDA memory): each thread replays the whole trace on its own stream, one
@@ -43,16 +44,21 @@ fn pass(a: &SharedAllocator, trace: &Trace, stream: u64, slots: &mut [u64]) -> R
     Ok(())
 }
 
-/// Wall time of `passes` passes on each of `threads` threads, after a warm-up pass each.
-fn measure(config: &Config, trace: &Trace, threads: usize, passes: usize) -> Result<f64, String> {
-    let a = SharedAllocator::simulated(cachalot::shared_allocator::MAX_SIMULATED_CAPACITY, config.clone())
-        .map_err(|e| e.to_string())?;
+/// Wall time of `passes` passes on each of `threads` threads, after a warm-up pass each; with
+/// `separate`, each thread has an allocator of its own, so they share nothing at all: the
+/// host's own scaling, the most a shared allocator could reach.
+fn measure(config: &Config, trace: &Trace, threads: usize, passes: usize, separate: bool) -> Result<f64, String> {
+    let make = || {
+        SharedAllocator::simulated(cachalot::shared_allocator::MAX_SIMULATED_CAPACITY, config.clone())
+            .map_err(|e| e.to_string())
+    };
+    let allocators = (0..if separate { threads } else { 1 }).map(|_| make()).collect::<Result<Vec<_>, _>>()?;
     let (ready, go) = (AtomicUsize::new(0), AtomicBool::new(false));
     let mut wall = 0.0;
     std::thread::scope(|s| -> Result<(), String> {
         let workers: Vec<_> = (0..threads)
             .map(|t| {
-                let (a, ready, go) = (&a, &ready, &go);
+                let (a, ready, go) = (&allocators[if separate { t } else { 0 }], &ready, &go);
                 s.spawn(move || -> Result<(), String> {
                     let mut slots = vec![0u64; trace.slots as usize];
                     let stream = 0x1000 + t as u64;
@@ -76,7 +82,9 @@ fn measure(config: &Config, trace: &Trace, threads: usize, passes: usize) -> Res
         wall = start.elapsed().as_secs_f64();
         Ok(())
     })?;
-    a.check_invariants()?;
+    for a in &allocators {
+        a.check_invariants()?;
+    }
     Ok(wall)
 }
 
@@ -89,14 +97,17 @@ fn run() -> Result<(), String> {
         args.get(i).map_or(Ok(default), |v| v.parse().ok().filter(|&n| n > 0).ok_or(format!("{usage}: got '{v}'")))
     };
     let (max_threads, passes) = (number(1, 2)?, number(2, 5)?);
-    for text in ["policy:pytorch", "policy:pytorch,lock_per_stream:True"] {
+    let configs = [("policy:pytorch", false), ("policy:pytorch,lock_per_stream:True", false), ("policy:pytorch", true)];
+    for (text, separate) in configs {
         let config = Config::parse(text).map_err(|e| e.to_string())?;
-        println!("== {text}: {} ops per pass, {passes} timed passes per thread", trace.ops.len());
+        let what =
+            if separate { format!("{text}, an allocator per thread (shares nothing)") } else { text.to_string() };
+        println!("== {what}: {} ops per pass, {passes} timed passes per thread", trace.ops.len());
         println!("| threads | total Mops/s | vs 1 thread |");
         println!("|---:|---:|---:|");
         let mut single = 0.0;
         for threads in 1..=max_threads {
-            let wall = measure(&config, &trace, threads, passes)?;
+            let wall = measure(&config, &trace, threads, passes, separate)?;
             let mops = (trace.ops.len() * passes * threads) as f64 / wall / 1e6;
             if threads == 1 {
                 single = mops;

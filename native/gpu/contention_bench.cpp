@@ -2,8 +2,10 @@
 // its lock cost?
 //
 //   contention_bench OPS_FILE [--config CONF] [--threads 1,2,4,8,16] [--passes N] [--repeats R]
+//                    [--separate]
 //
-// One allocator over device 0. For each thread count T, T threads each replay the trace on a
+// One allocator over device 0 (with --separate, one for each thread, so the threads share
+// nothing: the host's own scaling for this work, the most a shared allocator could reach). For each thread count T, T threads each replay the trace on a
 // stream of their own (created up front; the worker threads never touch a context themselves,
 // so cachalot makes the primary context current on them, as for a plain C caller): one warm-up
 // pass, then N timed passes, all threads released at once; that is done R times (default 3)
@@ -66,9 +68,11 @@ int main(int argc, char **argv) {
     const char *path = nullptr;
     std::string config = "policy:pytorch", threads_arg = "1,2,4,8,16";
     int passes = 5, repeats = 3;
+    bool separate = false;
     for (int i = 1; i < argc; i++) {
         std::string s = argv[i];
-        if (s == "--config" && i + 1 < argc) config = argv[++i];
+        if (s == "--separate") separate = true;
+        else if (s == "--config" && i + 1 < argc) config = argv[++i];
         else if (s == "--threads" && i + 1 < argc) threads_arg = argv[++i];
         else if (s == "--passes" && i + 1 < argc) passes = std::max(1, std::atoi(argv[++i]));
         else if (s == "--repeats" && i + 1 < argc) repeats = std::max(1, std::atoi(argv[++i]));
@@ -76,7 +80,7 @@ int main(int argc, char **argv) {
         else path = nullptr, i = argc;
     }
     if (path == nullptr) {
-        std::fprintf(stderr, "usage: contention_bench OPS_FILE [--config CONF] [--threads 1,2,4,8,16] [--passes N] [--repeats R]\n");
+        std::fprintf(stderr, "usage: contention_bench OPS_FILE [--config CONF] [--threads 1,2,4,8,16] [--passes N] [--repeats R] [--separate]\n");
         return 2;
     }
     Ops t;
@@ -86,11 +90,13 @@ int main(int argc, char **argv) {
     for (std::string item; std::getline(ss, item, ',');) counts.push_back(std::max(1, std::atoi(item.c_str())));
     int max_threads = *std::max_element(counts.begin(), counts.end());
 
-    cachalot_allocator *a = nullptr;
-    cachalot_status s = cachalot_allocator_new_cuda(0, config.c_str(), &a);
-    if (s != CACHALOT_STATUS_OK) {
-        fail(s, "cachalot_allocator_new_cuda");
-        return 2;
+    std::vector<cachalot_allocator *> allocators(separate ? max_threads : 1, nullptr);
+    for (auto &a : allocators) {
+        cachalot_status s = cachalot_allocator_new_cuda(0, config.c_str(), &a);
+        if (s != CACHALOT_STATUS_OK) {
+            fail(s, "cachalot_allocator_new_cuda");
+            return 2;
+        }
     }
     // Streams are made on this thread, with the primary context current (cachalot left it so).
     CUcontext ctx = nullptr;
@@ -108,8 +114,8 @@ int main(int argc, char **argv) {
         }
     }
 
-    std::printf("== contention: %zu ops per pass, %d timed passes per thread, median of %d runs, config '%s'\n",
-                t.ops.size(), passes, repeats, config.c_str());
+    std::printf("== contention: %zu ops per pass, %d timed passes per thread, median of %d runs, config '%s'%s\n",
+                t.ops.size(), passes, repeats, config.c_str(), separate ? ", an allocator per thread" : "");
     std::printf("| threads | wall ms | total Mops/s | ns/op per thread | slowdown vs 1 thread |\n");
     std::printf("|---:|---:|---:|---:|---:|\n");
     double single_ns = 0;
@@ -122,6 +128,7 @@ int main(int argc, char **argv) {
             std::vector<std::thread> workers;
             for (int k = 0; k < n; k++) {
                 workers.emplace_back([&, k] {
+                    cachalot_allocator *a = allocators[separate ? k : 0];
                     std::vector<void *> ptrs(t.slots, nullptr);
                     bool ok = pass(a, t, streams[k], ptrs);  // warm-up: this stream's segments
                     ready++;
@@ -148,14 +155,20 @@ int main(int argc, char **argv) {
                       n, wall_ns / 1e6, mops, per_op);
         results.push_back(line);
     }
-    cachalot_stats st{};
-    st.struct_size = sizeof st;
-    cachalot_get_stats(a, &st);
+    uint64_t device_allocs = 0;
+    int64_t live = 0;
+    for (auto a : allocators) {
+        cachalot_stats st{};
+        st.struct_size = sizeof st;
+        cachalot_get_stats(a, &st);
+        device_allocs += st.num_device_alloc;
+        live += st.allocation.all.current;
+        cachalot_allocator_free(a);
+    }
     std::printf("device allocations: %llu (segments for %d streams); allocations live at the end: %lld\n",
-                (unsigned long long)st.num_device_alloc, max_threads, (long long)st.allocation.all.current);
+                (unsigned long long)device_allocs, max_threads, (long long)live);
     for (const auto &r : results) std::printf("%s\n", r.c_str());
-    cachalot_allocator_free(a);
     for (auto &stream : streams) cuStreamDestroy(stream);
     cuDevicePrimaryCtxRelease(dev);
-    return failures.load() == 0 && st.allocation.all.current == 0 ? 0 : 1;
+    return failures.load() == 0 && live == 0 ? 0 : 1;
 }

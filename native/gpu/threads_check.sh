@@ -7,10 +7,12 @@
 # `cargo build --release -p cachalot --example thread_scaling`, then carry
 #   target/release/libcachalot.so  target/release/examples/trace_ops
 #   target/release/examples/thread_scaling
-# For each trace: contention_bench (the C ABI over real CUDA memory, 1-16 threads, a stream
-# each, 20 timed passes, the median of 3 runs) under policy:pytorch and
-# policy:pytorch,lock_per_stream:True; then
-# thread_scaling (the same over a simulated device, 1-16 threads, both configs). With OUT set,
+# First cpu_baseline: how a loop that shares nothing scales on this host. Then, for each trace:
+# contention_bench (the C ABI over real CUDA memory, 1-16 threads, a stream each, 20 timed
+# passes, the median of 3 runs) under policy:pytorch and policy:pytorch,lock_per_stream:True,
+# and with an allocator per thread (--separate: the threads share nothing, the most a shared
+# allocator could reach on this host); then thread_scaling (the same over a simulated device,
+# 1-16 threads, the three setups). With OUT set,
 # the whole output goes to $OUT/threads_check.log. Environment: THREADS (default
 # 1,2,4,8,16), PASSES (default 20), TRACES (default: all three), CONFIGS (the configs
 # contention_bench compares, space-separated; default the two above). gpt2_train runs at most 4
@@ -33,8 +35,10 @@ source native/gpu/soname_link.sh
 soname_link "$REL/libcachalot.so"
 "$NVCC" -O2 -std=c++17 native/gpu/contention_bench.cpp -o "$WORK/contention_bench" \
     -I include -L "$REL" -lcachalot -lcuda -Xlinker -rpath="$REL" -lpthread
+"$NVCC" -O2 -std=c++17 native/gpu/cpu_baseline.cpp -o "$WORK/cpu_baseline" -lpthread
 echo "host: $(nproc) CPUs, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)"
 rc=0
+"$WORK/cpu_baseline" --threads "$THREADS" || rc=1
 for t in "${TRACES[@]}"; do
     "$REL/examples/trace_ops" "traces/$t.csv.gz" >"$WORK/$t.ops"
     for config in $CONFIGS; do
@@ -44,6 +48,9 @@ for t in "${TRACES[@]}"; do
         timeout 120 "$WORK/contention_bench" "$WORK/$t.ops" --config "$config" --threads "$threads" \
             --passes "$PASSES" || rc=1
     done
+    echo "=== $t, an allocator per thread (C ABI, real memory)"
+    timeout 120 "$WORK/contention_bench" "$WORK/$t.ops" --config policy:pytorch --threads "$threads" \
+        --passes "$PASSES" --separate || rc=1
     echo "=== $t (simulated device)"
     timeout 120 "$REL/examples/thread_scaling" "traces/$t.csv.gz" "${THREADS##*,}" "$PASSES" || rc=1
 done
