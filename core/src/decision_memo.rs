@@ -91,6 +91,9 @@ pub struct MemoCounts {
     /// Of those, the periods nothing read during, which were answered without applying
     /// them to the blocks or the statistics.
     pub periods_unapplied: u64,
+    /// True while each operation is applied as it is answered: in a period after one that
+    /// something read during.
+    pub applying_as_answered: bool,
     /// Replays ended by an operation that differed or a call that needed the indexes.
     pub replays_ended: u64,
     /// Bytes of host memory the memo holds: its log, its recording and the blocks' shapes.
@@ -564,6 +567,7 @@ impl DecisionMemo {
             period: if self.replaying() { self.entries.len() } else { 0 },
             periods_replayed: self.periods_replayed,
             periods_unapplied: self.periods_unapplied,
+            applying_as_answered: self.replaying() && self.eager(),
             replays_ended: self.replays_ended,
             bytes: self.heap_bytes(),
         }
