@@ -33,15 +33,21 @@ impl<D: Device> Allocator<D> {
             self.settle();
             return None;
         }
+        self.answered(e);
+        Some(e.addr)
+    }
+
+    /// Moves the memo past the operation `e` just answered: applied at once in a period
+    /// after one that was read, and the period ended if it was its last.
+    #[inline(always)]
+    pub(crate) fn answered(&mut self, e: Entry) {
         if self.memo.eager() {
-            let rounded = round_size(size, &self.config.roundup_power2_divisions);
-            self.hand_out::<true, true>(e.block, rounded, size, e.front);
+            self.apply_one(e);
             self.memo.applied_next();
         }
         if self.memo.answered() {
             self.end_period();
         }
-        Some(e.addr)
     }
 
     /// Ends a replayed period: a period answered whole left the blocks as they were and adds
