@@ -107,10 +107,8 @@ impl<D: Device> Allocator<D> {
         &mut self.device
     }
 
-    /// The statistics. (`&mut`, as every call that reads the blocks or the statistics: the
-    /// decision memo applies what it answered first.)
-    pub fn stats(&mut self) -> DeviceStats {
-        self.catch_up();
+    /// The statistics.
+    pub fn stats(&self) -> DeviceStats {
         self.stats.report()
     }
 
@@ -154,20 +152,17 @@ impl<D: Device> Allocator<D> {
     }
 
     /// Blocks (allocated, pending, free or unmapped) alive now.
-    pub fn live_blocks(&mut self) -> usize {
-        self.catch_up();
+    pub fn live_blocks(&self) -> usize {
         self.blocks.len()
     }
 
     /// Restarts every peak statistic at its current value.
     pub fn reset_peak_stats(&mut self) {
-        self.catch_up();
         self.stats.reset_peak();
     }
 
     /// Restarts the accumulated statistics.
     pub fn reset_accumulated_stats(&mut self) {
-        self.catch_up();
         self.stats.reset_accumulated();
     }
 
@@ -244,7 +239,8 @@ impl<D: Device> Allocator<D> {
     #[inline(always)]
     fn malloc_served<const PLAIN: bool>(&mut self, size: u64, stream: Stream) -> Result<Option<u64>, AllocError> {
         check_request(size)?;
-        if !self.events.is_empty() {
+        let events_were_empty = self.events.is_empty();
+        if !events_were_empty {
             let completed = self.process_events()?;
             if completed > 0 {
                 self.explainer.note_if::<PLAIN>(|| Decision::EventsCompleted { blocks: completed });
@@ -271,24 +267,21 @@ impl<D: Device> Allocator<D> {
             self.explainer.note(|| Decision::Pool { pool: pool.name(), segment_size: segment_size(rounded), page });
         }
         let planned = if !PLAIN && self.vm.plan.is_some() { self.take_planned(pool, stream, rounded)? } else { None };
-        let id = match planned {
-            Some(id) => id,
+        let (id, cached) = match planned {
+            Some(id) => (id, false),
             None => match self.take_free_block::<PLAIN>(pool, stream, rounded) {
-                Some(id) if PLAIN => id,
-                Some(id) => self.place_against_live(id, rounded),
+                Some(id) if PLAIN => (id, true),
+                Some(id) => (self.place_against_live(id, rounded), true),
                 None => match self.grow_short_of_release(pool, stream, rounded)? {
-                    Some(id) => id,
+                    Some(id) => (id, false),
                     None => return Ok(None),
                 },
             },
         };
         let (addr, handed) = self.hand_out::<PLAIN, false>(id, rounded, size, NIL);
         if PLAIN && self.config.decision_memo {
-            self.memo.malloc_served(&mut self.blocks, (size, stream, id, handed, addr));
-            // Only this malloc, ending a recording, can have begun a replay here.
-            if self.memo.replaying() {
-                self.learn_period();
-            }
+            let quiet = events_were_empty && cached;
+            self.memo.malloc_served(&mut self.blocks, &self.stats, (size, stream, id, handed, addr), quiet);
         }
         if !PLAIN && self.learns_layout() {
             self.log_request(addr, Signature { stream, pool, bytes: rounded });
@@ -301,8 +294,7 @@ impl<D: Device> Allocator<D> {
     #[inline(always)]
     pub fn free(&mut self, addr: u64) -> Result<(), AllocError> {
         // As in malloc: a replay implies the plain copy.
-        if self.memo.replaying() && self.memo.expected().is_free() && self.memo.expected().key == addr {
-            self.answered(*self.memo.expected());
+        if self.memo.replaying() && self.free_recalled(addr) {
             return Ok(());
         }
         self.free_served(addr)
@@ -608,7 +600,7 @@ impl<D: Device> Allocator<D> {
     /// PyTorch's split rule: small pool when at least 512 B remain; large pool when the
     /// request is below `max_split_size` and more than 1 MiB remains.
     #[inline]
-    fn should_split<const PLAIN: bool>(&self, id: u32, rounded: u64) -> bool {
+    pub(crate) fn should_split<const PLAIN: bool>(&self, id: u32, rounded: u64) -> bool {
         let b = &self.blocks[id];
         let remaining = b.size - rounded;
         if b.pool == Pool::Small || (!PLAIN && (b.in_vm || self.config.expandable_segments)) {

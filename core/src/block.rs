@@ -260,6 +260,12 @@ impl Slab {
         }
     }
 
+    /// True when `id` names a slot that holds no block (one [`Slab::occupy`] may fill).
+    #[inline]
+    pub fn is_vacant(&self, id: u32) -> bool {
+        (id as usize) < self.slots.len() && !self.is_used(id)
+    }
+
     /// The block with this id, if any.
     #[inline]
     pub fn get(&self, id: u32) -> Option<&Block> {

@@ -25,29 +25,31 @@
 //!   began. One that fails to, four times running, is passed over: the watch goes on for
 //!   longer periods only, since a loop's true period holds shorter repeats that may not leave
 //!   the blocks as they found them, until the log fills at its largest.
-//! - **Replaying.** If the blocks' shapes at the end equal those at the start, the blocks are
-//!   renamed to the ids they had at the start, so the state is the recorded one to the id.
-//!   The period is then applied once more to the blocks, as the usual path would apply it,
-//!   with the peaks restarted, to learn what a whole period does to the statistics (their
-//!   totals grow by the same amounts each period, their peaks reach the same heights, their
-//!   current values come back), and the statistics are put back. From then on an operation
-//!   equal to the recorded one at its position gets the recorded address, and nothing else is
-//!   done: the blocks and the statistics are brought up to date only when something reads
-//!   them (the operations answered since are applied, in order, as the usual path would), or
-//!   at the period's end, where a period answered whole leaves the blocks as they were and
-//!   adds its totals and peaks to the statistics. A period applied in part ends with its rest
-//!   applied and the blocks renamed, since a period leaves blocks where it found them but not
-//!   under the same ids. The free index, the address table and the slab's list of vacant ids
-//!   are not kept while replaying; the first operation that differs, and every call that
-//!   needs them, apply what was answered, rebuild them from the blocks and start watching
-//!   again.
+//! - **Replaying.** A recording is replayed only if nothing in it touched the device: every
+//!   malloc took a cached block (none made a segment, released one, retried or ran out of
+//!   memory), no event was queued or waited for, and the device counters
+//!   (`num_device_alloc`, `num_device_free`, `num_alloc_retries`, `num_ooms`,
+//!   `num_sync_all_streams`) stand where they stood when it began; and if the blocks' shapes
+//!   at its end equal those at its start. A period that releases a segment and gets it back at
+//!   the same address ends with the same shapes, but its device calls do not repeat: the
+//!   counters keep it out. The blocks are then renamed to the ids they had at the start, so
+//!   the state is the recorded one to the id. From then on an operation equal to the recorded
+//!   one at its position is applied at once to the blocks and the statistics, as the usual
+//!   path would apply it, with the recorded block in place of the search; only the free index,
+//!   the address table and the slab's list of vacant ids are left alone. So the blocks and the
+//!   statistics are never behind: whatever reads them reads what the usual path would show.
+//!   Before it is applied, each recorded operation is checked against the blocks (a malloc's
+//!   block is free and splits as recorded, a free's block is allocated at its address); one
+//!   that does not fit, the first operation that differs, and every call that needs the
+//!   indexes end the replay: the indexes are rebuilt from the blocks and the watch starts
+//!   again. A period's end renames the blocks back to the ids the period began with, since a
+//!   period leaves blocks where it found them but not under the same ids.
 //!
-//! Invariants: while replaying, the operations before `applied` are applied, so the blocks
-//! are in the state the recording reached after `applied` operations, ids included, and
-//! those from `applied` to `position` are answered but not applied; each recorded malloc's
-//! block is free and each recorded free's block is allocated at the address recorded when its
-//! turn to be applied comes. Only the allocator's plain copy (see `Allocator::plain`)
-//! watches, records or replays.
+//! Invariants: while replaying, the blocks and the statistics are those the usual path
+//! would have after the same calls, and the blocks' ids are those the recording had at
+//! `position`; the recorded operation at `position` fits the blocks (checked before it is
+//! applied). Only the allocator's plain copy (see `Allocator::plain`) watches, records or
+//! replays.
 
 use alloc::vec::Vec;
 
@@ -88,12 +90,9 @@ pub struct MemoCounts {
     pub period: usize,
     /// Whole periods answered from the memo since the allocator was made.
     pub periods_replayed: u64,
-    /// Of those, the periods nothing read during, which were answered without applying
-    /// them to the blocks or the statistics.
-    pub periods_unapplied: u64,
-    /// True while each operation is applied as it is answered: in a period after one that
-    /// something read during.
-    pub applying_as_answered: bool,
+    /// Recordings not replayed because they touched the device (a segment made or
+    /// released, a retry, an out-of-memory, an event) or did not end as they began.
+    pub recordings_refused: u64,
     /// Replays ended by an operation that differed or a call that needed the indexes.
     pub replays_ended: u64,
     /// Bytes of host memory the memo holds: its log, its recording and the blocks' shapes.
@@ -139,14 +138,6 @@ impl Entry {
     pub fn stream_index(&self) -> u32 {
         (self.key >> STREAM_SHIFT) as u32
     }
-}
-
-/// The statistics before and after one period applied with the peaks restarted at its
-/// start: what each whole period answered adds ([`Counters::repeat`]).
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct PeriodStats {
-    pub start: Counters,
-    pub end: Counters,
 }
 
 /// Everything about a block that its id and links do not say; with the blocks in address
@@ -231,17 +222,10 @@ pub(crate) struct DecisionMemo {
     start: Vec<(Shape, u32)>,
     /// Index in `entries` of the next operation expected while replaying.
     position: usize,
-    /// Index in `entries` of the next operation to apply to the blocks: those up to
-    /// `position` were answered without.
-    applied: usize,
-    /// What a whole period does to the statistics, once learnt.
-    period_stats: Option<PeriodStats>,
-    /// True when something read the blocks or the statistics during this period.
-    read: bool,
-    /// True when something read them during the last: this period applies each operation
-    /// as it answers it, since a program that reads every period would make it apply them
-    /// all later anyway, at a little more cost.
-    eager: bool,
+    /// True once something in the recording touched the device (see the module comment).
+    disturbed: bool,
+    /// The device counters when the recording began.
+    device_calls: [u64; 5],
     /// Each block's id at the period's end paired with its id at the start: a period of
     /// operations leaves blocks where it found them, but not under the same ids.
     renames: Vec<(u32, u32)>,
@@ -250,7 +234,7 @@ pub(crate) struct DecisionMemo {
     /// Periods recorded that did not end in the state they began in.
     unsettled: u32,
     periods_replayed: u64,
-    periods_unapplied: u64,
+    recordings_refused: u64,
     replays_ended: u64,
 }
 
@@ -267,18 +251,22 @@ impl Default for DecisionMemo {
             entries: Vec::new(),
             start: Vec::new(),
             position: 0,
-            applied: 0,
-            period_stats: None,
-            read: false,
-            eager: false,
+            disturbed: false,
+            device_calls: [0; 5],
             renames: Vec::new(),
             segments: Vec::new(),
             unsettled: 0,
             periods_replayed: 0,
-            periods_unapplied: 0,
+            recordings_refused: 0,
             replays_ended: 0,
         }
     }
+}
+
+/// The counters of calls to the device and of the steps that lead to them: a period that
+/// moves any of them is not replayed.
+fn device_calls(s: &Counters) -> [u64; 5] {
+    [s.num_device_alloc, s.num_device_free, s.num_alloc_retries, s.num_ooms, s.num_sync_all_streams]
 }
 
 /// A malloc's token: its size and stream, mixed.
@@ -300,10 +288,10 @@ impl DecisionMemo {
         &self.entries[self.position]
     }
 
-    /// The operation to apply to the blocks next, to change in tests of the invariant check.
+    /// The operation expected next, to change in tests of the invariant check.
     #[cfg(test)]
-    pub fn to_apply_mut(&mut self) -> &mut Entry {
-        &mut self.entries[self.applied]
+    pub fn expected_mut(&mut self) -> &mut Entry {
+        &mut self.entries[self.position]
     }
 
     /// Moves past the operation just answered; true at the period's end, where the caller
@@ -314,43 +302,9 @@ impl DecisionMemo {
         self.position == self.entries.len()
     }
 
-    /// The operations answered but not applied: indexes `from..to` in the period.
-    #[inline(always)]
-    pub fn unapplied(&self) -> (usize, usize) {
-        (self.applied, self.position)
-    }
-
-    /// The operation to apply next while replaying (the memo's invariant is about it).
-    pub fn to_apply(&self) -> &Entry {
-        &self.entries[self.applied]
-    }
-
-    /// Notes that the operation expected next has been applied, before it is answered.
-    #[inline(always)]
-    pub fn applied_next(&mut self) {
-        self.applied = self.position + 1;
-    }
-
-    /// Notes that the operations before `to` have been applied.
-    #[inline(always)]
-    pub fn applied_up_to(&mut self, to: usize) {
-        self.applied = to;
-    }
-
-    /// The recorded operations of one period, in order.
-    pub fn period_entries(&self) -> &[Entry] {
-        &self.entries
-    }
-
     /// Each block's id at the period's end paired with its id at the start.
     pub fn renames(&self) -> &[(u32, u32)] {
         &self.renames
-    }
-
-    /// True at the end of a period of which no operation was applied: the blocks are as the
-    /// period found them.
-    pub fn whole_period_unapplied(&self) -> bool {
-        self.applied == 0
     }
 
     /// True when `addr` lies inside one of the segments the replay runs over.
@@ -359,34 +313,10 @@ impl DecisionMemo {
         after > 0 && addr < self.segments[after - 1].1
     }
 
-    /// What a whole period does to the statistics.
-    pub fn period_stats(&self) -> Option<&PeriodStats> {
-        self.period_stats.as_ref()
-    }
-
-    /// Keeps what a whole period does to the statistics.
-    pub fn learnt(&mut self, stats: PeriodStats) {
-        self.period_stats = Some(stats);
-    }
-
-    /// Starts the next period, the last one applied in full or answered whole.
+    /// Starts the next period.
     pub fn next_period(&mut self) {
-        self.periods_unapplied += (self.applied == 0) as u64;
-        (self.position, self.applied) = (0, 0);
-        (self.eager, self.read) = (self.read, false);
+        self.position = 0;
         self.periods_replayed += 1;
-    }
-
-    /// Notes that something reads the blocks or the statistics.
-    #[inline(always)]
-    pub fn note_read(&mut self) {
-        self.read = true;
-    }
-
-    /// True when this period applies each operation as it answers it.
-    #[inline(always)]
-    pub fn eager(&self) -> bool {
-        self.eager
     }
 
     /// Forgets the log and any recording and starts watching again (the caller rebuilds the
@@ -404,24 +334,28 @@ impl DecisionMemo {
         self.renames = Vec::new();
         self.segments = Vec::new();
         self.position = 0;
-        self.applied = 0;
-        self.period_stats = None;
-        (self.read, self.eager) = (false, false);
+        self.disturbed = false;
         self.unsettled = 0;
     }
 
-    /// Notes a malloc served the usual way: `taken` is the block it took (cached, or a new
-    /// segment's: a period that makes one does not end as it began), `handed` the block
-    /// handed out (the front split off `taken`, or `taken`) at `addr`. Whether events are
-    /// queued is asked of frees alone: a period that restores the blocks frees what it
-    /// allocates, and while an event is queued or a block is marked for another stream no
-    /// free is quiet.
+    /// Notes a malloc served the usual way: `taken` is the block it took, `handed` the block
+    /// handed out (the front split off `taken`, or `taken`) at `addr`; `quiet` says it took
+    /// a cached block without a call to the device (no segment made or released, no event
+    /// queried), and `stats` are the statistics after it. A recording that meets a malloc
+    /// that is not quiet is never replayed.
     #[inline(always)]
-    pub fn malloc_served(&mut self, blocks: &mut Slab, op: (u64, Stream, u32, u32, u64)) {
+    pub fn malloc_served(
+        &mut self,
+        blocks: &mut Slab,
+        stats: &Counters,
+        op: (u64, Stream, u32, u32, u64),
+        quiet: bool,
+    ) {
         let (size, stream, taken, handed, addr) = op;
         match self.phase {
-            Phase::Watching => self.watch(blocks, malloc_token(size, stream)),
+            Phase::Watching => self.watch(blocks, stats, malloc_token(size, stream)),
             Phase::Recording => {
+                self.disturbed |= !quiet;
                 let front = if handed == taken { NIL } else { handed };
                 let Some(entry) = Entry::malloc(size, blocks[taken].stream_index, addr, taken, front) else {
                     return self.interrupt();
@@ -429,7 +363,7 @@ impl DecisionMemo {
                 self.entries.push(entry);
                 self.mallocs += 1;
                 if self.mallocs == self.period {
-                    self.end_recording(blocks);
+                    self.end_recording(blocks, stats);
                 }
             }
             Phase::Replaying => {}
@@ -472,14 +406,14 @@ impl DecisionMemo {
 
     /// Logs a token and extends the prefix function; begins recording once a period shows.
     #[inline(always)]
-    fn watch(&mut self, blocks: &Slab, token: u64) {
+    fn watch(&mut self, blocks: &Slab, stats: &Counters, token: u64) {
         let k = self.log(token);
         let i = self.tokens.len() - 1;
         let period = i + 1 - k;
         // A period much shorter than the blocks are many would spend more on comparing the
         // blocks than replaying saves.
         if k >= MIN_REPEAT && k >= period && period >= self.min_period && period * 8 >= blocks.len() {
-            self.begin_recording(blocks, period);
+            self.begin_recording(blocks, stats, period);
         } else if i + 1 == self.capacity {
             self.keep_latest_half();
         }
@@ -521,7 +455,7 @@ impl DecisionMemo {
     }
 
     #[cold]
-    fn begin_recording(&mut self, blocks: &Slab, period: usize) {
+    fn begin_recording(&mut self, blocks: &Slab, stats: &Counters, period: usize) {
         self.tokens = Vec::new();
         self.border = Vec::new();
         self.phase = Phase::Recording;
@@ -529,17 +463,19 @@ impl DecisionMemo {
         self.mallocs = 0;
         self.entries = Vec::with_capacity(2 * period);
         self.start = shapes(blocks);
+        (self.disturbed, self.device_calls) = (false, device_calls(stats));
     }
 
-    /// Compares the blocks with those at the recording's start; if they match, renames them
-    /// to their ids at the start and begins replaying, else records the next period.
+    /// Compares the blocks with those at the recording's start; if they match and nothing in
+    /// the period touched the device, renames them to their ids at the start and begins
+    /// replaying, else records the next period.
     #[cold]
-    fn end_recording(&mut self, blocks: &mut Slab) {
+    fn end_recording(&mut self, blocks: &mut Slab, stats: &Counters) {
         let now = shapes(blocks);
-        // A segment made (or released, though nothing but a settling call releases) in the
-        // period leaves other shapes.
+        let untouched = !self.disturbed && device_calls(stats) == self.device_calls;
         let same = now.len() == self.start.len() && now.iter().zip(&self.start).all(|((a, _), (b, _))| a == b);
-        if !same {
+        if !(untouched && same) {
+            self.recordings_refused += 1;
             self.unsettled += 1;
             if self.unsettled == MAX_UNSETTLED {
                 return self.give_up();
@@ -548,6 +484,7 @@ impl DecisionMemo {
             self.start = now;
             self.entries.clear();
             self.mallocs = 0;
+            (self.disturbed, self.device_calls) = (false, device_calls(stats));
             return;
         }
         self.renames = now.iter().zip(&self.start).map(|(&(_, id), &(_, was))| (id, was)).collect();
@@ -556,8 +493,7 @@ impl DecisionMemo {
         self.start = Vec::new();
         self.entries.shrink_to_fit();
         self.phase = Phase::Replaying;
-        (self.position, self.applied, self.period_stats) = (0, 0, None);
-        (self.read, self.eager) = (false, false);
+        self.position = 0;
     }
 
     /// What the memo is doing.
@@ -566,8 +502,7 @@ impl DecisionMemo {
             replaying: self.replaying(),
             period: if self.replaying() { self.entries.len() } else { 0 },
             periods_replayed: self.periods_replayed,
-            periods_unapplied: self.periods_unapplied,
-            applying_as_answered: self.replaying() && self.eager(),
+            recordings_refused: self.recordings_refused,
             replays_ended: self.replays_ended,
             bytes: self.heap_bytes(),
         }
@@ -590,7 +525,7 @@ mod tests {
 
     fn watched(memo: &mut DecisionMemo, blocks: &mut Slab, tokens: impl IntoIterator<Item = u64>) -> Option<usize> {
         for (i, t) in tokens.into_iter().enumerate() {
-            memo.malloc_served(blocks, (t, 0, 0, 0, 0));
+            memo.malloc_served(blocks, &Counters::default(), (t, 0, 0, 0, 0), true);
             if memo.phase == Phase::Recording {
                 return Some(i);
             }
@@ -631,7 +566,7 @@ mod tests {
             assert_eq!(memo.phase, Phase::Recording);
             blocks.insert(Block::new(0, 512, 0, BlockState::Free, Pool::Small, false));
             for t in 0..10 {
-                memo.malloc_served(&mut blocks, (t, 0, 0, 0, 0));
+                memo.malloc_served(&mut blocks, &Counters::default(), (t, 0, 0, 0, 0), true);
             }
         }
         assert_eq!((memo.phase, memo.min_period), (Phase::Watching, 11));

@@ -96,8 +96,7 @@ impl<D: Device> Allocator<D> {
     /// Every segment with its blocks, by address. A virtual range is reported as one
     /// segment per run of mapped memory (`is_expandable`), as PyTorch reports expandable
     /// segments; unmapped address space is left out.
-    pub fn segments(&mut self, device: i32) -> Vec<SegmentInfo> {
-        self.catch_up();
+    pub fn segments(&self, device: i32) -> Vec<SegmentInfo> {
         let mut out = Vec::new();
         for (head, b) in self.blocks.iter() {
             if b.prev != NIL {
@@ -157,7 +156,7 @@ impl<D: Device> Allocator<D> {
     }
 
     /// The snapshot: segments and the recorded history.
-    pub fn snapshot(&mut self, device: i32) -> Snapshot {
+    pub fn snapshot(&self, device: i32) -> Snapshot {
         Snapshot {
             segments: self.segments(device),
             device_traces: alloc::vec![self.history.entries().iter().map(TraceEntryInfo::from).collect()],
@@ -165,12 +164,12 @@ impl<D: Device> Allocator<D> {
     }
 
     /// The snapshot as JSON.
-    pub fn snapshot_json(&mut self, device: i32) -> String {
+    pub fn snapshot_json(&self, device: i32) -> String {
         serde_json::to_string(&self.snapshot(device)).unwrap_or_default()
     }
 
     /// The statistics as `torch.cuda.memory_summary()` prints them.
-    pub fn memory_summary(&mut self, device: i32, abbreviated: bool) -> String {
+    pub fn memory_summary(&self, device: i32, abbreviated: bool) -> String {
         crate::summary::memory_summary(&self.stats(), device, abbreviated)
     }
 }

@@ -58,14 +58,6 @@ impl Stat {
         self.peak = self.current;
     }
 
-    /// [`Tally::repeat`] for a plain statistic.
-    fn repeat(&mut self, start: &Stat, end: &Stat) {
-        debug_assert_eq!(start.current, end.current, "a repeated run ends where it began");
-        self.allocated += end.allocated - start.allocated;
-        self.freed += end.freed - start.freed;
-        self.peak = self.peak.max(end.peak);
-    }
-
     fn reset_accumulated(&mut self) {
         self.allocated = 0;
         self.freed = 0;
@@ -205,18 +197,6 @@ impl DeviceStats {
 pub type Counters = DeviceStats<Tally, PendingTally>;
 
 impl Counters {
-    fn tallies(&self) -> [&Tally; 7] {
-        [
-            &self.allocation,
-            &self.segment,
-            &self.inactive_split,
-            &self.allocated_bytes,
-            &self.reserved_bytes,
-            &self.inactive_split_bytes,
-            &self.requested_bytes,
-        ]
-    }
-
     fn tallies_mut(&mut self) -> [&mut Tally; 7] {
         [
             &mut self.allocation,
@@ -247,26 +227,6 @@ impl Counters {
         self.active_bytes.reset_peak(&self.allocated_bytes);
         self.oversize_allocations.reset_peak();
         self.oversize_segments.reset_peak();
-    }
-
-    /// Does again what took the statistics from `start` to `end`: a run of mallocs and frees
-    /// that ends with the blocks as it found them, that left no free pending and called no
-    /// device, and that started with the peaks restarted (the decision memo's period,
-    /// answered whole: [`Tally::repeat`]).
-    pub fn repeat(&mut self, start: &Counters, end: &Counters) {
-        for ((t, s), e) in self.tallies_mut().into_iter().zip(start.tallies()).zip(end.tallies()) {
-            t.repeat(s, e);
-        }
-        debug_assert!(
-            !start.active.any_pending() && (start.active, start.active_bytes) == (end.active, end.active_bytes)
-        );
-        self.oversize_allocations.repeat(&start.oversize_allocations, &end.oversize_allocations);
-        self.oversize_segments.repeat(&start.oversize_segments, &end.oversize_segments);
-        debug_assert_eq!(
-            (start.num_device_alloc, start.num_device_free, start.num_sync_all_streams),
-            (end.num_device_alloc, end.num_device_free, end.num_sync_all_streams),
-            "no device call"
-        );
     }
 
     /// Restarts the allocated/freed totals and the counters
@@ -399,50 +359,6 @@ impl DeviceStats {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// A run of changes that ends where it began, as a period of the decision memo does.
-    fn period(c: &mut Counters) {
-        for (pool, n) in [(Pool::Small, 30), (Pool::Large, 20)] {
-            c.allocation.increase(pool, 1);
-            c.allocated_bytes.increase(pool, n);
-            c.requested_bytes.increase(pool, n - 1);
-        }
-        c.oversize_allocations.increase(1);
-        c.inactive_split_bytes.decrease(Pool::Large, 7);
-        for (pool, n) in [(Pool::Large, 20), (Pool::Small, 30)] {
-            c.allocation.decrease(pool, 1);
-            c.allocated_bytes.decrease(pool, n);
-            c.requested_bytes.decrease(pool, n - 1);
-        }
-        c.oversize_allocations.decrease(1);
-        c.inactive_split_bytes.increase(Pool::Large, 7);
-    }
-
-    #[test]
-    fn repeating_a_period_gives_the_statistics_applying_it_would() {
-        let mut learnt = Counters::default();
-        learnt.allocated_bytes.increase(Pool::Large, 100);
-        learnt.inactive_split_bytes.increase(Pool::Large, 50);
-        let mut now = learnt;
-        learnt.reset_peak();
-        let start = learnt;
-        period(&mut learnt);
-        // With the peaks above the period's (a burst before it), and restarted below them.
-        now.allocated_bytes.increase(Pool::Small, 500);
-        now.allocated_bytes.decrease(Pool::Small, 500);
-        for reset in [false, true] {
-            if reset {
-                now.reset_peak();
-                now.reset_accumulated();
-            }
-            let (mut applied, mut repeated) = (now, now);
-            period(&mut applied);
-            period(&mut applied);
-            repeated.repeat(&start, &learnt);
-            repeated.repeat(&start, &learnt);
-            assert_eq!(repeated.report(), applied.report(), "peaks restarted: {reset}");
-        }
-    }
 
     #[test]
     fn stat_tracks_peak_and_totals() {

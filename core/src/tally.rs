@@ -84,20 +84,6 @@ impl Tally {
         (self.raised_before, self.lowered_before) = (self.raised, self.lowered);
     }
 
-    /// Does again what took the tally from `start` to `end`, a run of changes that ends at
-    /// the value it began with and started with the peaks restarted: the sums grow by as
-    /// much again, and the peaks reach at least `end`'s. From a tally at `start`'s current
-    /// values, it gives the tally those changes would.
-    pub fn repeat(&mut self, start: &Tally, end: &Tally) {
-        debug_assert_eq!(start.all_current, end.all_current, "a repeated run ends where it began");
-        for p in 0..2 {
-            self.raised[p] += end.raised[p] - start.raised[p];
-            self.lowered[p] += end.lowered[p] - start.lowered[p];
-            self.peak[p] = self.peak[p].max(end.peak[p]);
-        }
-        self.all_peak = self.all_peak.max(end.all_peak);
-    }
-
     /// The current value for both pools together.
     #[inline]
     pub fn current(&self) -> i64 {

@@ -166,7 +166,7 @@ fn the_edges_of_the_allocator_api_are_errors_not_panics() {
         Err(e) => assert!(matches!(e, AllocError::OutOfMemory(_)), "{e}"),
     }
     huge.check_invariants().unwrap();
-    let mut split = Allocator::new(
+    let split = Allocator::new(
         SimDevice::new(1 << 30),
         Config::parse("policy:pytorch,max_split_size_mb:9007199254740991").unwrap(),
     );

@@ -83,7 +83,7 @@ fn first_oom(conf: &str, capacity: u64) -> (Box<cachalot_core::OomReport>, Alloc
 #[test]
 fn out_of_memory_explanation_figures_match_the_blocks() {
     let capacity = 15 << 30;
-    let (report, mut a) = first_oom("policy:pytorch", capacity);
+    let (report, a) = first_oom("policy:pytorch", capacity);
     let segments = a.segments(0);
     let inactive = |pool: &str| -> u64 {
         segments
