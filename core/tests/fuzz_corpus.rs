@@ -59,6 +59,22 @@ fn ops_corpus_replays() {
     replay("ops", targets::ops::run);
 }
 
+#[test]
+fn memo_corpus_replays() {
+    replay("memo", targets::memo::run);
+}
+
+/// The memo target proves something only where the memo replays: some committed inputs
+/// must reach a replay.
+#[test]
+fn memo_corpus_reaches_replays() {
+    let replayed = inputs("memo")
+        .iter()
+        .filter(|f| targets::memo::execute(&targets::scenario::Scenario::decode(&std::fs::read(f).unwrap())).unwrap())
+        .count();
+    assert!(replayed >= 1, "no memo input replays a period");
+}
+
 /// Found by the `trace` fuzzer: a clock time with huge hours overflows in `parse_time`
 /// (trace.rs: `h * 3600`, then `whole * 1_000_000`): a panic with overflow checks, and a
 /// wrapped, wrong time without. Expected: an error naming the line ("bad time").

@@ -6,10 +6,12 @@
 //!
 //! Targets: `config` (the config-string parser), `trace` (the CSV and JSON trace parser) and
 //! `ops` (operation sequences driving an allocator under every policy, with injected device
-//! faults and a model check after every step).
+//! faults and a model check after every step) and `memo` (the decision memo on against off,
+//! over a loop of such operations: every answer, statistic, device call and block alike).
 
 pub mod bytes;
 pub mod config;
+pub mod memo;
 pub mod model;
 pub mod ops;
 pub mod scenario;
