@@ -185,6 +185,9 @@ impl<D: Device> Allocator<D> {
         check_request(size)?;
         let rounded = round_size(size, &self.config.roundup_power2_divisions);
         let pool = Pool::for_size(rounded);
+        if self.beyond_reach(rounded) {
+            return Err(self.out_of_memory(size, rounded, stream));
+        }
         match self.grow_after_release(pool, stream, rounded)? {
             Some(id) => {
                 let (addr, _) = self.hand_out::<false, false>(id, rounded, size, NIL);
@@ -214,6 +217,16 @@ impl<D: Device> Allocator<D> {
         } else {
             self.malloc_general(size, stream)
         }
+    }
+
+    /// True when cachalot's policy knows a request can never be served: it is larger than
+    /// the device or its memory fraction, so no release could make room and no call to the
+    /// device is worth making (mapping and unmapping pages for it cost tens of thousands).
+    /// PyTorch's policy asks the device and releases its cache first, as PyTorch does.
+    #[inline]
+    fn beyond_reach(&self, rounded: u64) -> bool {
+        self.config.policy == crate::config::Policy::Cachalot
+            && rounded > self.allowed.unwrap_or(u64::MAX).min(self.device.total_memory())
     }
 
     /// True when the allocator works as plain PyTorch does by default: classic segments, no
@@ -272,6 +285,7 @@ impl<D: Device> Allocator<D> {
             None => match self.take_free_block::<PLAIN>(pool, stream, rounded) {
                 Some(id) if PLAIN => (id, true),
                 Some(id) => (self.place_against_live(id, rounded), true),
+                None if self.beyond_reach(rounded) => return Err(self.out_of_memory(size, rounded, stream)),
                 None => match self.grow_short_of_release(pool, stream, rounded)? {
                     Some(id) => (id, false),
                     None => return Ok(None),
