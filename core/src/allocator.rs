@@ -252,8 +252,7 @@ impl<D: Device> Allocator<D> {
     #[inline(always)]
     fn malloc_served<const PLAIN: bool>(&mut self, size: u64, stream: Stream) -> Result<Option<u64>, AllocError> {
         check_request(size)?;
-        let events_were_empty = self.events.is_empty();
-        if !events_were_empty {
+        if !self.events.is_empty() {
             let completed = self.process_events()?;
             if completed > 0 {
                 self.explainer.note_if::<PLAIN>(|| Decision::EventsCompleted { blocks: completed });
@@ -280,21 +279,23 @@ impl<D: Device> Allocator<D> {
             self.explainer.note(|| Decision::Pool { pool: pool.name(), segment_size: segment_size(rounded), page });
         }
         let planned = if !PLAIN && self.vm.plan.is_some() { self.take_planned(pool, stream, rounded)? } else { None };
-        let (id, cached) = match planned {
-            Some(id) => (id, false),
+        let id = match planned {
+            Some(id) => id,
             None => match self.take_free_block::<PLAIN>(pool, stream, rounded) {
-                Some(id) if PLAIN => (id, true),
-                Some(id) => (self.place_against_live(id, rounded), true),
+                Some(id) if PLAIN => id,
+                Some(id) => self.place_against_live(id, rounded),
                 None if self.beyond_reach(rounded) => return Err(self.out_of_memory(size, rounded, stream)),
                 None => match self.grow_short_of_release(pool, stream, rounded)? {
-                    Some(id) => (id, false),
+                    Some(id) => id,
                     None => return Ok(None),
                 },
             },
         };
         let (addr, handed) = self.hand_out::<PLAIN, false>(id, rounded, size, NIL);
         if PLAIN && self.config.decision_memo {
-            let quiet = events_were_empty && cached;
+            // Every device call a plain malloc can make moves a device counter (a segment made
+            // or released, a retry), but for querying events, which only a queued one needs.
+            let quiet = self.is_quiet();
             self.memo.malloc_served(&mut self.blocks, &self.stats, (size, stream, id, handed, addr), quiet);
         }
         if !PLAIN && self.learns_layout() {

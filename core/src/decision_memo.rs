@@ -339,10 +339,10 @@ impl DecisionMemo {
     }
 
     /// Notes a malloc served the usual way: `taken` is the block it took, `handed` the block
-    /// handed out (the front split off `taken`, or `taken`) at `addr`; `quiet` says it took
-    /// a cached block without a call to the device (no segment made or released, no event
-    /// queried), and `stats` are the statistics after it. A recording that meets a malloc
-    /// that is not quiet is never replayed.
+    /// handed out (the front split off `taken`, or `taken`) at `addr`; `quiet` says no event
+    /// is queued and no block is marked for another stream, and `stats` are the statistics
+    /// after it, whose device counters tell whether it called the device. A recording begins
+    /// only when quiet, so no event is queried during it (a free that queues one stops it).
     #[inline(always)]
     pub fn malloc_served(
         &mut self,
@@ -353,7 +353,7 @@ impl DecisionMemo {
     ) {
         let (size, stream, taken, handed, addr) = op;
         match self.phase {
-            Phase::Watching => self.watch(blocks, stats, malloc_token(size, stream)),
+            Phase::Watching => self.watch(blocks, stats, malloc_token(size, stream), quiet),
             Phase::Recording => {
                 self.disturbed |= !quiet;
                 let front = if handed == taken { NIL } else { handed };
@@ -406,13 +406,13 @@ impl DecisionMemo {
 
     /// Logs a token and extends the prefix function; begins recording once a period shows.
     #[inline(always)]
-    fn watch(&mut self, blocks: &Slab, stats: &Counters, token: u64) {
+    fn watch(&mut self, blocks: &Slab, stats: &Counters, token: u64, quiet: bool) {
         let k = self.log(token);
         let i = self.tokens.len() - 1;
         let period = i + 1 - k;
         // A period much shorter than the blocks are many would spend more on comparing the
         // blocks than replaying saves.
-        if k >= MIN_REPEAT && k >= period && period >= self.min_period && period * 8 >= blocks.len() {
+        if k >= MIN_REPEAT && k >= period && period >= self.min_period && period * 8 >= blocks.len() && quiet {
             self.begin_recording(blocks, stats, period);
         } else if i + 1 == self.capacity {
             self.keep_latest_half();

@@ -254,20 +254,33 @@ fn paged(capacity: u64) -> Allocator<SimDevice> {
 #[test]
 fn a_failed_request_holds_no_memory() {
     const GIB: u64 = 1 << 30;
-    // Straight away, and after a freed block left idle pages that the request moved.
+    // Straight away, and after a freed block left idle pages that the request moved: a
+    // request that fails beside a live allocation gives back what it moved and every idle
+    // page, so the device holds what the live allocation needs.
     for earlier in [0, 6 * GIB] {
         let mut a = paged(8 * GIB);
         if earlier > 0 {
             let p = a.malloc(earlier, 0).unwrap();
             a.free(p).unwrap();
         }
-        assert!(matches!(a.malloc(9 * GIB, 0), Err(cachalot_core::AllocError::OutOfMemory(_))));
+        let live = a.malloc(2 * GIB, 0).unwrap();
+        assert!(matches!(a.malloc(7 * GIB, 0), Err(cachalot_core::AllocError::OutOfMemory(_))));
         a.check_invariants().unwrap();
-        assert_eq!(a.reserved_bytes(), 0, "after {earlier} bytes freed: the failed request kept memory");
-        assert_eq!(a.device().used(), 0, "after {earlier} bytes freed: the device still holds memory");
-        let s = a.malloc(GIB, 0).unwrap(); // and the memory is there for the next request
+        assert_eq!(a.reserved_bytes(), 2 * GIB, "after {earlier} bytes freed: the failed request kept memory");
+        assert_eq!(a.device().used(), 2 * GIB, "after {earlier} bytes freed: the device holds more than the live");
+        a.free(live).unwrap();
+        let s = a.malloc(6 * GIB, 0).unwrap(); // and the memory is there for the next request
         a.free(s).unwrap();
     }
+    // A request larger than the device fails before touching it: the cache stays as it was
+    // (beyond_device.rs).
+    let mut a = paged(8 * GIB);
+    let p = a.malloc(6 * GIB, 0).unwrap();
+    a.free(p).unwrap();
+    let reserved = a.reserved_bytes();
+    assert!(matches!(a.malloc(9 * GIB, 0), Err(cachalot_core::AllocError::OutOfMemory(_))));
+    assert_eq!(a.reserved_bytes(), reserved);
+    a.check_invariants().unwrap();
 }
 
 #[test]
