@@ -82,7 +82,8 @@ fn main() {
                     peak_requested = peak_requested.max(requested);
                     peak_rounded = peak_rounded.max(rounded);
                 }
-                TraceOp::Free { slot } => {
+                TraceOp::FreeCompleted { .. } => {}
+                TraceOp::Free { slot } | TraceOp::FreeDeferred { slot, .. } => {
                     if let Some(alloc) = open[slot as usize].take() {
                         let (size, bytes) = record(&mut ranges, alloc, i);
                         requested -= size;

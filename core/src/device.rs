@@ -113,6 +113,17 @@ pub trait Device {
     /// peaks; a device used by one allocator ignores them.
     fn held_changed(&mut self, _change: HeldChange) {}
 
+    /// Keeps `stream` busy, so that events recorded on it stay pending until
+    /// [`Device::finish_replayed_stream`]: how a trace replay keeps a freed block from reuse
+    /// while the recorded run's other stream still used it. A device whose streams are real
+    /// cannot, and returns false (the default): the replay then frees at once.
+    fn hold_replayed_stream(&mut self, _stream: Stream) -> bool {
+        false
+    }
+
+    /// Completes the work held on `stream` by [`Device::hold_replayed_stream`].
+    fn finish_replayed_stream(&mut self, _stream: Stream) {}
+
     /// The page size of virtual-memory mappings, or `None` when the device has no virtual
     /// memory (then every other `vm_` call fails).
     fn vm_granularity(&self) -> Option<u64> {
@@ -199,6 +210,12 @@ impl<D: Device + ?Sized> Device for alloc::boxed::Box<D> {
     }
     fn held_changed(&mut self, change: HeldChange) {
         (**self).held_changed(change)
+    }
+    fn hold_replayed_stream(&mut self, stream: Stream) -> bool {
+        (**self).hold_replayed_stream(stream)
+    }
+    fn finish_replayed_stream(&mut self, stream: Stream) {
+        (**self).finish_replayed_stream(stream)
     }
     fn vm_granularity(&self) -> Option<u64> {
         (**self).vm_granularity()

@@ -4,7 +4,9 @@
 //! An allocation the allocator refuses (out of memory) is counted and its slot left empty;
 //! the trace's later free of it is skipped, as a program that caught the error would. A
 //! pass ends by freeing what the trace left live, so the next pass starts from a warm cache
-//! with nothing allocated, as PyTorch's reference replay does.
+//! with nothing allocated, as PyTorch's reference replay does. A deferred free (the block was
+//! still used on another stream) holds a stand-in stream busy on the device until the trace
+//! completes it, and a pass's end completes the frees still waiting.
 //!
 //! Invariant: `addrs[slot]` is non-zero iff the trace's allocation in that slot is live in
 //! the allocator (unless the caller freed it behind the replay's back: then the step that
@@ -15,7 +17,7 @@ use alloc::vec::Vec;
 use core::fmt;
 
 use crate::allocator::Allocator;
-use crate::device::Device;
+use crate::device::{Device, Stream};
 use crate::error::{AllocError, OomReport};
 use crate::trace::{Trace, TraceOp};
 
@@ -73,12 +75,20 @@ pub enum Step {
 #[derive(Clone, Debug, Default)]
 pub struct Replayer {
     addrs: Vec<u64>,
+    /// Lanes below this may be held busy on the device; a pass's end completes them.
+    lanes_held: u32,
+}
+
+/// The stream that stands for `lane`'s other-stream work: counted down from the top of the
+/// range, far from the handles a recorded run's streams have.
+fn lane_stream(lane: u32) -> Stream {
+    Stream::MAX - u64::from(lane)
 }
 
 impl Replayer {
     /// A replayer for traces with up to `slots` slots.
     pub fn new(slots: u32) -> Replayer {
-        Replayer { addrs: alloc::vec![0; slots as usize] }
+        Replayer { addrs: alloc::vec![0; slots as usize], lanes_held: 0 }
     }
 
     /// Executes one operation.
@@ -109,7 +119,38 @@ impl Replayer {
                 *live = 0;
                 Ok(Step::Freed(addr))
             }
+            TraceOp::FreeDeferred { .. } | TraceOp::FreeCompleted { .. } => self.step_waiting(alloc, op),
         }
+    }
+
+    /// A free that waits: the block is marked as used on `lane`'s stream, which the device
+    /// holds busy until the lane completes, so the allocator keeps it from reuse until then,
+    /// by PyTorch's rule for blocks used on other streams. On a device that cannot hold a
+    /// stream, the free is at once.
+    /// Kept out of [`Replayer::step`], whose every other operation is on the hot path.
+    #[cold]
+    #[inline(never)]
+    fn step_waiting<D: Device>(&mut self, alloc: &mut Allocator<D>, op: &TraceOp) -> Result<Step, AllocError> {
+        let (slot, lane) = match *op {
+            TraceOp::FreeDeferred { slot, lane } => (slot, lane),
+            TraceOp::FreeCompleted { lane } => {
+                alloc.device_mut().finish_replayed_stream(lane_stream(lane));
+                return Ok(Step::Skipped);
+            }
+            _ => return self.step(alloc, op),
+        };
+        let Some(&addr) = self.addrs.get(slot as usize) else { return Ok(Step::Skipped) };
+        if addr == 0 {
+            return Ok(Step::Skipped);
+        }
+        let stream = lane_stream(lane);
+        if alloc.device_mut().hold_replayed_stream(stream) {
+            self.lanes_held = self.lanes_held.max(lane + 1);
+            alloc.record_stream(addr, stream)?;
+        }
+        alloc.free(addr)?;
+        self.addrs[slot as usize] = 0;
+        Ok(Step::Freed(addr))
     }
 
     /// Records `addr` in a slot past the table: a trace of more slots than this replayer was
@@ -123,6 +164,10 @@ impl Replayer {
     /// Frees everything the trace left live. Every slot is emptied even when a free fails
     /// (an address freed behind the replay's back); the first failure is returned.
     pub fn free_live<D: Device>(&mut self, alloc: &mut Allocator<D>) -> Result<(), AllocError> {
+        // Frees still waiting at the end complete, so the next pass starts from no work held.
+        for lane in 0..core::mem::take(&mut self.lanes_held) {
+            alloc.device_mut().finish_replayed_stream(lane_stream(lane));
+        }
         let mut first_error = None;
         for a in self.addrs.iter_mut() {
             let addr = core::mem::take(a);
@@ -207,6 +252,26 @@ impl Replayer {
 mod tests {
     use super::*;
     use crate::{Config, SimDevice};
+
+    /// A deferred free keeps its block from reuse until its lane completes, and a pass's
+    /// end completes the frees still waiting, so the next pass may reuse them.
+    #[test]
+    fn a_deferred_free_is_reused_only_after_its_completion() {
+        let mut a = Allocator::new(SimDevice::new(1 << 30), Config::pytorch());
+        let mut r = Replayer::new(3);
+        let alloc = |slot| TraceOp::Alloc { slot, size: 8 << 20, stream: 0 };
+        let Ok(Step::Allocated(x)) = r.step(&mut a, &alloc(0)) else { panic!("allocation refused") };
+        r.step(&mut a, &TraceOp::FreeDeferred { slot: 0, lane: 0 }).unwrap();
+        // Counted as freed at once, as PyTorch counts a free whose memory waits.
+        assert_eq!(a.stats().allocated_bytes.all.current, 0);
+        assert_ne!(r.step(&mut a, &alloc(1)), Ok(Step::Allocated(x)), "reused while the other stream used it");
+        r.step(&mut a, &TraceOp::FreeCompleted { lane: 0 }).unwrap();
+        assert_eq!(r.step(&mut a, &alloc(2)), Ok(Step::Allocated(x)));
+        r.step(&mut a, &TraceOp::FreeDeferred { slot: 2, lane: 0 }).unwrap();
+        r.free_live(&mut a).unwrap();
+        a.empty_cache().unwrap();
+        assert_eq!(a.stats().reserved_bytes.all.current, 0, "the waiting free completed at the pass's end");
+    }
 
     /// A free the allocator refuses (its address freed behind the replay's back) leaves the
     /// slot as it was: a retry fails the same way rather than skipping the trace's free.

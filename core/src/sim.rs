@@ -562,6 +562,15 @@ impl Device for SimDevice {
         self.clock_us
     }
 
+    fn hold_replayed_stream(&mut self, stream: Stream) -> bool {
+        self.hold_stream(stream);
+        true
+    }
+
+    fn finish_replayed_stream(&mut self, stream: Stream) {
+        self.finish_stream(stream);
+    }
+
     fn vm_granularity(&self) -> Option<u64> {
         self.vm.then_some(VM_GRANULARITY)
     }

@@ -6,8 +6,16 @@
 //! allocated, `allocate failure` rows, zero-byte allocations) are counted in the
 //! [`TraceReport`], never fatal. Malformed text is a [`TraceError`] naming the line.
 //!
-//! Invariants: a `Free` names a slot whose allocation is live at that point; every slot
-//! number is below `slots`.
+//! A snapshot also says when a free had to wait: PyTorch logs `free_requested` when the
+//! program frees a block and `free_completed` when the memory may be reused, later when the
+//! block was used on another stream (`record_stream`) whose work had not finished. Such a free
+//! becomes a [`TraceOp::FreeDeferred`] on a *lane*, and its completion a
+//! [`TraceOp::FreeCompleted`] of that lane, so a replay keeps the block from reuse exactly as
+//! long as the recorded run did.
+//!
+//! Invariants: a `Free` or `FreeDeferred` names a slot whose allocation is live at that point;
+//! every slot number is below `slots`, every lane below `lanes`; a lane is completed at most
+//! once after each deferred free on it, and reused only after that.
 
 use alloc::string::{String, ToString};
 use alloc::vec::Vec;
@@ -33,6 +41,19 @@ pub enum TraceOp {
         /// Slot of the allocation.
         slot: u32,
     },
+    /// Free the allocation held in `slot`, whose memory another stream still uses: it may
+    /// not be reused until the [`TraceOp::FreeCompleted`] of `lane`.
+    FreeDeferred {
+        /// Slot of the allocation.
+        slot: u32,
+        /// Lane that the completion names.
+        lane: u32,
+    },
+    /// The other stream's work that `lane`'s deferred free waited for has finished.
+    FreeCompleted {
+        /// Lane of the deferred free.
+        lane: u32,
+    },
 }
 
 /// What the reader saw besides the operations it kept.
@@ -55,6 +76,8 @@ pub struct TraceReport {
     pub implicit_frees: usize,
     /// Allocations never freed by the end of the trace.
     pub live_at_end: usize,
+    /// Frees that waited for another stream's work (kept as deferred frees).
+    pub deferred_frees: usize,
     /// Distinct streams seen.
     pub streams: usize,
 }
@@ -68,6 +91,8 @@ pub struct Trace {
     pub times_us: Vec<u64>,
     /// Number of slots the operations use.
     pub slots: u32,
+    /// Number of lanes the deferred frees use (at most this many wait at once).
+    pub lanes: u32,
     /// What was counted while reading.
     pub report: TraceReport,
     /// Where the recorded run's device placed its segments, (address, size) in order: a
@@ -129,6 +154,9 @@ struct Builder {
     slot_of: alloc::collections::BTreeMap<u64, u32>,
     free_slots: Vec<u32>,
     streams: alloc::collections::BTreeSet<Stream>,
+    /// The lane of each address whose deferred free has not completed.
+    lane_of: alloc::collections::BTreeMap<u64, u32>,
+    free_lanes: Vec<u32>,
 }
 
 impl Builder {
@@ -166,16 +194,52 @@ impl Builder {
     }
 
     fn free(&mut self, ptr: u64, time_us: u64) -> Result<(), String> {
+        if let Some(slot) = self.release_slot(ptr)? {
+            self.trace.ops.push(TraceOp::Free { slot });
+            self.trace.times_us.push(time_us);
+        }
+        Ok(())
+    }
+
+    /// Counts a free row and gives back the slot of `ptr`, with room for its operation;
+    /// `None` for a pointer with no live allocation.
+    fn release_slot(&mut self, ptr: u64) -> Result<Option<u32>, String> {
         self.trace.report.rows += 1;
         self.room_for_one()?;
         let Some(slot) = self.slot_of.remove(&ptr) else {
             self.trace.report.unknown_frees += 1;
-            return Ok(());
+            return Ok(None);
         };
         self.free_slots.push(slot);
-        self.trace.ops.push(TraceOp::Free { slot });
-        self.trace.times_us.push(time_us);
         self.trace.report.frees += 1;
+        Ok(Some(slot))
+    }
+
+    /// A free that waits for another stream: like [`Builder::free`], on a lane that
+    /// [`Builder::complete`] ends.
+    fn free_deferred(&mut self, ptr: u64, time_us: u64) -> Result<(), String> {
+        // A second request for an address still waiting (a log that lost a completion):
+        // the first wait ends here, so no lane is held forever.
+        self.complete(ptr, time_us)?;
+        let Some(slot) = self.release_slot(ptr)? else { return Ok(()) };
+        let lane = self.free_lanes.pop().unwrap_or_else(|| {
+            self.trace.lanes += 1;
+            self.trace.lanes - 1
+        });
+        self.trace.ops.push(TraceOp::FreeDeferred { slot, lane });
+        self.trace.times_us.push(time_us);
+        self.lane_of.insert(ptr, lane);
+        self.trace.report.deferred_frees += 1;
+        Ok(())
+    }
+
+    /// The deferred free of `ptr` completes; an address with none waiting is ignored.
+    fn complete(&mut self, ptr: u64, time_us: u64) -> Result<(), String> {
+        let Some(lane) = self.lane_of.remove(&ptr) else { return Ok(()) };
+        self.room_for_one()?;
+        self.free_lanes.push(lane);
+        self.trace.ops.push(TraceOp::FreeCompleted { lane });
+        self.trace.times_us.push(time_us);
         Ok(())
     }
 
@@ -318,9 +382,9 @@ pub fn parse_csv(text: &str) -> Result<Trace, TraceError> {
 }
 
 /// Reads the `device_traces` of a PyTorch snapshot (`torch.cuda.memory._snapshot()`):
-/// `alloc` entries allocate, `free_requested` entries free, `oom` entries count as
-/// failures, and `segment_alloc` entries become the trace's `segment_placements`; other
-/// actions are ignored. One device's list is read, as [`parse_device_trace`] chooses it.
+/// `alloc` entries allocate, `free_requested` entries free (deferred until their
+/// `free_completed` when that does not follow at once), `oom` entries count as failures, and
+/// `segment_alloc` entries become the trace's `segment_placements`; other actions are ignored. One device's list is read, as [`parse_device_trace`] chooses it.
 pub fn parse_snapshot_json(text: &str) -> Result<Trace, TraceError> {
     let v = json(without_bom(text))?;
     let lists = snapshot_lists(&v)?;
@@ -387,9 +451,11 @@ fn read_lists(lists: &[serde_json::Value], chosen: Option<usize>) -> Result<Trac
     };
     for d in read {
         let entries = lists[d].as_array().map_or(&[][..], |l| l.as_slice());
+        // Older snapshots log no completions: each free then counts as completed at once.
+        let logs_completions = entries.iter().any(|e| action_of(e) == "free_completed");
         for (i, e) in entries.iter().enumerate() {
             let field = |k: &str| e.get(k).and_then(|x| x.as_u64());
-            let action = e.get("action").and_then(|a| a.as_str()).unwrap_or("");
+            let action = action_of(e);
             let need = |k: &str| {
                 field(k)
                     .ok_or_else(|| error(0, alloc::format!("device_traces[{d}][{i}] ({action}) lacks a numeric '{k}'")))
@@ -408,7 +474,14 @@ fn read_lists(lists: &[serde_json::Value], chosen: Option<usize>) -> Result<Trac
                         .map_err(|m| error(0, alloc::format!("device_traces[{d}][{i}] (alloc): {m}")))?;
                     b.alloc(need("addr")?, size, optional("stream")?, time).map_err(|m| error(0, m))?
                 }
-                "free_requested" => b.free(need("addr")?, time).map_err(|m| error(0, m))?,
+                "free_requested" => {
+                    let addr = need("addr")?;
+                    let next = entries.get(i + 1);
+                    let at_once = !logs_completions
+                        || next.is_some_and(|n| action_of(n) == "free_completed" && n.get("addr") == e.get("addr"));
+                    if at_once { b.free(addr, time) } else { b.free_deferred(addr, time) }.map_err(|m| error(0, m))?
+                }
+                "free_completed" => b.complete(need("addr")?, time).map_err(|m| error(0, m))?,
                 "oom" => b.failure(),
                 "segment_alloc" if chosen.is_some() => placements.push((need("addr")?, need("size")?)),
                 _ => {}
@@ -419,6 +492,11 @@ fn read_lists(lists: &[serde_json::Value], chosen: Option<usize>) -> Result<Trac
     trace.segment_placements = placements;
     trace.device = chosen.filter(|_| lists.len() > 1);
     Ok(trace)
+}
+
+/// A history entry's `action`, or "" for an entry without one.
+fn action_of(e: &serde_json::Value) -> &str {
+    e.get("action").and_then(|a| a.as_str()).unwrap_or("")
 }
 
 impl Trace {
@@ -438,7 +516,10 @@ impl Trace {
                     live += size as u128;
                     peak = peak.max(live);
                 }
-                TraceOp::Free { slot } => live -= size_of.get(slot as usize).copied().unwrap_or(0) as u128,
+                TraceOp::Free { slot } | TraceOp::FreeDeferred { slot, .. } => {
+                    live -= size_of.get(slot as usize).copied().unwrap_or(0) as u128
+                }
+                TraceOp::FreeCompleted { .. } => {}
             }
         }
         u64::try_from(peak).unwrap_or(u64::MAX)
@@ -454,6 +535,7 @@ impl Trace {
             (r.zero_size, "zero-byte allocations skipped"),
             (r.implicit_frees, "re-allocated live pointers (implicit frees)"),
             (r.live_at_end, "allocations live at the end"),
+            (r.deferred_frees, "frees that waited for another stream"),
         ] {
             if n > 0 {
                 s.push_str(&alloc::format!(", {n} {what}"));
@@ -534,6 +616,48 @@ mod tests {
             let e = parse_trace(list).unwrap_err();
             assert!(e.message.contains("a JSON list, not a PyTorch memory snapshot"), "{list}: {}", e.message);
         }
+    }
+
+    /// A free whose completion comes later (the block was used on another stream) becomes a
+    /// deferred free on a lane, completed where the snapshot says; a free completed at once,
+    /// or one in a snapshot that logs no completions at all, is a plain free.
+    #[test]
+    fn a_free_completed_later_waits_on_a_lane() {
+        let entry = |action: &str, addr: u64| {
+            alloc::format!(r#"{{"action": "{action}", "addr": {addr}, "size": 512, "stream": 0}}"#)
+        };
+        let snapshot = |entries: &[String]| alloc::format!(r#"{{"device_traces": [[{}]]}}"#, entries.join(","));
+        let t = parse_trace(&snapshot(&[
+            entry("alloc", 4096),
+            entry("alloc", 8192),
+            entry("free_requested", 4096),
+            entry("free_requested", 8192),
+            entry("free_completed", 8192),
+            entry("alloc", 16384),
+            entry("free_completed", 4096),
+            entry("free_requested", 16384),
+        ]))
+        .unwrap();
+        let (alloc, free) = (|slot| TraceOp::Alloc { slot, size: 512, stream: 0 }, |slot| TraceOp::Free { slot });
+        assert_eq!(
+            t.ops,
+            [
+                alloc(0),
+                alloc(1),
+                TraceOp::FreeDeferred { slot: 0, lane: 0 },
+                free(1),
+                alloc(1),
+                TraceOp::FreeCompleted { lane: 0 },
+                // Never completed in the snapshot: it waits to the end.
+                TraceOp::FreeDeferred { slot: 1, lane: 0 },
+            ]
+        );
+        assert_eq!((t.lanes, t.report.deferred_frees, t.report.frees), (1, 2, 3));
+        assert_eq!(t.ops.len(), t.times_us.len());
+        assert!(t.describe().contains("2 frees that waited for another stream"), "{}", t.describe());
+        let older =
+            parse_trace(&snapshot(&[entry("alloc", 4096), entry("alloc", 8192), entry("free_requested", 4096)]));
+        assert_eq!(older.unwrap().ops, [alloc(0), alloc(1), free(0)]);
     }
 
     /// Two GPUs' events read as one device's doubled their memory (the browser demo read

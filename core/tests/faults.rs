@@ -94,7 +94,8 @@ fn workload() -> (Vec<Step>, u32) {
                     steps.push(Step::RecordStream { slot });
                 }
             }
-            TraceOp::Free { slot } => steps.push(Step::Free { slot }),
+            TraceOp::Free { slot } | TraceOp::FreeDeferred { slot, .. } => steps.push(Step::Free { slot }),
+            TraceOp::FreeCompleted { .. } => {}
         }
         if i % 64 == 63 {
             steps.push(Step::FinishSideStream);

@@ -36,6 +36,7 @@ fn check(t: &Trace) -> Result<(), String> {
     let mut live = BTreeSet::new();
     let (mut allocs, mut frees) = (0, 0);
     let mut streams = BTreeSet::new();
+    let (mut waiting, mut deferred) = (BTreeSet::new(), 0);
     for (i, op) in t.ops.iter().enumerate() {
         match *op {
             TraceOp::Alloc { slot, size, stream } => {
@@ -45,18 +46,31 @@ fn check(t: &Trace) -> Result<(), String> {
                 streams.insert(stream);
                 allocs += 1;
             }
-            TraceOp::Free { slot } => {
+            TraceOp::Free { slot } | TraceOp::FreeDeferred { slot, .. } => {
                 if !live.remove(&slot) {
                     return Err(format!("op {i}: free of slot {slot}, which is not live"));
                 }
+                if let TraceOp::FreeDeferred { lane, .. } = *op {
+                    if lane >= t.lanes || !waiting.insert(lane) {
+                        return Err(format!("op {i}: deferred free on lane {lane} of {}, already waiting", t.lanes));
+                    }
+                    deferred += 1;
+                }
                 frees += 1;
+            }
+            TraceOp::FreeCompleted { lane } => {
+                if !waiting.remove(&lane) {
+                    return Err(format!("op {i}: completion of lane {lane}, on which no free waits"));
+                }
             }
         }
     }
     let r = &t.report;
     let recount = (allocs, frees, live.len(), streams.len());
-    if (r.allocs, r.frees, r.live_at_end, r.streams) != recount {
-        return Err(format!("report {r:?} disagrees with a recount (allocs, frees, live, streams) = {recount:?}"));
+    let recount = (recount.0, recount.1, recount.2, recount.3, deferred);
+    if (r.allocs, r.frees, r.live_at_end, r.streams, r.deferred_frees) != recount {
+        let what = "(allocs, frees, live, streams, deferred frees)";
+        return Err(format!("report {r:?} disagrees with a recount {what} = {recount:?}"));
     }
     Ok(())
 }

@@ -33,9 +33,11 @@ fn pass(a: &SharedAllocator, trace: &Trace, stream: u64, slots: &mut [u64]) -> R
             TraceOp::Alloc { slot, size, .. } => {
                 slots[slot as usize] = a.malloc(size, stream).map_err(|e| e.to_string())?;
             }
-            TraceOp::Free { slot } => {
+            // Frees that waited for another stream in the recorded run are at once here.
+            TraceOp::Free { slot } | TraceOp::FreeDeferred { slot, .. } => {
                 a.free(std::mem::take(&mut slots[slot as usize])).map_err(|e| e.to_string())?;
             }
+            TraceOp::FreeCompleted { .. } => {}
         }
     }
     for addr in slots.iter_mut().filter(|a| **a != 0) {

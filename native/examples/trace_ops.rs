@@ -34,7 +34,10 @@ fn run() -> Result<(), String> {
     for op in &trace.ops {
         match *op {
             TraceOp::Alloc { slot, size, stream } => writeln!(out, "a {slot} {size} {stream:x}"),
-            TraceOp::Free { slot } => writeln!(out, "f {slot}"),
+            // The CUDA replays free at once: their streams are real, none can stand for the
+            // recorded run's other stream.
+            TraceOp::Free { slot } | TraceOp::FreeDeferred { slot, .. } => writeln!(out, "f {slot}"),
+            TraceOp::FreeCompleted { .. } => continue,
         }
         .map_err(io)?;
     }

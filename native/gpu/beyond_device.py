@@ -6,6 +6,11 @@ the default policy, a 150 GiB request must fail as out of memory at once (no dri
 import ctypes, json, os, time
 
 lib = ctypes.CDLL(os.environ.get("CACHALOT_LIB", "target/release/libcachalot.so"))
+# Sizes past 2 GiB need size_t: ctypes would pass a plain int, truncated to 32 bits.
+lib.cachalot_malloc.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p)]
+lib.cachalot_free.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
+lib.cachalot_allocator_new_cuda.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.POINTER(ctypes.c_void_p)]
+lib.cachalot_allocator_free.argtypes = [ctypes.c_void_p]
 OUT_OF_MEMORY = 5
 rows = []
 for conf in [b"", b"policy:pytorch"]:

@@ -108,6 +108,10 @@ pub fn describe(trace: &Trace, index: usize) -> String {
             format!("allocate {} ({size} B) on stream {stream:#x} (slot {slot})", format_size(*size))
         }
         Some(TraceOp::Free { slot }) => format!("free the allocation in slot {slot}"),
+        Some(TraceOp::FreeDeferred { slot, lane }) => {
+            format!("free the allocation in slot {slot}, still used on another stream (waits on lane {lane})")
+        }
+        Some(TraceOp::FreeCompleted { lane }) => format!("the other stream's work on lane {lane} finishes"),
         None => String::new(),
     }
 }

@@ -44,11 +44,12 @@ pub fn replay_peer<P: Peer>(peer: &mut P, trace: &Trace, slots: &mut [Option<P::
                 let units = size.div_ceil(512) as u32;
                 slots[slot as usize] = Some(peer.alloc(units).expect("peer allocator out of space"));
             }
-            TraceOp::Free { slot } => {
+            TraceOp::Free { slot } | TraceOp::FreeDeferred { slot, .. } => {
                 if let Some(h) = slots[slot as usize].take() {
                     peer.free(h);
                 }
             }
+            TraceOp::FreeCompleted { .. } => {}
         }
     }
     for s in slots.iter_mut() {
