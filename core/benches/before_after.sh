@@ -29,6 +29,6 @@ cp "$after" "$work/after"
 for round in $(seq "$rounds"); do
     for which in before after; do
         echo "== $which ($([ $which = before ] && echo "$rev" || echo "working tree")), round $round"
-        (cd "$root/core" && "$work/$which" --bench "$filter" 2>&1 | grep -E '^replay/|time:')
+        (cd "$root" && "$work/$which" --bench "$filter" 2>&1 | grep -E '^replay/|time:')
     done
 done
