@@ -12,50 +12,35 @@
 
 extern crate alloc;
 
-mod addr_map;
-mod allocator;
-mod block;
-mod cell_hints;
-mod class_store;
-pub mod config;
-mod decision_memo;
-pub mod device;
-mod epochs;
-mod error;
-mod events;
-mod expandable;
-pub mod explain;
-mod free_index;
-pub mod history;
-mod invariants;
-pub mod layout;
-mod layout_plan;
-mod oom;
-mod paging;
-mod planned_range;
-mod recall;
-mod recurrence;
-mod release;
+// The parts, and the one way their dependencies run (checked by `tests/layers.rs`): a part
+// uses only the parts listed before it, never one after, and no two files import each other.
+//
+//   base    sizes and rounding, the Device trait, the config, errors
+//   data    the block slab, the address map, the free index, streams, events      (base)
+//   trace   trace readers                                                          (base)
+//   sim     the simulated device                                                   (base, trace)
+//   report  statistics, summary, snapshot, history, explain, layout types          (base, data)
+//   engine  the allocator: PyTorch's rules; paged/ cachalot's policy; memo/        (all above)
+//   replay  drives an allocator with a trace                                       (all above)
+mod base;
+mod data;
+mod engine;
 pub mod replay;
+mod report;
 pub mod sim;
-pub mod size;
-pub mod snapshot;
-mod snapshot_device;
-pub mod stats;
-mod streams;
-pub mod summary;
-mod tally;
 pub mod trace;
-mod vm;
-pub mod vrange;
 
-pub use allocator::Allocator;
-pub use config::{Config, ConfigError, Policy};
-pub use decision_memo::MemoCounts;
-pub use device::{Device, DeviceError, Event, HeldChange, PhysHandle, Stream};
-pub use error::{AllocError, FreeSpot, OomReport, SegmentUse};
-pub use explain::Decision;
+pub use base::{config, device, size};
+pub use engine::paged::vrange;
+pub use report::{explain, history, layout, snapshot, stats, summary};
+
+pub use base::config::{Config, ConfigError, Policy};
+pub use base::device::{Device, DeviceError, Event, HeldChange, PhysHandle, Stream};
+pub use base::error::{AllocError, FreeSpot, OomReport, SegmentUse};
+pub use engine::allocator::Allocator;
+pub use engine::memo::decision_memo::MemoCounts;
 pub use replay::{ReplayOutcome, Replayer};
+pub use report::explain::Decision;
+pub use report::stats::DeviceStats;
 pub use sim::SimDevice;
-pub use stats::DeviceStats;
 pub use trace::{parse_device_trace, parse_each_device, parse_trace, Trace, TraceError, TraceErrorKind, TraceOp};

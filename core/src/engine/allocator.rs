@@ -1,0 +1,1031 @@
+//! The caching allocator: malloc and free over a [`Device`], with PyTorch's decisions.
+//!
+//! A request is rounded, routed to the small or large pool, and served by the best-fitting
+//! cached block of its stream, split when the remainder is worth keeping; only when nothing
+//! fits does the allocator ask the device for a segment (see `release.rs` for what it does
+//! when the device says no). A freed block merges with free neighbours and is cached.
+//!
+//! malloc and free each exist twice, from one source: a copy for the plain case (see
+//! `Allocator::plain`), compiled without the tests for virtual memory, garbage collection,
+//! explaining and the history, and the general copy. In the plain case the two decide alike;
+//! the rules tests fail if the plain test misses a setting the plain copy leaves out.
+//!
+//! Invariants (checked by `check_invariants`): the blocks of each segment tile it exactly;
+//! no two free neighbours stay unmerged; a block is in its pool's free index iff it is free;
+//! an address is in the live map iff an allocated block starts there; the statistics equal
+//! a recount of the blocks.
+
+use alloc::vec::Vec;
+
+use crate::base::config::Config;
+use crate::base::device::{Device, HeldChange, Stream};
+use crate::base::error::AllocError;
+use crate::base::size::{power2_interval, round_size, segment_size, Pool, MAX_REQUEST, MIN_BLOCK, SMALL_SIZE};
+use crate::data::addr_map::{AddrTable, IdMap};
+use crate::data::block::{Block, BlockState, Slab, NIL};
+use crate::data::events::PendingEvents;
+use crate::data::free_index::FreeIndex;
+use crate::data::streams::StreamTable;
+use crate::engine::memo::decision_memo::DecisionMemo;
+use crate::engine::paged::recurrence::Signature;
+use crate::engine::paged::vrange::{VirtualMemory, VmMode};
+use crate::report::explain::{Decision, Explainer};
+use crate::report::history::{Action, History, TraceEntry};
+use crate::report::stats::{Counters, DeviceStats};
+
+/// A caching allocator for one device. Cloning one (with its device) checkpoints it: the
+/// browser demo scrubs backwards through a replay from such checkpoints.
+///
+/// Its fields are the engine's alone (`pub(in crate::engine)`), so the compiler holds the rule
+/// that no other part writes the allocator's state; reports read it through `&self` methods.
+#[derive(Clone)]
+pub struct Allocator<D: Device> {
+    pub(in crate::engine) device: D,
+    pub(in crate::engine) config: Config,
+    pub(in crate::engine) blocks: Slab,
+    pub(in crate::engine) streams: StreamTable,
+    pub(in crate::engine) free: [FreeIndex; 2],
+    pub(in crate::engine) live: AddrTable,
+    pub(in crate::engine) stream_uses: IdMap<Vec<Stream>>,
+    pub(in crate::engine) events: PendingEvents,
+    pub(in crate::engine) stats: Counters,
+    /// Bytes of segments held: PyTorch's `total_allocated_memory`.
+    pub(in crate::engine) reserved: u64,
+    /// The memory-fraction limit in bytes, once a fraction is set.
+    pub(in crate::engine) allowed: Option<u64>,
+    /// Free-block lookups per pool while garbage collection is on (ages of cached blocks).
+    pub(in crate::engine) lookups: [u32; 2],
+    pub(in crate::engine) history: History,
+    pub(in crate::engine) explainer: Explainer,
+    pub(in crate::engine) vm: VirtualMemory,
+    pub(in crate::engine) memo: DecisionMemo,
+}
+
+impl<D: Device> Allocator<D> {
+    /// An allocator over `device` with `config`.
+    pub fn new(device: D, config: Config) -> Allocator<D> {
+        let granularity = device.vm_granularity();
+        let mode = match (config.policy, config.expandable_segments, granularity) {
+            (_, _, None) => VmMode::Off,
+            (crate::base::config::Policy::Cachalot, _, Some(_)) => VmMode::Paged,
+            (crate::base::config::Policy::PyTorch, true, Some(_)) => VmMode::Expandable,
+            (crate::base::config::Policy::PyTorch, false, Some(_)) => VmMode::Off,
+        };
+        let mut a = Allocator {
+            vm: VirtualMemory::new(mode, granularity.unwrap_or(crate::base::size::SMALL_BUFFER)),
+            device,
+            blocks: Slab::default(),
+            streams: StreamTable::default(),
+            free: [FreeIndex::default(), FreeIndex::default()],
+            live: AddrTable::default(),
+            stream_uses: Default::default(),
+            events: PendingEvents::default(),
+            stats: Counters { max_split_size: config.max_split_size_stat(), ..Counters::default() },
+            reserved: 0,
+            allowed: None,
+            lookups: [0; 2],
+            history: History::new(config.history_entries),
+            explainer: Explainer::default(),
+            memo: DecisionMemo::default(),
+            config,
+        };
+        if let Some(f) = a.config.per_process_memory_fraction {
+            a.allowed = a.limit_of(f);
+        }
+        a
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// The device.
+    pub fn device(&self) -> &D {
+        &self.device
+    }
+
+    /// The device, mutably (tests use it to inject faults).
+    pub fn device_mut(&mut self) -> &mut D {
+        &mut self.device
+    }
+
+    /// The statistics.
+    pub fn stats(&self) -> DeviceStats {
+        self.stats.report()
+    }
+
+    /// Bytes of segments held from the device.
+    pub fn reserved_bytes(&self) -> u64 {
+        self.reserved
+    }
+
+    /// The memory-fraction limit in bytes, if set.
+    pub fn allowed_bytes(&self) -> Option<u64> {
+        self.allowed
+    }
+
+    /// True when the allocator maps physical pages into reserved address ranges (cachalot's
+    /// paged policy or PyTorch's expandable segments); false when it uses classic segments,
+    /// by policy or because the device has no virtual memory.
+    pub fn uses_virtual_memory(&self) -> bool {
+        self.vm.mode != VmMode::Off
+    }
+
+    /// What planned layouts have done so far (cachalot's policy, `learn_layout`).
+    pub fn plan_counts(&self) -> crate::engine::paged::vrange::PlanCounts {
+        self.vm.plan_counts
+    }
+
+    /// Address ranges reserved for virtual memory now (none with classic segments). Under
+    /// expandable segments they are what PyTorch's summary calls segments, though its
+    /// `segment` statistic does not count them.
+    pub fn address_ranges(&self) -> usize {
+        self.vm.ranges.len()
+    }
+
+    /// Host memory the allocator's block metadata holds now: bytes that grow with the number
+    /// of blocks (the block slab, the address table, the free index's class vectors) and
+    /// bytes fixed per pool and stream (the free index's bitmaps and tables of vectors by
+    /// class). Virtual-memory bookkeeping (ranges and their page mappings) is per range and
+    /// mapping, not per block, and is not counted.
+    pub fn metadata_bytes(&self) -> (usize, usize) {
+        let (small, large) = (self.free[0].heap_bytes(), self.free[1].heap_bytes());
+        (self.blocks.heap_bytes() + self.live.heap_bytes() + small.0 + large.0, small.1 + large.1)
+    }
+
+    /// Blocks (allocated, pending, free or unmapped) alive now.
+    pub fn live_blocks(&self) -> usize {
+        self.blocks.len()
+    }
+
+    /// Restarts every peak statistic at its current value.
+    pub fn reset_peak_stats(&mut self) {
+        self.stats.reset_peak();
+    }
+
+    /// Restarts the accumulated statistics.
+    pub fn reset_accumulated_stats(&mut self) {
+        self.stats.reset_accumulated();
+    }
+
+    /// Allocates `size` bytes for use on `stream` and returns the address.
+    #[inline]
+    pub fn malloc(&mut self, size: u64, stream: Stream) -> Result<u64, AllocError> {
+        match self.malloc_short_of_release(size, stream)? {
+            Some(addr) => Ok(addr),
+            None => self.malloc_after_release(size, stream),
+        }
+    }
+
+    /// The rest of a [`Allocator::malloc`] that [`Allocator::malloc_short_of_release`] left
+    /// undone: release every cached segment (or idle page) and retry, counting and reporting
+    /// out of memory if even that fails. A caller whose other allocators hold cached memory
+    /// returns theirs to the device first, so that together they do what PyTorch's one
+    /// allocator does (the native library's per-stream shards).
+    pub fn malloc_after_release(&mut self, size: u64, stream: Stream) -> Result<u64, AllocError> {
+        self.settle();
+        check_request(size)?;
+        let rounded = round_size(size, &self.config.roundup_power2_divisions);
+        let pool = Pool::for_size(rounded);
+        if self.beyond_reach(rounded) {
+            return Err(self.out_of_memory(size, rounded, stream));
+        }
+        match self.grow_after_release(pool, stream, rounded)? {
+            Some(id) => {
+                let (addr, _) = self.hand_out::<false, false>(id, rounded, size, NIL);
+                if self.learns_layout() {
+                    self.log_request(addr, Signature { stream, pool, bytes: rounded });
+                }
+                Ok(addr)
+            }
+            None => Err(self.out_of_memory(size, rounded, stream)),
+        }
+    }
+
+    /// [`Allocator::malloc`] up to, not including, its last resort: `Ok(None)` when nothing
+    /// but releasing every cached segment and retrying
+    /// ([`Allocator::malloc_after_release`]) could serve the request.
+    #[inline(always)]
+    pub fn malloc_short_of_release(&mut self, size: u64, stream: Stream) -> Result<Option<u64>, AllocError> {
+        // A replay runs only where the plain copy does: every call that could change that
+        // settles first (`recall.rs`).
+        if self.memo.replaying() {
+            if let Some(addr) = self.malloc_recalled(size, stream) {
+                return Ok(Some(addr));
+            }
+        }
+        if self.plain() {
+            self.malloc_served::<true>(size, stream)
+        } else {
+            self.malloc_general(size, stream)
+        }
+    }
+
+    /// True when cachalot's policy knows a request can never be served: it is larger than
+    /// the device or its memory fraction, so no release could make room and no call to the
+    /// device is worth making (mapping and unmapping pages for it cost tens of thousands).
+    /// PyTorch's policy asks the device and releases its cache first, as PyTorch does.
+    #[inline]
+    fn beyond_reach(&self, rounded: u64) -> bool {
+        self.config.policy == crate::base::config::Policy::Cachalot
+            && rounded > self.allowed.unwrap_or(u64::MAX).min(self.device.total_memory())
+    }
+
+    /// True when the allocator works as plain PyTorch does by default: classic segments, no
+    /// expandable-segments flag, no garbage collection, nothing explained or recorded. Then
+    /// malloc and free run a copy of their code that leaves out every test for the rest
+    /// (`PLAIN` true), inlined into the caller; otherwise the general copy, out of line.
+    #[inline(always)]
+    fn plain(&self) -> bool {
+        self.vm.mode == VmMode::Off
+            && !self.config.expandable_segments
+            && self.explainer.decisions.is_none()
+            && !self.history.enabled()
+            && !self.gc_enabled()
+    }
+
+    /// The general copy of malloc's work, out of line.
+    #[inline(never)]
+    fn malloc_general(&mut self, size: u64, stream: Stream) -> Result<Option<u64>, AllocError> {
+        self.malloc_served::<false>(size, stream)
+    }
+
+    /// [`Allocator::malloc_short_of_release`]'s work; `PLAIN` as [`Allocator::plain`] says.
+    #[inline(always)]
+    fn malloc_served<const PLAIN: bool>(&mut self, size: u64, stream: Stream) -> Result<Option<u64>, AllocError> {
+        check_request(size)?;
+        if !self.events.is_empty() {
+            let completed = self.process_events()?;
+            if completed > 0 {
+                self.explainer.note_if::<PLAIN>(|| Decision::EventsCompleted { blocks: completed });
+            }
+        }
+        let rounded = round_size(size, &self.config.roundup_power2_divisions);
+        let pool = Pool::for_size(rounded);
+        if !PLAIN && self.explainer.decisions.is_some() {
+            let divisions = self.config.roundup_power2_divisions[power2_interval(size)] as u64;
+            let rule = if size < MIN_BLOCK {
+                "the smallest block is 512 bytes"
+            } else if divisions > 1 && size > MIN_BLOCK * divisions {
+                "roundup_power2_divisions: the next of equal steps between powers of two"
+            } else {
+                "blocks are multiples of 512 bytes"
+            };
+            self.explainer.note(|| Decision::Rounded { requested: size, rounded, rule });
+            let page = match self.vm.mode {
+                VmMode::Off => 0,
+                VmMode::Expandable if pool == Pool::Small => crate::base::size::SMALL_BUFFER,
+                VmMode::Expandable => crate::base::size::LARGE_BUFFER,
+                VmMode::Paged => self.vm.paged_page,
+            };
+            self.explainer.note(|| Decision::Pool { pool: pool.name(), segment_size: segment_size(rounded), page });
+        }
+        let planned = if !PLAIN && self.vm.plan.is_some() { self.take_planned(pool, stream, rounded)? } else { None };
+        let id = match planned {
+            Some(id) => id,
+            None => match self.take_free_block::<PLAIN>(pool, stream, rounded) {
+                Some(id) if PLAIN => id,
+                Some(id) => self.place_against_live(id, rounded),
+                None if self.beyond_reach(rounded) => return Err(self.out_of_memory(size, rounded, stream)),
+                None => match self.grow_short_of_release(pool, stream, rounded)? {
+                    Some(id) => id,
+                    None => return Ok(None),
+                },
+            },
+        };
+        let (addr, handed) = self.hand_out::<PLAIN, false>(id, rounded, size, NIL);
+        if PLAIN && self.config.decision_memo {
+            // Every device call a plain malloc can make moves a device counter (a segment made
+            // or released, a retry), but for querying events, which only a queued one needs.
+            let quiet = self.is_quiet();
+            self.memo.malloc_served(&mut self.blocks, &self.stats, (size, stream, id, handed, addr), quiet);
+        }
+        if !PLAIN && self.learns_layout() {
+            self.log_request(addr, Signature { stream, pool, bytes: rounded });
+        }
+        Ok(Some(addr))
+    }
+
+    /// Frees an address returned by [`Allocator::malloc`]. If the block was used on other
+    /// streams, it becomes reusable once the work queued there now has completed.
+    #[inline(always)]
+    pub fn free(&mut self, addr: u64) -> Result<(), AllocError> {
+        // As in malloc: a replay implies the plain copy.
+        if self.memo.replaying() && self.free_recalled(addr) {
+            return Ok(());
+        }
+        self.free_served(addr)
+    }
+
+    /// [`Allocator::free`] when the decision memo does not answer, out of line.
+    #[inline(never)]
+    fn free_served(&mut self, addr: u64) -> Result<(), AllocError> {
+        if self.memo.replaying() {
+            // An address outside every segment is no allocation of this one: refused without
+            // ending the replay, since a caller with several allocators (the native library's
+            // per-stream shards) asks each in turn.
+            if !self.memo.within_segments(addr) {
+                return Err(AllocError::UnknownPointer { addr });
+            }
+            self.settle();
+        }
+        if self.plain() {
+            self.free_as::<true, false>(addr, NIL)
+        } else {
+            self.free_general(addr)
+        }
+    }
+
+    /// The general copy of free's work, out of line.
+    #[inline(never)]
+    fn free_general(&mut self, addr: u64) -> Result<(), AllocError> {
+        self.free_as::<false, false>(addr, NIL)
+    }
+
+    /// [`Allocator::free`]'s work; `PLAIN` as [`Allocator::plain`] says; `RECALLED` when the
+    /// decision memo applies a free it answered (`decision_memo.rs`): its block is the
+    /// recorded one, `recalled`, and the address table and the free index are left alone.
+    #[inline(always)]
+    pub(crate) fn free_as<const PLAIN: bool, const RECALLED: bool>(
+        &mut self,
+        addr: u64,
+        recalled: u32,
+    ) -> Result<(), AllocError> {
+        let id = if RECALLED {
+            recalled
+        } else {
+            match self.live.remove(addr, &self.blocks) {
+                Some(id) => id,
+                None => return Err(self.diagnose_bad_pointer(addr)),
+            }
+        };
+        let uses = if self.stream_uses.is_empty() { None } else { self.stream_uses.remove(&id) };
+        if let Some(uses) = uses {
+            if let Err(e) = self.insert_events(id, &uses) {
+                self.stream_uses.insert(id, uses);
+                self.live.insert(addr, id, &self.blocks);
+                return Err(e);
+            }
+        }
+        if !PLAIN && self.learns_layout() {
+            self.log_free(id);
+        }
+        let b = &mut self.blocks[id];
+        let (size, pool, stream, requested, pending) =
+            (b.size, b.pool, self.streams.handle(b.stream_index), b.requested(), b.event_count > 0);
+        b.state = if pending { BlockState::PendingFree } else { BlockState::Free };
+        self.stats.allocation.decrease(pool, 1);
+        self.stats.allocated_bytes.decrease(pool, size);
+        if size >= self.config.max_split_size {
+            self.stats.oversize_allocations.decrease(1);
+        }
+        self.record_if::<PLAIN>(Action::FreeRequested, addr, requested, stream);
+        if pending {
+            self.stats.active.began(pool, 1);
+            self.stats.active_bytes.began(pool, size);
+            let events = self.blocks[id].event_count as u64;
+            self.explainer.note_if::<PLAIN>(|| Decision::Pending { events });
+        } else {
+            self.free_block::<PLAIN, RECALLED>(id);
+        }
+        if PLAIN && !RECALLED && self.config.decision_memo {
+            self.memo.free_served(addr, id, self.is_quiet() && !pending);
+        }
+        Ok(())
+    }
+
+    /// Marks the allocation at `addr` as used on `stream`, so that after it is freed it is
+    /// not reused until the work queued on `stream` by then has completed.
+    pub fn record_stream(&mut self, addr: u64, stream: Stream) -> Result<(), AllocError> {
+        self.settle();
+        let Some(id) = self.live.get(addr, &self.blocks) else {
+            return Err(self.diagnose_bad_pointer(addr));
+        };
+        if self.stream_of(id) == stream {
+            return Ok(());
+        }
+        let uses = self.stream_uses.entry(id).or_default();
+        if !uses.contains(&stream) {
+            if uses.len() == u8::MAX as usize {
+                return Err(AllocError::TooManyStreams { addr });
+            }
+            uses.push(stream);
+        }
+        Ok(())
+    }
+
+    /// Returns every cached segment that holds no allocation to the device, after waiting
+    /// for pending frees. Segments that still hold an allocation stay.
+    pub fn empty_cache(&mut self) -> Result<(), AllocError> {
+        self.settle();
+        self.noting_releases("emptying the cache", |a| {
+            a.synchronize_and_free_events()?;
+            a.release_unsplit_blocks(Pool::Large)?;
+            a.release_unsplit_blocks(Pool::Small)
+        })?;
+        for index in &mut self.free {
+            index.drop_empty_streams();
+        }
+        Ok(())
+    }
+
+    /// Limits the bytes of segments held to `fraction` of the device's memory; 1.0 lifts
+    /// the limit.
+    pub fn set_memory_fraction(&mut self, fraction: f64) -> Result<(), AllocError> {
+        // A limit turns garbage collection on, and with it the general copy.
+        self.settle();
+        if !(0.0..=1.0).contains(&fraction) {
+            return Err(AllocError::InvalidFraction(fraction));
+        }
+        self.allowed = self.limit_of(fraction);
+        Ok(())
+    }
+
+    /// The memory-fraction limit left to this allocator: what other allocators sharing the
+    /// device's limit hold does not count as its own.
+    #[inline]
+    pub(crate) fn allowed_here(&self) -> Option<u64> {
+        self.allowed.map(|a| a.saturating_sub(self.device.reserved_elsewhere()))
+    }
+
+    /// The limit a memory fraction sets: none for the whole device, as in PyTorch, whose
+    /// garbage collection, fraction check and "allowed" figure then stay off.
+    fn limit_of(&self, fraction: f64) -> Option<u64> {
+        (fraction < 1.0).then(|| (fraction * self.device.total_memory() as f64) as u64)
+    }
+
+    /// True when PyTorch's garbage collection of cached blocks is on.
+    #[inline]
+    pub(crate) fn gc_enabled(&self) -> bool {
+        self.allowed.is_some() && self.config.garbage_collection_threshold > 0.0
+    }
+
+    /// Takes the best-fitting cached block for a rounded request out of the free index,
+    /// honouring `max_split_size` and `max_non_split_rounding` (which virtual memory makes
+    /// moot: its blocks are always split) and, for expandable segments, PyTorch's preference
+    /// for blocks that can grow.
+    #[inline(always)]
+    pub(crate) fn take_free_block<const PLAIN: bool>(
+        &mut self,
+        pool: Pool,
+        stream: Stream,
+        rounded: u64,
+    ) -> Option<u32> {
+        if !PLAIN && self.gc_enabled() {
+            self.lookups[pool.index()] = self.lookups[pool.index()].wrapping_add(1);
+        }
+        let found = self.free[pool.index()].find(stream, rounded);
+        // The position of the best fit, so taking it needs no second search, unless PyTorch's
+        // expandable-segment rule picks another block.
+        let mut taken = found.map(|f| (f.key, f.id, Some(f)));
+        if let (false, VmMode::Expandable, Some((key, id, _))) = (PLAIN, self.vm.mode, taken) {
+            let (k, other) = self.prefer_expandable(pool, stream, rounded, (key, id));
+            if other != id {
+                taken = Some((k, other, None));
+            }
+        }
+        if !PLAIN && self.explainer.decisions.is_some() {
+            let cached_blocks = self.free[pool.index()].len() as u64;
+            let (addr, size) = taken.map_or((None, 0), |(k, _, _)| (Some(k.2), k.1));
+            self.explainer.note(|| Decision::BestFit { addr, size, cached_blocks });
+        }
+        let ((_, size, addr), id, position) = taken?;
+        debug_assert!(PLAIN || !self.is_parked(&self.blocks[id]), "parked blocks are not indexed");
+        let max_split = self.config.max_split_size;
+        let rejected = if !PLAIN && self.vm.mode == VmMode::Paged && self.blocks[id].in_vm {
+            None
+        } else if rounded < max_split && size >= max_split {
+            Some("below max_split_size, a request never takes a block of max_split_size or more")
+        } else if rounded >= max_split && size >= rounded.saturating_add(self.config.max_non_split_rounding) {
+            Some("an oversize request only takes a block less than max_non_split_rounding larger")
+        } else {
+            None
+        };
+        if let Some(reason) = rejected {
+            self.explainer.note_if::<PLAIN>(|| Decision::Rejected { addr, size, reason });
+            return None;
+        }
+        match position {
+            Some(f) => {
+                self.free[pool.index()].take(&f);
+                if !PLAIN {
+                    self.uncounted_idle(id);
+                }
+            }
+            None => self.uncache_as::<PLAIN>(id),
+        }
+        Some(id)
+    }
+
+    /// Puts free block `id` in its pool's free index, unless it is parked in a followed
+    /// plan's range (and counts its idle pages).
+    #[inline(always)]
+    pub(crate) fn cache(&mut self, id: u32) {
+        self.cache_as::<false>(id);
+    }
+
+    /// [`Allocator::cache`]; `PLAIN` as [`Allocator::plain`] says.
+    #[inline(always)]
+    fn cache_as<const PLAIN: bool>(&mut self, id: u32) {
+        let b = &self.blocks[id];
+        if PLAIN || !self.is_parked(b) {
+            self.free[b.pool.index()].insert(self.streams.handle(b.stream_index), b.size, b.addr, id);
+        }
+        if !PLAIN && b.in_vm && self.vm.mode == VmMode::Paged {
+            self.vm.idle_pages += self.vm.whole_page_count(b.addr, b.size);
+        }
+    }
+
+    /// Takes free block `id` out of its pool's free index (a parked one is in none).
+    #[inline(always)]
+    pub(crate) fn uncache(&mut self, id: u32) {
+        self.uncache_as::<false>(id);
+    }
+
+    /// [`Allocator::uncache`]; `PLAIN` as [`Allocator::plain`] says.
+    #[inline(always)]
+    fn uncache_as<const PLAIN: bool>(&mut self, id: u32) {
+        let b = &self.blocks[id];
+        if PLAIN || !self.is_parked(b) {
+            let removed = self.free[b.pool.index()].remove(self.streams.handle(b.stream_index), b.size, b.addr);
+            debug_assert!(removed, "uncached block was in the free index");
+        }
+        if !PLAIN {
+            self.uncounted_idle(id);
+        }
+    }
+
+    /// Stops counting the idle pages of block `id`, just taken out of the free index.
+    #[inline]
+    fn uncounted_idle(&mut self, id: u32) {
+        let b = &self.blocks[id];
+        if b.in_vm && self.vm.mode == VmMode::Paged {
+            self.vm.idle_pages -= self.vm.whole_page_count(b.addr, b.size);
+        }
+    }
+
+    /// Asks the device for a segment of the size a rounded request needs. `Ok(None)` when the
+    /// device or the memory fraction says no.
+    pub(crate) fn allocate_segment(
+        &mut self,
+        pool: Pool,
+        stream: Stream,
+        rounded: u64,
+        size: u64,
+        is_retry: bool,
+    ) -> Result<Option<u32>, AllocError> {
+        if is_retry {
+            self.stats.num_alloc_retries += 1;
+        }
+        let expandable = self.vm.mode == VmMode::Expandable;
+        if let Some(allowed) = self.allowed_here() {
+            if self.reserved + size > allowed {
+                let reason = "it would exceed the memory fraction";
+                self.explainer.note(|| match expandable {
+                    true => Decision::PagesRefused { size, reason },
+                    false => Decision::SegmentRefused { size, reason },
+                });
+                return Ok(None);
+            }
+        }
+        if expandable {
+            let found = self.grow_expandable(pool, stream, rounded)?;
+            if found.is_none() {
+                self.explainer.note(|| Decision::PagesRefused { size, reason: "the device could not map more pages" });
+            }
+            return Ok(found);
+        }
+        let addr = match self.device.allocate(size) {
+            Ok(addr) => addr,
+            Err(crate::base::device::DeviceError::OutOfMemory) => {
+                self.explainer.note(|| Decision::SegmentRefused { size, reason: "the device is out of memory" });
+                return Ok(None);
+            }
+            Err(e) => return Err(e.into()),
+        };
+        self.explainer.note(|| Decision::NewSegment { addr, size });
+        self.reserved += size;
+        let stream_index = self.streams.index_of(stream);
+        let id = self.blocks.insert(Block::new(addr, size, stream_index, BlockState::Free, pool, false));
+        let oversize_segments = (size >= self.config.max_split_size) as i64;
+        self.count_held(HeldChange { pool, segments: 1, bytes: size as i64, oversize_segments });
+        self.stats.num_device_alloc += 1;
+        self.record(Action::SegmentAlloc, addr, size, stream);
+        Ok(Some(id))
+    }
+
+    /// PyTorch's split rule: small pool when at least 512 B remain; large pool when the
+    /// request is below `max_split_size` and more than 1 MiB remains.
+    #[inline]
+    pub(crate) fn should_split<const PLAIN: bool>(&self, id: u32, rounded: u64) -> bool {
+        let b = &self.blocks[id];
+        let remaining = b.size - rounded;
+        if b.pool == Pool::Small || (!PLAIN && (b.in_vm || self.config.expandable_segments)) {
+            remaining >= MIN_BLOCK
+        } else {
+            rounded < self.config.max_split_size && remaining > SMALL_SIZE
+        }
+    }
+
+    /// Why [`Allocator::should_split`] decided as it did.
+    fn split_reason(&self, id: u32, rounded: u64, remaining: u64, split: bool) -> &'static str {
+        let b = &self.blocks[id];
+        if b.in_vm || self.config.expandable_segments {
+            return match split {
+                _ if remaining == 0 => "it fits exactly",
+                true => "virtual memory: any remainder of at least 512 bytes is kept",
+                false => "less than 512 bytes would remain",
+            };
+        }
+        match (b.pool, split) {
+            (_, false) if remaining == 0 => "it fits exactly",
+            (Pool::Small, true) => "small pool: at least 512 bytes remain",
+            (Pool::Small, false) => "small pool: less than 512 bytes would remain",
+            (Pool::Large, true) => "large pool: more than 1 MiB remains",
+            (Pool::Large, false) if rounded >= self.config.max_split_size => {
+                "blocks are never split for requests of max_split_size or more"
+            }
+            (Pool::Large, false) => "large pool: a remainder of 1 MiB or less is not worth a block",
+        }
+    }
+
+    /// Hands out block `id` (taken from the free index or fresh from the device) for a
+    /// rounded request, splitting off the remainder when the split rule says so; returns the
+    /// address and the id of the block handed out. `RECALLED`: the decision memo chose `id`
+    /// and the id `recalled_front` for a block split off it, and the address table and the free index
+    /// are left alone.
+    #[inline(always)]
+    pub(crate) fn hand_out<const PLAIN: bool, const RECALLED: bool>(
+        &mut self,
+        id: u32,
+        rounded: u64,
+        requested: u64,
+        recalled_front: u32,
+    ) -> (u64, u32) {
+        let already_split = self.blocks[id].is_split();
+        let (pool, in_vm) = (self.blocks[id].pool, !PLAIN && self.blocks[id].in_vm);
+        let split = self.should_split::<PLAIN>(id, rounded);
+        debug_assert!(!RECALLED || split == (recalled_front != NIL), "the memo's split is the rule's");
+        if !PLAIN && self.explainer.decisions.is_some() {
+            let (addr, block_size) = (self.blocks[id].addr, self.blocks[id].size);
+            let reason = self.split_reason(id, rounded, block_size - rounded, split);
+            self.explainer.note(|| Decision::Split {
+                addr,
+                block_size,
+                remainder: block_size - rounded,
+                split,
+                reason,
+            });
+        }
+        let id = if split {
+            let rest = &mut self.blocks[id];
+            let mut front = Block::new(rest.addr, rounded, rest.stream_index, BlockState::Allocated, pool, in_vm);
+            front.prev = rest.prev;
+            front.next = id;
+            rest.addr += rounded;
+            rest.size -= rounded;
+            let rest_size = rest.size;
+            let front_id = if RECALLED {
+                self.blocks.occupy(recalled_front, front);
+                recalled_front
+            } else {
+                self.blocks.insert(front)
+            };
+            let rest = &mut self.blocks[id];
+            let before = rest.prev;
+            rest.prev = front_id;
+            if !in_vm {
+                rest.set_stamp(self.lookups[pool.index()]);
+            }
+            if before != NIL {
+                self.blocks[before].next = front_id;
+            } else if in_vm {
+                self.set_range_head(front_id);
+            }
+            if in_vm {
+                let (front_addr, rest_addr) = (self.blocks[front_id].addr, self.blocks[id].addr);
+                self.note_in_plan(front_addr, front_id);
+                self.note_in_plan(rest_addr, id);
+            }
+            if !RECALLED {
+                self.cache_as::<PLAIN>(id);
+            }
+            if in_vm {
+                // Like PyTorch's expandable segments, virtual memory counts no split blocks.
+            } else if already_split {
+                self.stats.inactive_split_bytes.decrease(pool, rounded);
+            } else {
+                self.stats.inactive_split_bytes.increase(pool, rest_size);
+                self.stats.inactive_split.increase(pool, 1);
+            }
+            front_id
+        } else {
+            if already_split && !in_vm {
+                let size = self.blocks[id].size;
+                self.stats.inactive_split_bytes.decrease(pool, size);
+                self.stats.inactive_split.decrease(pool, 1);
+            }
+            id
+        };
+        let b = &mut self.blocks[id];
+        b.state = BlockState::Allocated;
+        b.set_requested(requested);
+        let (addr, size, stream) = (b.addr, b.size, self.streams.handle(b.stream_index));
+        if !RECALLED {
+            self.live.insert(addr, id, &self.blocks);
+        }
+        let s = &mut self.stats;
+        s.allocation.increase(pool, 1);
+        s.allocated_bytes.increase(pool, size);
+        s.allocation_rose(pool);
+        s.requested_bytes.increase(pool, requested);
+        if size >= self.config.max_split_size {
+            s.oversize_allocations.increase(1);
+        }
+        self.record_if::<PLAIN>(Action::Alloc, addr, requested, stream);
+        if in_vm && self.vm.mode == VmMode::Paged {
+            self.vm.peak_in_use = self.vm.peak_in_use.max(self.vm.pages_in_use());
+        }
+        (addr, id)
+    }
+
+    /// Caches a block whose free has completed: merges it with free neighbours and puts it
+    /// in the free index.
+    /// `RECALLED` as for [`Allocator::hand_out`].
+    #[inline(always)]
+    pub(crate) fn free_block<const PLAIN: bool, const RECALLED: bool>(&mut self, id: u32) {
+        let b = &self.blocks[id];
+        let (addr, requested, stream, pool, in_vm) =
+            (b.addr, b.requested(), self.streams.handle(b.stream_index), b.pool, !PLAIN && b.in_vm);
+        let (prev, next) = (b.prev, b.next);
+        self.record_if::<PLAIN>(Action::FreeCompleted, addr, requested, stream);
+        let before = self.try_merge_as::<PLAIN, RECALLED>(id, prev, BlockState::Free);
+        let after = self.try_merge_as::<PLAIN, RECALLED>(id, next, BlockState::Free);
+        if !PLAIN && self.explainer.decisions.is_some() {
+            for (side, bytes) in [("previous", before), ("next", after)] {
+                if bytes > 0 {
+                    self.explainer.note(|| Decision::Merged { side, bytes });
+                }
+            }
+        }
+        let mut net_blocks = -((before > 0) as i64) - ((after > 0) as i64);
+        let mut net_bytes = -((before + after) as i64);
+        let stamp = if in_vm && self.vm.mode == VmMode::Paged {
+            self.vm.epochs.freed(stream)
+        } else {
+            self.lookups[pool.index()]
+        };
+        let b = &mut self.blocks[id];
+        b.state = BlockState::Free;
+        b.set_stamp(stamp);
+        let split = b.is_split();
+        let (key_size, key_addr) = (b.size, b.addr);
+        if !RECALLED {
+            self.cache_as::<PLAIN>(id);
+        }
+        self.explainer.note_if::<PLAIN>(|| Decision::Cached { addr: key_addr, size: key_size, whole_segment: !split });
+        if split {
+            net_blocks += 1;
+            net_bytes += key_size as i64;
+        }
+        let s = &mut self.stats;
+        if !in_vm {
+            match net_blocks {
+                n if n > 0 => s.inactive_split.increase(pool, n as u64),
+                n if n < 0 => s.inactive_split.decrease(pool, n.unsigned_abs()),
+                _ => {}
+            }
+            match net_bytes {
+                n if n > 0 => s.inactive_split_bytes.increase(pool, n as u64),
+                n if n < 0 => s.inactive_split_bytes.decrease(pool, n.unsigned_abs()),
+                _ => {}
+            }
+        }
+        s.requested_bytes.decrease(pool, requested);
+    }
+
+    /// Merges the neighbour `other` into block `id` if `other` is in `state` (free or
+    /// unmapped), taking it out of its index; returns the bytes gained (0 when not merged).
+    #[inline(always)]
+    pub(crate) fn try_merge(&mut self, id: u32, other: u32, state: BlockState) -> u64 {
+        self.try_merge_as::<false, false>(id, other, state)
+    }
+
+    /// [`Allocator::try_merge`]; `PLAIN` as [`Allocator::plain`] says.
+    #[inline(always)]
+    fn try_merge_as<const PLAIN: bool, const RECALLED: bool>(&mut self, id: u32, other: u32, state: BlockState) -> u64 {
+        if other == NIL || self.blocks[other].state != state {
+            return 0;
+        }
+        match state {
+            BlockState::Free if RECALLED => {}
+            BlockState::Free => self.uncache_as::<PLAIN>(other),
+            BlockState::Unmapped => {
+                let o = &self.blocks[other];
+                self.vm.unmapped[o.pool.index()].remove(&(self.streams.handle(o.stream_index), o.addr));
+            }
+            _ => unreachable!("only free or unmapped blocks merge"),
+        }
+        let o = &self.blocks[other];
+        let (o_addr, o_size, o_prev, o_next, o_stamp, o_in_vm) = (o.addr, o.size, o.prev, o.next, o.stamp(), o.in_vm);
+        if RECALLED {
+            self.blocks.release(other);
+        } else {
+            self.blocks.vacate(other);
+        }
+        if o_in_vm {
+            self.note_in_plan(o_addr, id);
+        }
+        let b = &mut self.blocks[id];
+        b.size += o_size;
+        // A block being freed still holds its requested bytes here; its caller stamps it next.
+        b.set_stamp(b.stamp().max(o_stamp));
+        if b.prev == other {
+            b.addr = o_addr;
+            b.prev = o_prev;
+            if o_prev != NIL {
+                self.blocks[o_prev].next = id;
+            } else if o_in_vm {
+                self.set_range_head(id);
+            }
+        } else {
+            b.next = o_next;
+            if o_next != NIL {
+                self.blocks[o_next].prev = id;
+            }
+        }
+        o_size
+    }
+
+    /// The stream block `id` belongs to.
+    #[inline]
+    pub(crate) fn stream_of(&self, id: u32) -> Stream {
+        self.streams.handle(self.blocks[id].stream_index)
+    }
+
+    /// Records that block `id` now starts its virtual range.
+    fn set_range_head(&mut self, id: u32) {
+        let addr = self.blocks[id].addr;
+        if let Some(r) = self.vm.range_of(addr) {
+            self.vm.ranges[r].head = id;
+        }
+    }
+
+    /// Records `uses` as events on their streams for block `id`. On failure nothing stays
+    /// recorded.
+    fn insert_events(&mut self, id: u32, uses: &[Stream]) -> Result<(), AllocError> {
+        let mut recorded = Vec::with_capacity(uses.len());
+        for &s in uses {
+            match self.device.record_event(s) {
+                Ok(e) => recorded.push((s, e)),
+                Err(err) => {
+                    for (_, e) in recorded {
+                        self.device.release_event(e);
+                    }
+                    return Err(err.into());
+                }
+            }
+        }
+        self.blocks[id].event_count = recorded.len() as u8;
+        for (s, e) in recorded {
+            self.events.push(s, e, id);
+        }
+        Ok(())
+    }
+
+    /// Completes pending frees whose events are done (called at each malloc); returns how
+    /// many blocks became reusable.
+    pub(crate) fn process_events(&mut self) -> Result<u64, AllocError> {
+        let mut completed = 0;
+        for i in 0..self.events.streams() {
+            while let Some((event, id)) = self.events.front(i) {
+                if !self.device.query_event(event)? {
+                    break;
+                }
+                self.events.pop_front(i);
+                self.device.release_event(event);
+                completed += self.event_completed(id) as u64;
+            }
+        }
+        self.events.drop_empty();
+        Ok(completed)
+    }
+
+    /// Waits for every pending event and completes the frees waiting on them.
+    pub(crate) fn synchronize_and_free_events(&mut self) -> Result<(), AllocError> {
+        self.stats.num_sync_all_streams += 1;
+        for i in 0..self.events.streams() {
+            while let Some((event, id)) = self.events.front(i) {
+                self.device.synchronize_event(event)?;
+                self.events.pop_front(i);
+                self.device.release_event(event);
+                self.event_completed(id);
+            }
+        }
+        self.events.drop_empty();
+        Ok(())
+    }
+
+    /// One of block `id`'s events completed; true if that completed its free.
+    fn event_completed(&mut self, id: u32) -> bool {
+        let b = &mut self.blocks[id];
+        b.event_count -= 1;
+        let done = b.event_count == 0;
+        if done {
+            let (pool, size) = (b.pool, b.size);
+            self.stats.active.ended(pool, 1);
+            self.stats.active_bytes.ended(pool, size);
+            self.free_block::<false, false>(id);
+        }
+        done
+    }
+
+    /// Explains why `addr` is not a live allocation (a slow path: it scans the blocks).
+    fn diagnose_bad_pointer(&self, addr: u64) -> AllocError {
+        for (_, b) in self.blocks.iter() {
+            if b.addr == addr {
+                return AllocError::DoubleFree { addr };
+            }
+            if b.addr < addr && addr < b.end() && b.state == BlockState::Allocated {
+                return AllocError::InteriorPointer { addr, block: b.addr };
+            }
+        }
+        AllocError::UnknownPointer { addr }
+    }
+
+    /// [`Allocator::record`], unless `PLAIN` says the history is off.
+    #[inline(always)]
+    fn record_if<const PLAIN: bool>(&mut self, action: Action, addr: u64, size: u64, stream: Stream) {
+        if !PLAIN {
+            self.record(action, addr, size, stream);
+        }
+    }
+
+    /// Counts a change in what this allocator holds from the device in its statistics, then
+    /// tells the device, which adds up the changes of allocators sharing it.
+    pub(crate) fn count_held(&mut self, change: HeldChange) {
+        self.stats.segment.change(change.pool, change.segments);
+        self.stats.reserved_bytes.change(change.pool, change.bytes);
+        self.stats.oversize_segments.change(change.oversize_segments);
+        self.device.held_changed(change);
+    }
+
+    /// Adds an entry to the history when it is on.
+    #[inline(always)]
+    pub(crate) fn record(&mut self, action: Action, addr: u64, size: u64, stream: Stream) {
+        if self.history.enabled() {
+            self.record_entry(action, addr, size, stream);
+        }
+    }
+
+    /// Out of line, as the explainer's notes are: inlined into the hot path, the device's
+    /// clock and the history's ring cost it even when the history is off.
+    #[cold]
+    #[inline(never)]
+    fn record_entry(&mut self, action: Action, addr: u64, size: u64, stream: Stream) {
+        let time_us = self.device.now_us();
+        self.history.record(TraceEntry { action, addr, size, stream, time_us });
+    }
+
+    /// Starts (or stops, with 0) recording the action history, forgetting earlier entries.
+    pub fn record_history(&mut self, entries: usize) {
+        self.settle();
+        self.config.history_entries = entries;
+        self.history.reset(entries);
+    }
+
+    /// The recorded history, oldest first.
+    pub fn history(&self) -> Vec<TraceEntry> {
+        self.history.entries()
+    }
+
+    /// Starts (or stops) noting the decisions of each call; see [`Allocator::take_decisions`].
+    pub fn set_explain(&mut self, on: bool) {
+        self.settle();
+        self.explainer.decisions = if on { Some(Vec::new()) } else { None };
+    }
+
+    /// The decisions noted since the last call (empty when explaining is off): the latest
+    /// ones, past [`crate::report::explain::MAX_DECISIONS`] (see there).
+    pub fn take_decisions(&mut self) -> Vec<Decision> {
+        self.explainer.decisions.as_mut().map(core::mem::take).unwrap_or_default()
+    }
+
+    /// Segment size a fresh device allocation would get for a request of `size` bytes.
+    pub fn segment_size_for(&self, size: u64) -> u64 {
+        segment_size(round_size(size, &self.config.roundup_power2_divisions))
+    }
+}
+
+/// Refuses a request of 0 bytes or of more than any device holds.
+#[inline(always)]
+fn check_request(size: u64) -> Result<(), AllocError> {
+    if size == 0 {
+        return Err(AllocError::ZeroSize);
+    }
+    if size > MAX_REQUEST {
+        return Err(AllocError::TooLarge { requested: size });
+    }
+    Ok(())
+}

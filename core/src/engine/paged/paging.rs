@@ -1,0 +1,586 @@
+//! cachalot's paged policy: what happens when no cached (mapped) block fits a request.
+//!
+//! Every stream and pool has a virtual range of the device's memory and an eighth, tiled by allocated, free
+//! (mapped) and unmapped blocks. A request the free index cannot serve goes to the smallest
+//! run of consecutive free and unmapped blocks that holds it (lowest address on ties), and
+//! each unmapped span under it is filled with chunks of physical memory (about an eighth of
+//! the span each, see `chunk_pages`), taken in order from chunks kept unmapped, from new
+//! chunks while the pages held stay within the most pages ever in use (counting this
+//! request) plus the page slack moving has earned (`page_slack`, 1% by default), from idle
+//! chunks — chunks mapped wholly inside free blocks elsewhere, moved here, largest first,
+//! their old mapping left in place as a ghost (`vrange.rs`), so that moving one back costs
+//! no driver call — and last from new chunks beyond that peak (after returning an idle chunk
+//! too large for the span's room, when that is all that is idle). So peak
+//! reserved memory stays near the peak of pages in use, and each span costs a handful of
+//! driver calls, not one per page. A request served from a cached block that touches live
+//! memory only at its back takes that back, so the block's idle chunks stay free to move.
+//!
+//! Invariants: chunks are taken only from outside the chosen run; a span gets chunks adding
+//! up to at least what it needs and at most what its unmapped block can hold; reserved bytes
+//! equal mapped pages plus kept chunks, and with the chunks created for the request being
+//! placed never exceed the memory fraction; on failure, chunks created for the request go
+//! back to the device, chunks moved for it go back onto their ghosts (idle where they were,
+//! with no driver call) or, without one, stay kept (they were reserved before).
+
+use alloc::vec::Vec;
+
+use crate::base::device::{Device, DeviceError, HeldChange, Stream};
+use crate::base::error::AllocError;
+use crate::base::size::Pool;
+use crate::data::block::{BlockState, NIL};
+use crate::engine::allocator::Allocator;
+use crate::engine::paged::vrange::{whole_pages, Chunk};
+use crate::report::explain::Decision;
+
+/// Pages of the chunks a span needing `need` pages is made of: about an eighth of the span,
+/// at most 8 (16 MiB). A chunk moves only when wholly idle, so small chunks keep memory
+/// close to what is in use, while each mapping costs the same on a GPU whatever its size
+/// (measured on the H200: ~25 µs to map and grant access, ~16 µs to unmap). Splitting a span
+/// in eighths keeps the mappings per request bounded and lets a large block's memory move in
+/// pieces once it is freed; the cap bounds what one small allocation left in a freed large
+/// block can hold back, which otherwise makes a training loop's reserved memory creep up
+/// pass after pass (docs/design.md gives the figures behind the choice).
+fn chunk_pages(need: u64) -> u64 {
+    (need / 8).clamp(1, MAX_CHUNK_PAGES)
+}
+
+/// The most pages a chunk holds (16 MiB of 2 MiB pages).
+const MAX_CHUNK_PAGES: u64 = 8;
+
+/// Pages that must move before one page of slack is earned (`page_slack`). A move costs a
+/// GPU tens of microseconds (an unmap, a map and an access grant), a page held costs memory
+/// for good: like renting before buying, slack is bought only once moving has cost many
+/// times what it saves, so a workload that moves little (a training loop that has settled)
+/// earns almost none and one that moves every step earns up to the cap. docs/design.md
+/// gives the rates measured.
+pub const MOVED_PAGES_PER_SLACK_PAGE: u64 = 64;
+
+/// A chunk mapped wholly inside a free block: its pages, its offset in its range, its
+/// address, the free block holding it when it was listed, and whether it lies in a range the
+/// plan being followed places requests in.
+#[derive(Clone, Copy, Debug)]
+struct IdleChunk {
+    pages: u64,
+    offset: u64,
+    addr: u64,
+    block: u32,
+    planned: bool,
+}
+
+impl IdleChunk {
+    /// The order idle chunks are taken in: largest first, then the one furthest into its
+    /// range, then the lowest address.
+    fn order(&self) -> (core::cmp::Reverse<u64>, core::cmp::Reverse<u64>, u64) {
+        (core::cmp::Reverse(self.pages), core::cmp::Reverse(self.offset), self.addr)
+    }
+}
+
+/// Where a request will be placed: a block at or before its address (the run's first), the
+/// address, and the end of what may not lend idle chunks to it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Placement {
+    pub start: u32,
+    pub addr: u64,
+    pub run_end: u64,
+}
+
+/// What one request may still create: pages within the most ever in use, and the bytes of
+/// chunks already created for it that reserved memory does not count yet.
+struct Creation {
+    within_peak: u64,
+    uncounted: u64,
+    /// Idle pages moved for the request so far (explained once every span is filled).
+    moved: u64,
+}
+
+/// An unmapped stretch under a request: where it starts, the pages the request needs there
+/// and the pages its unmapped block could take.
+struct Span {
+    from: u64,
+    need: u64,
+    room: u64,
+}
+
+impl<D: Device> Allocator<D> {
+    /// The smallest run of free and unmapped blocks of `stream`'s `pool` ranges holding
+    /// `size` bytes (lowest address on ties), outside a followed plan's ranges.
+    ///
+    /// Every run holds a free or an unmapped block, and outside a followed plan's ranges
+    /// every free block is in the free index and every unmapped one in the unmapped index;
+    /// so the runs are found from those two, each measured once from its first block,
+    /// without a walk over the blocks in use, which a range holds thousands of in a deep
+    /// model's first pass.
+    fn best_run(&self, pool: Pool, stream: Stream, size: u64) -> Option<Placement> {
+        let in_run = |id: u32| id != NIL && matches!(self.blocks[id].state, BlockState::Free | BlockState::Unmapped);
+        let free = self.free[pool.index()].iter_from(stream, 0).map(|(_, id)| id);
+        let unmapped = self.vm.unmapped[pool.index()].range((stream, 0)..=(stream, u64::MAX)).map(|(_, &id)| id);
+        let mut best: Option<(u64, Placement)> = None;
+        for start in free.chain(unmapped) {
+            let b = &self.blocks[start];
+            if !b.in_vm || in_run(b.prev) || self.is_parked(b) {
+                continue;
+            }
+            let (addr, mut end, mut id) = (b.addr, b.end(), b.next);
+            while in_run(id) {
+                end = self.blocks[id].end();
+                id = self.blocks[id].next;
+            }
+            let len = end - addr;
+            if len >= size && best.as_ref().is_none_or(|(l, p)| (len, addr) < (*l, p.addr)) {
+                best = Some((len, Placement { start, addr, run_end: end }));
+            }
+        }
+        let best = best.map(|(_, p)| p);
+        debug_assert_eq!(best, self.best_run_by_walk(pool, stream, size), "runs found from the indexes");
+        best
+    }
+
+    /// [`Allocator::best_run`] by a walk over every block of the stream's ranges, which it
+    /// must agree with (checked in debug builds).
+    fn best_run_by_walk(&self, pool: Pool, stream: Stream, size: u64) -> Option<Placement> {
+        let mut best: Option<(u64, Placement)> = None;
+        let ranges = self.vm.ranges.iter();
+        for r in ranges.filter(|r| r.pool == pool && r.stream == stream && !self.is_followed_range(r.base)) {
+            let mut id = r.head;
+            while id != NIL {
+                let b = &self.blocks[id];
+                if !matches!(b.state, BlockState::Free | BlockState::Unmapped) {
+                    id = b.next;
+                    continue;
+                }
+                let (start, addr) = (id, b.addr);
+                let mut end = b.end();
+                id = b.next;
+                while id != NIL && matches!(self.blocks[id].state, BlockState::Free | BlockState::Unmapped) {
+                    end = self.blocks[id].end();
+                    id = self.blocks[id].next;
+                }
+                let len = end - addr;
+                if len >= size && best.as_ref().is_none_or(|(l, p)| (len, addr) < (*l, p.addr)) {
+                    best = Some((len, Placement { start, addr, run_end: end }));
+                }
+            }
+        }
+        best.map(|(_, p)| p)
+    }
+
+    /// Pages that may be created beyond `peak`, the most pages ever in use: what moving pages
+    /// has earned, up to `page_slack` of that peak.
+    fn page_slack(&self, peak: u64) -> u64 {
+        if self.config.page_slack <= 0.0 {
+            return 0;
+        }
+        let cap = (peak as f64 * self.config.page_slack) as u64;
+        (self.vm.moved_pages / MOVED_PAGES_PER_SLACK_PAGE).min(cap)
+    }
+
+    /// The unmapped spans under `[addr, addr + size)` and the idle pages it will put to use.
+    fn spans_under(&self, start: u32, addr: u64, size: u64) -> (Vec<Span>, u64) {
+        let page = self.vm.paged_page;
+        let end = addr + size;
+        let (mut spans, mut idle) = (Vec::new(), 0);
+        let mut id = start;
+        while id != NIL && self.blocks[id].addr < end {
+            let b = &self.blocks[id];
+            match b.state {
+                BlockState::Unmapped => {
+                    // A request placed inside an unmapped block (a planned layout's) needs
+                    // pages from the one holding its address on.
+                    let from = b.addr.max(addr / page * page);
+                    let need = (b.end().min(end) - from).div_ceil(page);
+                    spans.push(Span { from, need, room: (b.end() - from) / page });
+                }
+                BlockState::Free => {
+                    let w = whole_pages(b.addr, b.size, page);
+                    let used = (b.addr.max(addr) / page)..b.end().min(end).div_ceil(page);
+                    idle += w.end.min(used.end).saturating_sub(w.start.max(used.start));
+                }
+                _ => {}
+            }
+            id = b.next;
+        }
+        (spans, idle)
+    }
+
+    /// Idle chunks outside `[keep_lo, keep_hi)` that a span short of `need` pages might take
+    /// (`u64::MAX`: every one). The picks in `fill_span` take at most `need / p` chunks of
+    /// `p` pages, best first, and then at most one larger chunk, the lowest in its range. So
+    /// from each free block only its `need / p + 1` highest chunks of each size `p` and its
+    /// lowest one can be picked; the rest are left out. A free block may hold a hundred
+    /// chunks and a span takes a few: listing every one made up most of what growth cost.
+    fn idle_chunks_outside(&self, keep_lo: u64, keep_hi: u64, need: u64) -> Vec<IdleChunk> {
+        // Chunk sizes seen, by pages; a larger chunk (none is made) would simply be listed.
+        const SIZES: usize = MAX_CHUNK_PAGES as usize + 1;
+        let page = self.vm.paged_page;
+        let mut out = Vec::new();
+        // The parked blocks of a followed plan's ranges are cached too, outside the index.
+        let parked = self.parked_blocks().into_iter().map(|id| (self.blocks[id].size, self.blocks[id].addr, id));
+        let indexed = self.free.iter().flat_map(|f| f.iter()).map(|((_, size, addr), id)| (size, addr, id));
+        for (size, addr, id) in indexed.chain(parked) {
+            if !self.blocks[id].in_vm
+                || whole_pages(addr, size, page).is_empty()
+                || (addr < keep_hi && addr + size > keep_lo)
+            {
+                continue;
+            }
+            let Some(r) = self.vm.range_of(addr) else { continue };
+            let (range, end) = (&self.vm.ranges[r], addr + size);
+            let planned = self.is_followed_range(range.base);
+            let mut listed = [0u64; SIZES];
+            let mut lowest_left_out: [Option<IdleChunk>; SIZES] = [None; SIZES];
+            for (&a, &(len, _)) in range.mappings.range(addr..end).rev() {
+                if a + len > end {
+                    continue;
+                }
+                let c = IdleChunk { pages: len / page, offset: a - range.base, addr: a, block: id, planned };
+                match usize::try_from(c.pages).ok().filter(|&p| p < SIZES) {
+                    Some(p) if listed[p] > need / c.pages => lowest_left_out[p] = Some(c),
+                    Some(p) => {
+                        listed[p] += 1;
+                        out.push(c);
+                    }
+                    None => out.push(c),
+                }
+            }
+            out.extend(lowest_left_out.into_iter().flatten());
+        }
+        out
+    }
+
+    /// A new chunk of `pages` pages, unless the memory fraction (counting the chunks already
+    /// created for this request) or the device refuses.
+    fn create_chunk(&mut self, pages: u64, creation: &mut Creation) -> Result<Option<Chunk>, AllocError> {
+        let size = pages * self.vm.paged_page;
+        if self.allowed_here().is_some_and(|a| self.reserved + creation.uncounted + size > a) {
+            return Ok(None);
+        }
+        match self.device.vm_create(size) {
+            Ok(handle) => {
+                creation.uncounted += size;
+                Ok(Some(Chunk { handle, pages, counted_in: None }))
+            }
+            Err(DeviceError::OutOfMemory) => Ok(None),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Keeps unmapped chunks for later (they stay reserved). Chunks never counted yet count
+    /// in the large pool.
+    pub(crate) fn keep_chunks(&mut self, chunks: Vec<Chunk>) {
+        let page = self.vm.paged_page;
+        for mut c in chunks {
+            if c.counted_in.is_none() {
+                self.reserved += c.pages * page;
+                let bytes = (c.pages * page) as i64;
+                self.count_held(HeldChange { pool: Pool::Large, segments: 0, bytes, oversize_segments: 0 });
+                c.counted_in = Some(Pool::Large);
+            }
+            self.vm.page_pool.push(c);
+        }
+    }
+
+    /// After a request failed: chunks created for it go back to the device (a failed request
+    /// must not hold memory); chunks moved for it go back onto a ghost of theirs (where they
+    /// were mapped before; the lowest if a chunk has several), which costs no driver call and
+    /// leaves them idle and in view; chunks
+    /// without a ghost (taken from the kept ones) are kept. A chunk the device refuses to
+    /// destroy is kept (and counted) instead, so none is lost.
+    fn return_chunks(&mut self, chunks: Vec<Chunk>) -> Result<(), AllocError> {
+        let page = self.vm.paged_page;
+        let (created, moved): (Vec<Chunk>, Vec<Chunk>) = chunks.into_iter().partition(|c| c.counted_in.is_none());
+        for c in moved {
+            let size = c.pages * page;
+            let ghost = self.vm.ghosts.iter().find(|(_, &g)| g == (size, c.handle)).map(|(&a, _)| a);
+            let back = ghost.is_some_and(|at| {
+                let id = self.block_containing_near(NIL, at);
+                self.map_chunks(id, at, core::slice::from_ref(&c)).is_ok()
+            });
+            if !back {
+                self.keep_chunks(alloc::vec![c]);
+            }
+        }
+        let mut refused = None;
+        for c in created {
+            if let Err(e) = self.device.vm_destroy(c.handle, c.pages * page) {
+                refused.get_or_insert(e);
+                self.keep_chunks(alloc::vec![c]);
+            }
+        }
+        refused.map_or(Ok(()), |e| Err(e.into()))
+    }
+
+    /// [`Allocator::return_chunks`] for each list, going on after a failure, so that no
+    /// list is dropped (a moved chunk dropped would leave its ghost mapped and its memory
+    /// counted by no one); the first failure.
+    fn return_all(&mut self, lists: impl IntoIterator<Item = Vec<Chunk>>) -> Result<(), AllocError> {
+        let mut first = Ok(());
+        for chunks in lists {
+            let returned = self.return_chunks(chunks);
+            if first.is_ok() {
+                first = returned;
+            }
+        }
+        first
+    }
+
+    /// Gathers chunks for one span into `got`, in the order the module comment gives; false
+    /// when neither the device nor idle chunks can provide them. On false or an error, `got`
+    /// holds what was obtained, for the caller to return.
+    fn fill_span(
+        &mut self,
+        span: &Span,
+        creation: &mut Creation,
+        lo: u64,
+        hi: u64,
+        got: &mut Vec<Chunk>,
+    ) -> Result<bool, AllocError> {
+        let have = |got: &Vec<Chunk>| got.iter().map(|c| c.pages).sum::<u64>();
+        let page = self.vm.paged_page;
+        // Kept chunks that fit the span's room, largest first.
+        self.vm.page_pool.sort_by_key(|c| c.pages);
+        while have(got) < span.need {
+            let room = span.room - have(got);
+            match self.vm.page_pool.iter().rposition(|c| c.pages <= room) {
+                Some(i) => got.push(self.vm.page_pool.remove(i)),
+                None => break,
+            }
+        }
+        // New chunks, within the pages ever in use.
+        while have(got) < span.need && creation.within_peak > 0 {
+            let pages = (span.need - have(got)).min(chunk_pages(span.need)).min(creation.within_peak);
+            match self.create_chunk(pages, creation)? {
+                Some(c) => {
+                    creation.within_peak -= pages;
+                    got.push(c);
+                }
+                None => break,
+            }
+        }
+        // Idle chunks from elsewhere: those that fit what is missing, largest first (the one
+        // furthest into its range first among equals, then the lowest address); then the
+        // smallest that the span's room can take. Chunks in a followed plan's ranges only
+        // once no other will do: the plan wants them where they are again next period.
+        // Picked one at a time rather than sorted: a span takes a few of the hundreds there
+        // may be.
+        if have(got) < span.need {
+            let mut idle = self.idle_chunks_outside(lo, hi, span.need - have(got));
+            let mut moved = 0u64;
+            for planned in [false, true] {
+                while have(got) < span.need {
+                    let missing = span.need - have(got);
+                    let fitting = idle.iter().enumerate().filter(|(_, c)| c.planned == planned && c.pages <= missing);
+                    let Some((i, _)) = fitting.min_by_key(|(_, c)| c.order()) else { break };
+                    let c = idle.swap_remove(i);
+                    got.push(self.move_chunk_out(c.addr, c.block)?);
+                    moved += c.pages;
+                }
+                let missing = span.need.saturating_sub(have(got));
+                let room = span.room - have(got);
+                let larger = idle.iter().filter(|c| c.planned == planned && c.pages > missing && c.pages <= room);
+                if let Some(&c) = larger.max_by_key(|c| c.order()).filter(|_| missing > 0) {
+                    got.push(self.move_chunk_out(c.addr, c.block)?);
+                    moved += c.pages;
+                }
+            }
+            if have(got) < span.need {
+                if let Some(&c) = idle.iter().min_by_key(|c| (c.pages, c.addr)) {
+                    // Every idle chunk left is too large for the span's room. Creating the
+                    // missing pages beside them would hold more than the peak (or, under a
+                    // memory fraction, end in emptying the whole cache), so the smallest goes
+                    // back to the device first: pages held do not grow.
+                    let chunk = self.unmap_chunk(c.addr, c.block)?;
+                    self.destroy_chunk(chunk, page)?;
+                    let (bytes, step) = (c.pages * page, "an idle chunk too large for the hole goes back");
+                    self.explainer.note(|| Decision::Released { segments: 0, bytes, step, virtual_memory: true });
+                }
+            }
+            self.vm.moved_pages += moved;
+            creation.moved += moved;
+        }
+        // Beyond the peak: new chunks for the rest.
+        while have(got) < span.need {
+            let pages = (span.need - have(got)).min(chunk_pages(span.need));
+            match self.create_chunk(pages, creation)? {
+                Some(c) => got.push(c),
+                None => return Ok(false),
+            }
+        }
+        Ok(true)
+    }
+
+    /// Moves kept chunks and idle chunks outside a followed plan's ranges, largest first, to
+    /// `from` on in the unmapped block `id`, up to `pages` pages: a plan about to be followed
+    /// takes the memory already held before any is created for it, while any chunk fits
+    /// (later, a span's room may take only small ones). Returns the pages mapped.
+    pub(crate) fn move_idle_into(&mut self, id: u32, from: u64, pages: u64) -> Result<u64, AllocError> {
+        let b = &self.blocks[id];
+        debug_assert!(b.state == BlockState::Unmapped && from >= b.addr);
+        let room = pages.min((b.end() - from) / self.vm.paged_page);
+        let (lo, hi) = (b.addr, b.end());
+        self.vm.page_pool.sort_by_key(|c| core::cmp::Reverse(c.pages));
+        let mut got: Vec<Chunk> = Vec::new();
+        let mut have = 0;
+        while let Some(i) = self.vm.page_pool.iter().position(|c| have + c.pages <= room) {
+            let c = self.vm.page_pool.remove(i);
+            have += c.pages;
+            got.push(c);
+        }
+        let mut idle = self.idle_chunks_outside(lo, hi, u64::MAX);
+        idle.retain(|c| !c.planned);
+        idle.sort_unstable_by_key(IdleChunk::order);
+        let mut moved = 0;
+        for c in idle {
+            if have + c.pages > room {
+                continue;
+            }
+            got.push(self.move_chunk_out(c.addr, c.block)?);
+            have += c.pages;
+            moved += c.pages;
+        }
+        self.vm.moved_pages += moved;
+        if got.is_empty() {
+            return Ok(0);
+        }
+        if let Err(failure) = self.map_chunks(id, from, &got) {
+            let _ = self.return_all(core::iter::once(got.into_iter().skip(failure.mapped).collect()));
+            return Err(failure.error);
+        }
+        let page = self.vm.paged_page;
+        let moved_bytes = moved * page;
+        self.explainer.note(|| Decision::MovedPages { pages: moved, bytes: moved_bytes });
+        Ok(have)
+    }
+
+    /// Places a request the free index could not serve (see the module comment); returns a
+    /// free block of at least `size` bytes taken out of the free index, or `None` when no
+    /// memory could be found.
+    pub(crate) fn grow_paged(&mut self, pool: Pool, stream: Stream, size: u64) -> Result<Option<u32>, AllocError> {
+        let page = self.vm.paged_page;
+        self.vm.epochs.advance(&mut self.device)?;
+        let place = match self.best_run(pool, stream, size) {
+            Some(p) => p,
+            None => match self.reserve_range(stream, pool, page)? {
+                Some(id) => {
+                    let b = &self.blocks[id];
+                    Placement { start: id, addr: b.addr, run_end: b.end() }
+                }
+                None => return Ok(None),
+            },
+        };
+        let Some(near) = self.map_under(&place, size)? else { return Ok(None) };
+        let start = self.block_containing_near(near, place.addr);
+        debug_assert_eq!(self.blocks[start].addr, place.addr);
+        self.uncache(start);
+        Ok(Some(start))
+    }
+
+    /// Maps memory under every unmapped span of `[place.addr, place.addr + size)`, which
+    /// holds only free and unmapped blocks, so that one free block covers it, and returns the
+    /// block to look for that one from (the last block a mapping merged into, or
+    /// `place.start` when nothing needed mapping; `block_containing_near` checks it): mapping
+    /// merges blocks, and a walk from the range's first block is as long as the range holds
+    /// blocks. `None` when no memory could be found (nothing obtained for it is kept, see
+    /// `return_chunks`).
+    pub(crate) fn map_under(&mut self, place: &Placement, size: u64) -> Result<Option<u32>, AllocError> {
+        let page = self.vm.paged_page;
+        let (spans, idle_used) = self.spans_under(place.start, place.addr, size);
+        let need: u64 = spans.iter().map(|s| s.need).sum();
+        let in_use_after = self.vm.pages_in_use() + need + idle_used;
+        let held = self.vm.mapped_pages + self.vm.page_pool.iter().map(|c| c.pages).sum::<u64>();
+        let peak = self.vm.peak_in_use.max(in_use_after);
+        let within_peak = (peak + self.page_slack(peak)).saturating_sub(held);
+        let mut creation = Creation { within_peak, uncounted: 0, moved: 0 };
+        let mut plans: Vec<(u64, Vec<Chunk>)> = Vec::with_capacity(spans.len());
+        for span in &spans {
+            let mut got = Vec::new();
+            let filled = self.fill_span(span, &mut creation, place.addr, place.run_end, &mut got);
+            plans.push((span.from, got));
+            if !matches!(filled, Ok(true)) {
+                // Nothing obtained for the request is dropped: moved chunks stay kept, new
+                // ones go back to the device. The request's own failure is reported first.
+                let returned = self.return_all(plans.into_iter().map(|(_, chunks)| chunks));
+                return filled.and(returned).map(|_| None);
+            }
+        }
+        if creation.moved > 0 {
+            let (pages, bytes) = (creation.moved, creation.moved * page);
+            self.explainer.note(|| Decision::MovedPages { pages, bytes });
+        }
+        // Mapping merges blocks, so each span's block is found by address, from the block
+        // the last mapping merged into (it lies before the next span).
+        let (mut plans, mut near) = (plans.into_iter(), place.start);
+        while let Some((from, chunks)) = plans.next() {
+            let id = self.block_containing_near(near, from);
+            near = match self.map_chunks(id, from, &chunks) {
+                Ok(merged) => merged,
+                Err(failure) => {
+                    // Chunks mapped before the failure stay mapped (cached, counted); the rest
+                    // are returned, and the map's failure is what the caller hears.
+                    let unmapped = chunks.into_iter().skip(failure.mapped).collect();
+                    let _ = self.return_all(core::iter::once(unmapped).chain(plans.map(|(_, rest)| rest)));
+                    return Err(failure.error);
+                }
+            };
+            let mapped = chunks.iter().map(|c| c.pages).sum::<u64>() * page;
+            let new_bytes = chunks.iter().filter(|c| c.counted_in.is_none()).map(|c| c.pages).sum::<u64>() * page;
+            self.explainer.note(|| Decision::MappedPages { addr: from, size: mapped, new_bytes });
+        }
+        Ok(Some(near))
+    }
+
+    /// Where a request goes inside the cached block `id` it was given (taken out of the free
+    /// index; at least `rounded` bytes): the block itself, whose front it will take, unless
+    /// the block touches live memory only at its back. Then the request takes the back,
+    /// against that live neighbour, whose last page it may share, rather than the front,
+    /// which would hold a chunk that is now wholly idle and free to move. Returns the block
+    /// to hand out; the front left over goes back to the free index.
+    #[inline]
+    pub(crate) fn place_against_live(&mut self, id: u32, rounded: u64) -> u32 {
+        // PyTorch's policies never get past this test: their malloc reads no more than before.
+        if self.vm.mode != crate::engine::paged::vrange::VmMode::Paged {
+            return id;
+        }
+        let b = &self.blocks[id];
+        if !b.in_vm || b.size - rounded < crate::base::size::MIN_BLOCK {
+            return id;
+        }
+        let live = |n: u32| n != NIL && matches!(self.blocks[n].state, BlockState::Allocated | BlockState::PendingFree);
+        if live(b.prev) || !live(b.next) {
+            return id;
+        }
+        let block_size = b.size;
+        let back = self.split_at(id, b.end() - rounded);
+        self.cache(id);
+        let addr = self.blocks[back].addr;
+        self.explainer.note(|| Decision::TookBack { addr, block_size });
+        back
+    }
+
+    /// Returns idle chunks and kept chunks to the device until reserved memory is at most
+    /// `target` bytes (all of them with a target of 0). Returns the bytes released.
+    pub(crate) fn release_idle_pages(&mut self, target: u64) -> Result<u64, AllocError> {
+        let page = self.vm.paged_page;
+        let before = self.reserved;
+        while self.reserved > target {
+            let Some(c) = self.vm.page_pool.pop() else { break };
+            self.destroy_chunk(c, page)?;
+        }
+        if self.reserved > target {
+            let mut idle = self.idle_chunks_outside(0, 0, u64::MAX);
+            idle.sort_unstable_by_key(|c| (core::cmp::Reverse(c.pages), c.offset, c.addr));
+            for c in idle {
+                if self.reserved <= target {
+                    break;
+                }
+                let chunk = self.unmap_chunk(c.addr, c.block)?;
+                self.destroy_chunk(chunk, page)?;
+            }
+        }
+        // Also when the kept chunks alone were enough: a range left wholly unmapped holds
+        // no memory but still counts as a segment.
+        for r in (0..self.vm.ranges.len()).rev() {
+            self.release_range_if_empty(r)?;
+        }
+        Ok(before - self.reserved)
+    }
+}

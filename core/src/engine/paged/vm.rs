@@ -1,0 +1,433 @@
+//! Virtual-memory primitives on blocks: reserve and release ranges, map chunks of physical
+//! memory into unmapped blocks and unmap whole chunks out of free blocks, splitting and
+//! merging blocks so that the chain keeps tiling the range.
+//!
+//! Under the paged policy, unmapping a chunk leaves its mapping in place as a ghost
+//! (`vrange.rs`); the driver unmaps it only when the address is mapped to other memory, the
+//! chunk is destroyed or its range released. `num_device_free` counts the unmaps made.
+//!
+//! Invariants kept here: unmapped blocks cover whole pages and sit in the unmapped index;
+//! mapping or unmapping updates the range's mappings, `mapped_pages`, reserved bytes and the
+//! statistics together; a failed device call leaves blocks and counts as they were.
+
+use alloc::vec::Vec;
+
+use crate::base::device::{Device, DeviceError, HeldChange, PhysHandle, Stream};
+use crate::base::error::AllocError;
+use crate::base::size::Pool;
+use crate::data::block::{Block, BlockState, NIL};
+use crate::engine::allocator::Allocator;
+use crate::engine::paged::vrange::{Chunk, VirtualRange};
+use crate::report::history::Action;
+
+/// How a chunk leaves its mapping.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Unmapping {
+    /// Left mapped as a ghost (the paged policy's moves): no driver call, no device free.
+    LeaveGhost,
+    /// Unmapped, counted as a device free and recorded in the history.
+    Counted,
+    /// Unmapped as one page of a larger unmap the caller counts and records once.
+    PartOfBlock,
+}
+
+/// A `map_chunks` that failed: the error, and how many of the chunks (from the first) it
+/// mapped and kept all the same.
+pub(crate) struct MapFailure {
+    pub error: AllocError,
+    pub mapped: usize,
+}
+
+impl<D: Device> Allocator<D> {
+    /// Reserves a range for `stream` and `pool` with pages of `page` bytes, large enough for
+    /// the device's whole memory and an eighth more. Returns its single unmapped block, or
+    /// `None` if the device has no address space left.
+    pub(crate) fn reserve_range(&mut self, stream: Stream, pool: Pool, page: u64) -> Result<Option<u32>, AllocError> {
+        let size = self.range_size(page);
+        let base = match self.device.vm_reserve(size) {
+            Ok(b) => b,
+            Err(DeviceError::OutOfMemory) => return Ok(None),
+            Err(e) => return Err(e.into()),
+        };
+        let stream_index = self.streams.index_of(stream);
+        let id = self.blocks.insert(Block::new(base, size, stream_index, BlockState::Unmapped, pool, true));
+        self.vm.unmapped[pool.index()].insert((stream, base), id);
+        let mappings = alloc::collections::BTreeMap::new();
+        self.vm.ranges.push(VirtualRange { base, size, page, stream, pool, mappings, head: id });
+        self.count_held(HeldChange { pool, segments: self.range_segments(), bytes: 0, oversize_segments: 0 });
+        Ok(Some(id))
+    }
+
+    /// What one address range adds to the `segment` statistic: nothing under PyTorch's
+    /// expandable segments, whose allocator counts only classic segments there (measured on
+    /// an H200 with PyTorch 2.11: `segment.all` stays 0); one under cachalot's policy, whose
+    /// ranges are its segments.
+    pub(crate) fn range_segments(&self) -> i64 {
+        i64::from(self.vm.mode != crate::engine::paged::vrange::VmMode::Expandable)
+    }
+
+    /// Bytes of a range with pages of `page` bytes: the device's whole memory and an eighth
+    /// more, as PyTorch reserves.
+    pub(crate) fn range_size(&self, page: u64) -> u64 {
+        let total = self.device.total_memory();
+        let want = total.saturating_add(total / 8);
+        // A device near 2^64 bytes exists only in simulation: cap rather than overflow.
+        want.checked_next_multiple_of(page).unwrap_or(want / page * page).max(page)
+    }
+
+    /// Returns a range whose only block is the unmapped block `id` to the device.
+    pub(crate) fn release_range(&mut self, id: u32) -> Result<(), AllocError> {
+        let b = &self.blocks[id];
+        debug_assert!(b.state == BlockState::Unmapped && !b.is_split());
+        let (addr, size, stream, pool) = (b.addr, b.size, self.streams.handle(b.stream_index), b.pool);
+        self.unmap_ghosts_in(addr, addr + size)?;
+        self.device.vm_release(addr, size)?;
+        self.vm.unmapped[pool.index()].remove(&(stream, addr));
+        self.blocks.remove(id);
+        if let Some(r) = self.vm.range_of(addr) {
+            self.vm.ranges.swap_remove(r);
+        }
+        self.vm.plan_ranges.retain(|&b| b != addr);
+        self.forget_planned_range(addr);
+        self.count_held(HeldChange { pool, segments: -self.range_segments(), bytes: 0, oversize_segments: 0 });
+        Ok(())
+    }
+
+    /// Splits block `id` at `at` (strictly inside it): `id` keeps the front, the returned
+    /// new block takes the back, in the same state. Index membership is the caller's.
+    pub(crate) fn split_at(&mut self, id: u32, at: u64) -> u32 {
+        let b = &self.blocks[id];
+        debug_assert!(at > b.addr && at < b.end());
+        debug_assert!(matches!(b.state, BlockState::Free | BlockState::Unmapped), "only cached space is cut");
+        let mut back = b.clone();
+        (back.addr, back.size, back.prev) = (at, b.end() - at, id);
+        let back_id = self.blocks.insert(back);
+        let next = self.blocks[back_id].next;
+        if next != NIL {
+            self.blocks[next].prev = back_id;
+        }
+        let b = &mut self.blocks[id];
+        b.size = at - b.addr;
+        b.next = back_id;
+        self.note_in_plan(at, back_id);
+        back_id
+    }
+
+    /// Cuts `[from, from + len)` out of block `id` (not indexed by the caller) and returns
+    /// the id of that middle piece; the pieces before and after keep `id`'s state and are
+    /// put back in their index.
+    fn carve(&mut self, id: u32, from: u64, len: u64) -> u32 {
+        let (start, end) = (self.blocks[id].addr, self.blocks[id].end());
+        let mut mid = id;
+        if from > start {
+            mid = self.split_at(id, from);
+            self.index_block(id);
+        }
+        if from + len < end {
+            let tail = self.split_at(mid, from + len);
+            self.index_block(tail);
+        }
+        mid
+    }
+
+    /// Puts a `Free` or `Unmapped` block into its index.
+    pub(crate) fn index_block(&mut self, id: u32) {
+        match self.blocks[id].state {
+            BlockState::Free => self.cache(id),
+            BlockState::Unmapped => {
+                let b = &self.blocks[id];
+                self.vm.unmapped[b.pool.index()].insert((self.streams.handle(b.stream_index), b.addr), id);
+            }
+            _ => {}
+        }
+    }
+
+    /// Maps `chunks` one after another from `from` inside the unmapped block `id`, grants
+    /// access to them in one call per stretch newly mapped, then merges the mapped piece with
+    /// free neighbours. Returns the free block holding it. A chunk whose ghost lies exactly
+    /// where it goes is mapped already and costs no call; other ghosts in the way are unmapped
+    /// first. When a map fails, the chunks mapped before it are kept mapped (access granted,
+    /// counted, a free block), so no rollback is needed; the failure says how many of `chunks`
+    /// that took, and the caller still owns the rest. When granting access fails, the
+    /// mappings are undone and the caller owns every chunk.
+    pub(crate) fn map_chunks(&mut self, id: u32, from: u64, chunks: &[Chunk]) -> Result<u32, MapFailure> {
+        let b = &self.blocks[id];
+        debug_assert_eq!(b.state, BlockState::Unmapped);
+        let (stream, pool) = (self.streams.handle(b.stream_index), b.pool);
+        let r = self.vm.range_of(from).expect("mapped address lies in a range");
+        let page = self.vm.ranges[r].page;
+        // The stretches this call maps, as (address, bytes): they need access granted.
+        let mut fresh: Vec<(u64, u64)> = Vec::new();
+        let (mut at, mut done, mut failed) = (from, 0, None);
+        for c in chunks {
+            let size = c.pages * page;
+            if self.vm.ghosts.get(&at) == Some(&(size, c.handle)) {
+                self.vm.ghosts.remove(&at);
+            } else {
+                let mapped = self.unmap_ghosts_in(at, at + size).and_then(|()| self.device.vm_map(at, size, c.handle));
+                if let Err(e) = mapped {
+                    failed = Some(e);
+                    break;
+                }
+                match fresh.last_mut() {
+                    Some((start, len)) if *start + *len == at => *len += size,
+                    _ => fresh.push((at, size)),
+                }
+            }
+            at += size;
+            done += 1;
+        }
+        let failure = |error: DeviceError, mapped| MapFailure { error: error.into(), mapped };
+        if done == 0 {
+            return Err(failure(failed.expect("a map failed or there was nothing to map"), 0));
+        }
+        let (chunks, len, pages) = (&chunks[..done], at - from, (at - from) / page);
+        debug_assert!(from + len <= self.blocks[id].end());
+        for &(start, bytes) in &fresh {
+            if let Err(e) = self.device.vm_set_access(start, bytes) {
+                self.unmap_quietly(from, at, chunks, page);
+                return Err(failure(e, 0));
+            }
+        }
+        let mut at = from;
+        for c in chunks {
+            let size = c.pages * page;
+            self.vm.ranges[r].mappings.insert(at, (size, c.handle));
+            at += size;
+            match c.counted_in {
+                Some(q) if q == pool => {}
+                Some(q) => {
+                    self.count_held(HeldChange { pool: q, segments: 0, bytes: -(size as i64), oversize_segments: 0 });
+                    self.count_held(HeldChange { pool, segments: 0, bytes: size as i64, oversize_segments: 0 });
+                }
+                None => {
+                    self.reserved += size;
+                    self.count_held(HeldChange { pool, segments: 0, bytes: size as i64, oversize_segments: 0 });
+                }
+            }
+        }
+        self.vm.mapped_pages += pages;
+        if !fresh.is_empty() {
+            self.stats.num_device_alloc += 1;
+        }
+        self.record(Action::SegmentMap, from, len, stream);
+        self.vm.unmapped[pool.index()].remove(&(stream, self.blocks[id].addr));
+        let mid = self.carve(id, from, len);
+        let [prev, next] = [self.blocks[mid].prev, self.blocks[mid].next];
+        self.try_merge(mid, prev, BlockState::Free);
+        self.try_merge(mid, next, BlockState::Free);
+        self.blocks[mid].state = BlockState::Free;
+        self.cache(mid);
+        match failed {
+            None => Ok(mid),
+            Some(e) => Err(failure(e, done)),
+        }
+    }
+
+    /// Undoes the mappings of `chunks` made in `[from, to)` after a later call failed. When
+    /// the unmap of the whole stretch fails, each mapping is unmapped on its own (a transient
+    /// failure must not leave pages mapped where the allocator counts none); a mapping that
+    /// still cannot be unmapped stays, and only then do the device and the allocator disagree.
+    fn unmap_quietly(&mut self, from: u64, to: u64, chunks: &[Chunk], page: u64) {
+        if to <= from || self.device.vm_unmap(from, to - from).is_ok() {
+            return;
+        }
+        let mut at = from;
+        for c in chunks {
+            let size = c.pages * page;
+            if at + size > to {
+                break;
+            }
+            let _ = self.device.vm_unmap(at, size);
+            at += size;
+        }
+    }
+
+    /// The block of a virtual range that holds `addr`.
+    pub(crate) fn block_containing(&self, addr: u64) -> u32 {
+        self.block_containing_near(NIL, addr)
+    }
+
+    /// [`Allocator::block_containing`], walking from block `hint` when it is a live block of
+    /// the same range at or below `addr` (from the range's first block otherwise). A range
+    /// may hold thousands of blocks; a caller that knew the block a moment ago passes it, and
+    /// any block before `addr` in the range's chain is a correct place to start from.
+    pub(crate) fn block_containing_near(&self, hint: u32, addr: u64) -> u32 {
+        let r = self.vm.range_of(addr).expect("address lies in a range");
+        let range = &self.vm.ranges[r];
+        let mut id = match self.blocks.get(hint) {
+            Some(b) if b.in_vm && range.contains(b.addr) && b.addr <= addr => hint,
+            _ => range.head,
+        };
+        while self.blocks[id].end() <= addr {
+            id = self.blocks[id].next;
+        }
+        id
+    }
+
+    /// The chunks mapped wholly inside the free block `id`, as (address, bytes).
+    pub(crate) fn idle_chunks(&self, id: u32) -> Vec<(u64, u64)> {
+        let b = &self.blocks[id];
+        match self.vm.range_of(b.addr) {
+            Some(r) => self.vm.ranges[r].mappings_within(b.addr, b.end()),
+            None => Vec::new(),
+        }
+    }
+
+    /// Unmaps the chunk mapped at `addr`, which must lie wholly inside a free block, once the
+    /// work queued on the range's stream before the block was freed has finished (known from
+    /// the block's free epoch under the paged policy, else by waiting for the stream); the
+    /// unmapped piece merges with unmapped neighbours. Returns the chunk, still counted in its
+    /// pool's reserved bytes: the caller destroys it or keeps it. A failed unmap changes
+    /// nothing.
+    /// `near` is a block at or before it, if known ([`Allocator::block_containing_near`]).
+    pub(crate) fn unmap_chunk(&mut self, addr: u64, near: u32) -> Result<Chunk, AllocError> {
+        self.unmap_chunk_as(addr, Unmapping::Counted, near)
+    }
+
+    /// [`Allocator::unmap_chunk`] for a chunk about to be mapped elsewhere (paged policy): the
+    /// mapping stays as a ghost and the driver is not called, so the chunk coming back here
+    /// later costs nothing.
+    pub(crate) fn move_chunk_out(&mut self, addr: u64, near: u32) -> Result<Chunk, AllocError> {
+        self.unmap_chunk_as(addr, Unmapping::LeaveGhost, near)
+    }
+
+    fn unmap_chunk_as(&mut self, addr: u64, how: Unmapping, near: u32) -> Result<Chunk, AllocError> {
+        let r = self.vm.range_of(addr).expect("unmapped address lies in a range");
+        let (page, stream, pool) = (self.vm.ranges[r].page, self.vm.ranges[r].stream, self.vm.ranges[r].pool);
+        let (size, handle) = self.vm.ranges[r].mappings[&addr];
+        let id = self.block_containing_near(near, addr);
+        debug_assert!(self.blocks[id].state == BlockState::Free && addr + size <= self.blocks[id].end());
+        let paged = self.vm.mode == crate::engine::paged::vrange::VmMode::Paged;
+        if !(paged && self.vm.epochs.is_safe(stream, self.blocks[id].stamp())) {
+            self.device.synchronize_stream(stream)?;
+            if paged {
+                self.vm.epochs.synchronized(stream);
+            }
+        }
+        match how {
+            Unmapping::LeaveGhost => {
+                self.vm.ghosts.insert(addr, (size, handle));
+            }
+            Unmapping::Counted | Unmapping::PartOfBlock => self.device.vm_unmap(addr, size)?,
+        }
+        self.vm.ranges[r].mappings.remove(&addr);
+        self.vm.mapped_pages -= size / page;
+        if how != Unmapping::PartOfBlock {
+            self.stats.num_device_free += u64::from(how == Unmapping::Counted);
+            self.record(Action::SegmentUnmap, addr, size, stream);
+        }
+        self.uncache(id);
+        let mid = self.carve(id, addr, size);
+        self.blocks[mid].state = BlockState::Unmapped;
+        let [prev, next] = [self.blocks[mid].prev, self.blocks[mid].next];
+        self.try_merge(mid, prev, BlockState::Unmapped);
+        self.try_merge(mid, next, BlockState::Unmapped);
+        self.index_block(mid);
+        Ok(Chunk { handle, pages: size / page, counted_in: Some(pool) })
+    }
+
+    /// Keeps a chunk of `size` bytes that the device would not destroy, counted as reserved,
+    /// for the next release to try again. Kept chunks count in pages of the paged policy's
+    /// size; an expandable segment's pages (2 or 20 MiB) are whole multiples of it.
+    pub(crate) fn keep_undestroyed(&mut self, c: Chunk, size: u64) {
+        debug_assert_eq!(size % self.vm.paged_page, 0);
+        self.keep_chunks(alloc::vec![Chunk { pages: size / self.vm.paged_page, ..c }]);
+    }
+
+    /// Destroys an unmapped chunk counted in a pool's reserved bytes (`page`: its range's
+    /// page size), its ghosts first. When a ghost cannot be unmapped or the device refuses to
+    /// destroy the chunk, it is kept instead (still counted) for the next release to try
+    /// again, so none is lost.
+    pub(crate) fn destroy_chunk(&mut self, c: Chunk, page: u64) -> Result<(), AllocError> {
+        let size = c.pages * page;
+        let refused = match self.unmap_ghosts_of(c.handle) {
+            Ok(()) => self.device.vm_destroy(c.handle, size).err(),
+            Err(e) => Some(e),
+        };
+        if let Some(e) = refused {
+            self.keep_undestroyed(c, size);
+            return Err(e.into());
+        }
+        if let Some(pool) = c.counted_in {
+            self.reserved -= size;
+            self.count_held(HeldChange { pool, segments: 0, bytes: -(size as i64), oversize_segments: 0 });
+        }
+        Ok(())
+    }
+
+    /// Unmaps and destroys every chunk lying wholly inside the free block `id`. Returns the
+    /// bytes returned to the device; if that leaves the range wholly unmapped, releases it.
+    /// Under expandable segments this is PyTorch's `unmap_block`: one device free and one
+    /// unmap in the history for the block's whole pages, however many pages that is
+    /// (measured on an H200 with PyTorch 2.11); under the paged policy each chunk counts.
+    pub(crate) fn unmap_free_block(&mut self, id: u32) -> Result<u64, AllocError> {
+        let chunks = self.idle_chunks(id);
+        let Some(&(first, _)) = chunks.first() else { return Ok(0) };
+        let r = self.vm.range_of(first).expect("chunk lies in a range");
+        let (page, stream) = (self.vm.ranges[r].page, self.vm.ranges[r].stream);
+        let how = if self.vm.mode == crate::engine::paged::vrange::VmMode::Expandable {
+            Unmapping::PartOfBlock
+        } else {
+            Unmapping::Counted
+        };
+        let mut bytes = 0;
+        let mut unmapped = 0;
+        let mut result = Ok(());
+        for (addr, size) in chunks {
+            match self.unmap_chunk_as(addr, how, id) {
+                Ok(c) => {
+                    unmapped += size;
+                    result = self.destroy_chunk(c, page);
+                }
+                Err(e) => result = Err(e),
+            }
+            if result.is_err() {
+                break;
+            }
+            bytes += size;
+        }
+        if how == Unmapping::PartOfBlock && unmapped > 0 {
+            self.stats.num_device_free += 1;
+            self.record(Action::SegmentUnmap, first, unmapped, stream);
+        }
+        result?;
+        self.release_range_if_empty(r)?;
+        Ok(bytes)
+    }
+
+    /// Unmaps the ghost at `addr`.
+    fn unmap_ghost(&mut self, addr: u64) -> Result<(), DeviceError> {
+        let (size, _) = self.vm.ghosts[&addr];
+        self.device.vm_unmap(addr, size)?;
+        self.vm.ghosts.remove(&addr);
+        self.stats.num_device_free += 1;
+        Ok(())
+    }
+
+    /// Unmaps every ghost that meets `[lo, hi)`.
+    pub(crate) fn unmap_ghosts_in(&mut self, lo: u64, hi: u64) -> Result<(), DeviceError> {
+        if self.vm.ghosts.is_empty() {
+            return Ok(());
+        }
+        let before = self.vm.ghosts.range(..lo).next_back().filter(|(&a, &(len, _))| a + len > lo).map(|(&a, _)| a);
+        let meeting: Vec<u64> = before.into_iter().chain(self.vm.ghosts.range(lo..hi).map(|(&a, _)| a)).collect();
+        meeting.into_iter().try_for_each(|a| self.unmap_ghost(a))
+    }
+
+    /// Unmaps every ghost of `handle`.
+    fn unmap_ghosts_of(&mut self, handle: PhysHandle) -> Result<(), DeviceError> {
+        let of: Vec<u64> = self.vm.ghosts.iter().filter(|(_, &(_, h))| h == handle).map(|(&a, _)| a).collect();
+        of.into_iter().try_for_each(|a| self.unmap_ghost(a))
+    }
+
+    /// Releases range `r` if a single unmapped block covers it.
+    pub(crate) fn release_range_if_empty(&mut self, r: usize) -> Result<(), AllocError> {
+        let head = self.vm.ranges[r].head;
+        let b = &self.blocks[head];
+        if b.state == BlockState::Unmapped && !b.is_split() {
+            self.release_range(head)?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,246 @@
+//! Virtual ranges: reserved address space that the allocator backs with physical pages as
+//! needed, and the bookkeeping of those pages.
+//!
+//! Two policies use them. PyTorch's expandable segments keep one range per stream and pool
+//! (2 MiB pages for the small pool, 20 MiB for the large) and map at the end of what is in
+//! use. cachalot's paged policy uses 2 MiB pages everywhere and moves idle physical pages to
+//! where they are needed ("paging.rs").
+//!
+//! Physical memory comes in chunks: one handle of one or more pages, mapped whole (CUDA maps
+//! and unmaps only whole handles, and each mapping costs the same whatever its size, so the
+//! paged policy makes one chunk per span it maps rather than one per page).
+//!
+//! Under the paged policy a chunk that moves away is not unmapped from where it was: it stays
+//! mapped there too, as a *ghost* the allocator no longer counts, until that address is
+//! wanted for other memory or the chunk is destroyed. Training loops move the same chunks
+//! back and forth, and a chunk moving back onto its ghost costs no driver call at all; an
+//! unmap is only ever postponed, never added.
+//!
+//! Invariants: a range's `mappings` tile exactly the pages under its blocks that are not
+//! `Unmapped`; `mapped_pages` equals the pages of all mappings; chunks in `page_pool` are
+//! counted in reserved memory and mapped nowhere but at ghosts; ghosts lie inside `Unmapped`
+//! blocks, each is a whole mapping of a live chunk (kept, or mapped elsewhere), and a chunk is
+//! destroyed, or a range released, only once no ghost of it is left.
+
+use alloc::collections::BTreeMap;
+use alloc::vec::Vec;
+
+use crate::base::device::{PhysHandle, Stream};
+use crate::base::size::Pool;
+
+/// How the allocator uses virtual memory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum VmMode {
+    /// Classic segments only (the policy does not use virtual memory, or the device lacks it).
+    Off,
+    /// PyTorch's `expandable_segments:True`.
+    Expandable,
+    /// cachalot's paged policy.
+    Paged,
+}
+
+/// One reserved address range.
+#[derive(Clone, Debug)]
+pub struct VirtualRange {
+    /// First address (page-aligned).
+    pub base: u64,
+    /// Bytes reserved.
+    pub size: u64,
+    /// Page size: the unit of mapping.
+    pub page: u64,
+    /// The stream the range serves.
+    pub stream: Stream,
+    /// The pool the range serves.
+    pub pool: Pool,
+    /// What is mapped: address → (bytes, handle).
+    pub mappings: BTreeMap<u64, (u64, PhysHandle)>,
+    /// The block at the range's first address.
+    pub head: u32,
+}
+
+impl VirtualRange {
+    /// True when `addr` lies in the range.
+    #[inline]
+    pub fn contains(&self, addr: u64) -> bool {
+        addr >= self.base && addr < self.base + self.size
+    }
+
+    /// True when every byte of `[lo, hi)` lies in a mapping.
+    pub fn is_mapped(&self, lo: u64, hi: u64) -> bool {
+        let mut at = lo;
+        while at < hi {
+            match self.mappings.range(..=at).next_back() {
+                Some((&a, &(len, _))) if a + len > at => at = a + len,
+                _ => return false,
+            }
+        }
+        true
+    }
+
+    /// True when no mapping meets `[lo, hi)`.
+    pub fn is_unmapped(&self, lo: u64, hi: u64) -> bool {
+        let before = self.mappings.range(..lo).next_back().is_some_and(|(&a, &(len, _))| a + len > lo);
+        !before && self.mappings.range(lo..hi).next().is_none()
+    }
+
+    /// The mappings lying wholly inside `[lo, hi)`, as (address, bytes).
+    pub fn mappings_within(&self, lo: u64, hi: u64) -> Vec<(u64, u64)> {
+        self.mappings.range(lo..hi).filter(|(&a, &(len, _))| a + len <= hi).map(|(&a, &(len, _))| (a, len)).collect()
+    }
+}
+
+/// Physical memory to map: a handle of `pages` pages, counted in a pool's reserved bytes
+/// (`None` for a chunk just created).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Chunk {
+    /// The device's handle.
+    pub handle: PhysHandle,
+    /// Its size in pages of the range it is mapped into.
+    pub pages: u64,
+    /// The pool whose reserved bytes count it, if any yet.
+    pub counted_in: Option<Pool>,
+}
+
+/// Pages inside `[addr, addr + size)` that the range lies over whole, as a page-index range.
+#[inline]
+pub fn whole_pages(addr: u64, size: u64, page: u64) -> core::ops::Range<u64> {
+    let (first, end) = if page.is_power_of_two() {
+        let shift = page.trailing_zeros();
+        ((addr + page - 1) >> shift, (addr + size) >> shift)
+    } else {
+        (addr.div_ceil(page), (addr + size) / page)
+    };
+    first..end.max(first)
+}
+
+/// The allocator's virtual-memory state.
+#[derive(Clone, Debug)]
+pub struct VirtualMemory {
+    /// How virtual memory is used.
+    pub mode: VmMode,
+    /// Every reserved range.
+    pub ranges: Vec<VirtualRange>,
+    /// Unmapped blocks per pool, by (stream, address).
+    pub unmapped: [BTreeMap<(Stream, u64), u32>; 2],
+    /// Chunks unmapped but kept (paged policy), counted in the pool that last used them.
+    pub page_pool: Vec<Chunk>,
+    /// Pages mapped over all ranges.
+    pub mapped_pages: u64,
+    /// Mapped pages lying whole inside free blocks (paged policy): reusable elsewhere.
+    pub idle_pages: u64,
+    /// Highest number of pages in use (mapped and not idle) so far (paged policy).
+    pub peak_in_use: u64,
+    /// Pages moved from one place to another so far (paged policy): what earns page slack.
+    pub moved_pages: u64,
+    /// Page size of the paged policy (the device's granularity).
+    pub paged_page: u64,
+    /// log2 of `paged_page` when it is a power of two (as the CUDA devices' granularity is),
+    /// so that counting a free block's whole pages, at every cache and uncache, needs no
+    /// division.
+    page_shift: Option<u32>,
+    /// Streams' free epochs (paged policy): when a free block's pages may move at once.
+    pub epochs: crate::engine::paged::epochs::Epochs,
+    /// Mappings left in place when their chunk moved (paged policy): address → (bytes,
+    /// handle).
+    pub ghosts: BTreeMap<u64, (u64, PhysHandle)>,
+    /// The requests logged while no plan is followed (paged policy, `learn_layout`).
+    pub recurrence: crate::engine::paged::recurrence::Recurrence,
+    /// The layout being made, a few requests at a time, once the requests were seen to
+    /// repeat.
+    pub planner: Option<crate::engine::paged::layout_plan::Planner>,
+    /// The layout being followed, once made.
+    pub plan: Option<crate::engine::paged::layout_plan::Plan>,
+    /// Bases of the ranges reserved for planned layouts, kept from one plan to the next.
+    pub plan_ranges: Vec<u64>,
+    /// Counts of what plans did: made, given up, requests placed as planned, and planned
+    /// requests placed the usual way because their place was taken.
+    pub plan_counts: PlanCounts,
+}
+
+/// What planned layouts did, counted over the allocator's life.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PlanCounts {
+    /// Plans begun (each time the requests were seen to repeat).
+    pub made: u64,
+    /// Plans given up, while being made or followed (a request not expected, or too many
+    /// places taken in one period).
+    pub dropped: u64,
+    /// Requests placed where a plan put them.
+    pub placed: u64,
+    /// Planned requests placed the usual way, their place taken.
+    pub missed: u64,
+}
+
+impl VirtualMemory {
+    /// State for `mode`.
+    pub fn new(mode: VmMode, paged_page: u64) -> VirtualMemory {
+        VirtualMemory {
+            mode,
+            ranges: Vec::new(),
+            unmapped: [BTreeMap::new(), BTreeMap::new()],
+            page_pool: Vec::new(),
+            mapped_pages: 0,
+            idle_pages: 0,
+            peak_in_use: 0,
+            moved_pages: 0,
+            paged_page,
+            page_shift: paged_page.is_power_of_two().then(|| paged_page.trailing_zeros()),
+            epochs: crate::engine::paged::epochs::Epochs::default(),
+            ghosts: BTreeMap::new(),
+            recurrence: crate::engine::paged::recurrence::Recurrence::default(),
+            planner: None,
+            plan: None,
+            plan_ranges: Vec::new(),
+            plan_counts: PlanCounts::default(),
+        }
+    }
+
+    /// How many pages `[addr, addr + size)` lies over whole: [`whole_pages`]'s length.
+    #[inline]
+    pub fn whole_page_count(&self, addr: u64, size: u64) -> u64 {
+        match self.page_shift {
+            Some(shift) => ((addr + size) >> shift).saturating_sub((addr + self.paged_page - 1) >> shift),
+            None => {
+                let w = whole_pages(addr, size, self.paged_page);
+                w.end - w.start
+            }
+        }
+    }
+
+    /// Index of the range holding `addr`.
+    #[inline]
+    pub fn range_of(&self, addr: u64) -> Option<usize> {
+        self.ranges.iter().position(|r| r.contains(addr))
+    }
+
+    /// Pages mapped and not idle.
+    #[inline]
+    pub fn pages_in_use(&self) -> u64 {
+        self.mapped_pages - self.idle_pages
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn whole_pages_inside_a_span() {
+        let p = 2 << 20;
+        assert_eq!(whole_pages(0, 3 * p, p), 0..3);
+        assert_eq!(whole_pages(1, 3 * p, p), 1..3);
+        assert_eq!(whole_pages(p / 2, p, p), 1..1);
+        assert!(whole_pages(p + 512, 1024, p).is_empty());
+    }
+
+    #[test]
+    fn whole_page_counts_match_whole_pages_with_and_without_a_shift() {
+        for page in [2u64 << 20, 3 << 20] {
+            let vm = VirtualMemory::new(VmMode::Paged, page);
+            for (addr, size) in [(0, 3 * page), (1, 3 * page), (page / 2, page), (page + 512, 1024), (5 * page, page)] {
+                let w = whole_pages(addr, size, page);
+                assert_eq!(vm.whole_page_count(addr, size), w.end - w.start, "page {page}, [{addr}, +{size})");
+            }
+        }
+    }
+}

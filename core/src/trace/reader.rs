@@ -1,0 +1,688 @@
+//! Allocation traces: RAPIDS RMM's logging CSV and PyTorch snapshot JSON, read from text.
+//!
+//! A trace becomes a list of operations on *slots*: each allocation gets the lowest free
+//! slot number, and a free names the slot of the allocation it ends, so a replay needs only
+//! an array indexed by slot. Rows a replay cannot use (frees of pointers the trace never
+//! allocated, `allocate failure` rows, zero-byte allocations) are counted in the
+//! [`TraceReport`], never fatal. Malformed text is a [`TraceError`] naming the line.
+//!
+//! A snapshot also says when a free had to wait: PyTorch logs `free_requested` when the
+//! program frees a block and `free_completed` when the memory may be reused, later when the
+//! block was used on another stream (`record_stream`) whose work had not finished. Such a free
+//! becomes a [`TraceOp::FreeDeferred`] on a *lane*, and its completion a
+//! [`TraceOp::FreeCompleted`] of that lane, so a replay keeps the block from reuse exactly as
+//! long as the recorded run did.
+//!
+//! Invariants: a `Free` or `FreeDeferred` names a slot whose allocation is live at that point;
+//! every slot number is below `slots`, every lane below `lanes`; a lane is completed at most
+//! once after each deferred free on it, and reused only after that.
+
+use alloc::string::{String, ToString};
+use alloc::vec::Vec;
+
+use crate::base::device::Stream;
+use crate::base::size::MAX_REQUEST;
+use crate::trace::trace_error::error;
+pub use crate::trace::trace_error::{TraceError, TraceErrorKind};
+
+/// One operation of a trace.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TraceOp {
+    /// Allocate `size` bytes on `stream` into `slot`.
+    Alloc {
+        /// Slot the address goes into.
+        slot: u32,
+        /// Requested bytes.
+        size: u64,
+        /// Stream of the request.
+        stream: Stream,
+    },
+    /// Free the allocation held in `slot`.
+    Free {
+        /// Slot of the allocation.
+        slot: u32,
+    },
+    /// Free the allocation held in `slot`, whose memory another stream still uses: it may
+    /// not be reused until the [`TraceOp::FreeCompleted`] of `lane`.
+    FreeDeferred {
+        /// Slot of the allocation.
+        slot: u32,
+        /// Lane that the completion names.
+        lane: u32,
+    },
+    /// The other stream's work that `lane`'s deferred free waited for has finished.
+    FreeCompleted {
+        /// Lane of the deferred free.
+        lane: u32,
+    },
+}
+
+/// What the reader saw besides the operations it kept.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct TraceReport {
+    /// Data rows (or history entries) read.
+    pub rows: usize,
+    /// Allocations kept.
+    pub allocs: usize,
+    /// Frees kept.
+    pub frees: usize,
+    /// Frees of a pointer with no live allocation in the trace (recording started late).
+    pub unknown_frees: usize,
+    /// `allocate failure` rows (or `oom` entries).
+    pub alloc_failures: usize,
+    /// Allocations of zero bytes (skipped, as PyTorch returns no memory for them).
+    pub zero_size: usize,
+    /// Allocations at an address still live in the trace (a free was not logged): the
+    /// earlier allocation is freed first.
+    pub implicit_frees: usize,
+    /// Allocations never freed by the end of the trace.
+    pub live_at_end: usize,
+    /// Frees that waited for another stream's work (kept as deferred frees).
+    pub deferred_frees: usize,
+    /// Distinct streams seen.
+    pub streams: usize,
+}
+
+/// A parsed trace.
+#[derive(Clone, Debug, Default)]
+pub struct Trace {
+    /// The operations, in order.
+    pub ops: Vec<TraceOp>,
+    /// Time of each operation in microseconds (same length as `ops`).
+    pub times_us: Vec<u64>,
+    /// Number of slots the operations use.
+    pub slots: u32,
+    /// Number of lanes the deferred frees use (at most this many wait at once).
+    pub lanes: u32,
+    /// What was counted while reading.
+    pub report: TraceReport,
+    /// Where the recorded run's device placed its segments, (address, size) in order: a
+    /// snapshot's `segment_alloc` entries; empty for other formats. A replay can follow them
+    /// ([`crate::SimDevice::follow_placements`]) to break ties as the run did.
+    pub segment_placements: Vec<(u64, u64)>,
+    /// The device whose events these are, when the snapshot listed several devices.
+    pub device: Option<usize>,
+}
+
+/// Builds a trace from pointer-level events, assigning slots.
+#[derive(Default)]
+struct Builder {
+    trace: Trace,
+    /// Ordered, not hashed: the allocator's fast hash assumes device addresses, and a
+    /// crafted file of pointers that collide in it made parsing quadratic.
+    slot_of: alloc::collections::BTreeMap<u64, u32>,
+    free_slots: Vec<u32>,
+    streams: alloc::collections::BTreeSet<Stream>,
+    /// The lane of each address whose deferred free has not completed.
+    lane_of: alloc::collections::BTreeMap<u64, u32>,
+    free_lanes: Vec<u32>,
+}
+
+impl Builder {
+    /// Makes room for one more operation, or says that memory ran out: a browser's module
+    /// has 4 GiB at most, and an allocation that fails there ends the module for good.
+    fn room_for_one(&mut self) -> Result<(), String> {
+        let (ops, times) = (&mut self.trace.ops, &mut self.trace.times_us);
+        ops.try_reserve(1).and_then(|()| times.try_reserve(1)).map_err(|_| {
+            alloc::format!("out of memory after {} operations: the trace is too large to hold here", ops.len())
+        })
+    }
+
+    fn alloc(&mut self, ptr: u64, size: u64, stream: Stream, time_us: u64) -> Result<(), String> {
+        self.trace.report.rows += 1;
+        if size == 0 {
+            self.trace.report.zero_size += 1;
+            return Ok(());
+        }
+        if self.slot_of.contains_key(&ptr) {
+            self.trace.report.implicit_frees += 1;
+            self.free(ptr, time_us)?;
+            self.trace.report.rows -= 1;
+        }
+        self.room_for_one()?;
+        let slot = self.free_slots.pop().unwrap_or_else(|| {
+            self.trace.slots += 1;
+            self.trace.slots - 1
+        });
+        self.slot_of.insert(ptr, slot);
+        self.streams.insert(stream);
+        self.trace.ops.push(TraceOp::Alloc { slot, size, stream });
+        self.trace.times_us.push(time_us);
+        self.trace.report.allocs += 1;
+        Ok(())
+    }
+
+    fn free(&mut self, ptr: u64, time_us: u64) -> Result<(), String> {
+        if let Some(slot) = self.release_slot(ptr)? {
+            self.trace.ops.push(TraceOp::Free { slot });
+            self.trace.times_us.push(time_us);
+        }
+        Ok(())
+    }
+
+    /// Counts a free row and gives back the slot of `ptr`, with room for its operation;
+    /// `None` for a pointer with no live allocation.
+    fn release_slot(&mut self, ptr: u64) -> Result<Option<u32>, String> {
+        self.trace.report.rows += 1;
+        self.room_for_one()?;
+        let Some(slot) = self.slot_of.remove(&ptr) else {
+            self.trace.report.unknown_frees += 1;
+            return Ok(None);
+        };
+        self.free_slots.push(slot);
+        self.trace.report.frees += 1;
+        Ok(Some(slot))
+    }
+
+    /// A free that waits for another stream: like [`Builder::free`], on a lane that
+    /// [`Builder::complete`] ends.
+    fn free_deferred(&mut self, ptr: u64, time_us: u64) -> Result<(), String> {
+        // A second request for an address still waiting (a log that lost a completion):
+        // the first wait ends here, so no lane is held forever.
+        self.complete(ptr, time_us)?;
+        let Some(slot) = self.release_slot(ptr)? else { return Ok(()) };
+        let lane = self.free_lanes.pop().unwrap_or_else(|| {
+            self.trace.lanes += 1;
+            self.trace.lanes - 1
+        });
+        self.trace.ops.push(TraceOp::FreeDeferred { slot, lane });
+        self.trace.times_us.push(time_us);
+        self.lane_of.insert(ptr, lane);
+        self.trace.report.deferred_frees += 1;
+        Ok(())
+    }
+
+    /// The deferred free of `ptr` completes; an address with none waiting is ignored.
+    fn complete(&mut self, ptr: u64, time_us: u64) -> Result<(), String> {
+        let Some(lane) = self.lane_of.remove(&ptr) else { return Ok(()) };
+        self.room_for_one()?;
+        self.free_lanes.push(lane);
+        self.trace.ops.push(TraceOp::FreeCompleted { lane });
+        self.trace.times_us.push(time_us);
+        Ok(())
+    }
+
+    fn failure(&mut self) {
+        self.trace.report.rows += 1;
+        self.trace.report.alloc_failures += 1;
+    }
+
+    fn finish(mut self) -> Trace {
+        self.trace.report.live_at_end = self.slot_of.len();
+        self.trace.report.streams = self.streams.len();
+        // Slots are handed out lowest-last from the stack; keep the order deterministic.
+        self.trace
+    }
+}
+
+/// Reads a trace in either format: JSON when the text starts with `{`, CSV otherwise. A
+/// snapshot with allocation events of several devices is refused: see
+/// [`parse_device_trace`].
+pub fn parse_trace(text: &str) -> Result<Trace, TraceError> {
+    parse_device_trace(text, None)
+}
+
+/// Reads a trace as [`parse_trace`] does, keeping one device's events of a snapshot:
+/// `device`'s, or with `None` the only device's that has allocations (several are an error
+/// of kind [`TraceErrorKind::DeviceNotChosen`], which lists them). An RMM CSV records one
+/// device, so asking for one is an error.
+pub fn parse_device_trace(text: &str, device: Option<usize>) -> Result<Trace, TraceError> {
+    let text = without_bom(text);
+    if is_snapshot(text) {
+        let v = json(text)?;
+        let lists = snapshot_lists(&v)?;
+        read_lists(lists, crate::trace::snapshot_device::choose(lists, device)?)
+    } else if let Some(d) = device {
+        let message = alloc::format!("device {d} asked for, but an RMM CSV trace records one device");
+        Err(TraceError { line: 0, message, kind: TraceErrorKind::NoSuchDevice })
+    } else {
+        parse_csv(text)
+    }
+}
+
+fn parse_hex(field: &str) -> Option<u64> {
+    let f = field.trim();
+    let digits = f.strip_prefix("0x").or_else(|| f.strip_prefix("0X")).unwrap_or(f);
+    if digits.is_empty() {
+        return None;
+    }
+    u64::from_str_radix(digits, 16).ok()
+}
+
+/// Microseconds, or `HH:MM:SS.ffffff` as microseconds since midnight.
+fn parse_time(field: &str) -> Option<u64> {
+    let f = field.trim();
+    if f.is_empty() {
+        return Some(0);
+    }
+    if let Ok(us) = f.parse::<u64>() {
+        return Some(us);
+    }
+    let mut parts = f.split(':');
+    let (h, m, s) = (parts.next()?, parts.next()?, parts.next()?);
+    if parts.next().is_some() {
+        return None;
+    }
+    let (secs, frac) = s.split_once('.').unwrap_or((s, ""));
+    if frac.len() > 9 || !frac.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let mut micros: u64 = 0;
+    for (i, b) in frac.bytes().take(6).enumerate() {
+        micros += (b - b'0') as u64 * 10u64.pow(5 - i as u32);
+    }
+    // Checked: a time past u64 microseconds (about 585,000 years) is a bad time, not a wrap.
+    let whole = h
+        .parse::<u64>()
+        .ok()?
+        .checked_mul(3600)?
+        .checked_add(m.parse::<u64>().ok()?.checked_mul(60)?)?
+        .checked_add(secs.parse::<u64>().ok()?)?;
+    whole.checked_mul(1_000_000)?.checked_add(micros)
+}
+
+/// A request size a device could hold: no more than [`MAX_REQUEST`] (1 TiB).
+fn checked_size(size: u64) -> Result<u64, String> {
+    if size > MAX_REQUEST {
+        return Err(alloc::format!("size {size} is more than 1 TiB ({MAX_REQUEST} bytes), more than any device holds"));
+    }
+    Ok(size)
+}
+
+/// Reads RMM's logging CSV (`Thread,Time,Action,Pointer,Size,Stream`; columns found by name).
+pub fn parse_csv(text: &str) -> Result<Trace, TraceError> {
+    let text = without_bom(text);
+    let mut lines = text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty());
+    let (_, header) = lines.next().ok_or_else(|| error(0, "the text is empty"))?;
+    let names: Vec<&str> = header.split(',').map(str::trim).collect();
+    let column = |name: &str| {
+        names.iter().position(|n| n.eq_ignore_ascii_case(name)).ok_or_else(|| {
+            error(
+                1,
+                alloc::format!("header lacks the '{name}' column (expected Thread,Time,Action,Pointer,Size,Stream)"),
+            )
+        })
+    };
+    let (c_time, c_action, c_ptr, c_size) = (column("Time")?, column("Action")?, column("Pointer")?, column("Size")?);
+    let c_stream = names.iter().position(|n| n.eq_ignore_ascii_case("Stream"));
+    let mut b = Builder::default();
+    let mut fields: Vec<&str> = Vec::with_capacity(names.len());
+    for (i, line) in lines {
+        let n = i + 1;
+        fields.clear();
+        fields.extend(line.split(','));
+        if fields.len() < names.len() {
+            return Err(error(n, alloc::format!("expected {} fields, found {}", names.len(), fields.len())));
+        }
+        let time =
+            parse_time(fields[c_time]).ok_or_else(|| error(n, alloc::format!("bad time '{}'", fields[c_time])))?;
+        let ptr = parse_hex(fields[c_ptr]).ok_or_else(|| error(n, alloc::format!("bad pointer '{}'", fields[c_ptr])));
+        let size =
+            fields[c_size].trim().parse::<u64>().map_err(|_| error(n, alloc::format!("bad size '{}'", fields[c_size])));
+        let stream = match c_stream {
+            Some(c) => parse_hex(fields[c]).ok_or_else(|| error(n, alloc::format!("bad stream '{}'", fields[c])))?,
+            None => 0,
+        };
+        match fields[c_action].trim() {
+            "allocate" => {
+                b.alloc(ptr?, checked_size(size?).map_err(|m| error(n, m))?, stream, time).map_err(|m| error(n, m))?
+            }
+            "free" => b.free(ptr?, time).map_err(|m| error(n, m))?,
+            "allocate failure" => b.failure(),
+            other => {
+                return Err(error(
+                    n,
+                    alloc::format!("unknown action '{other}' (expected allocate, free or allocate failure)"),
+                ))
+            }
+        }
+    }
+    Ok(b.finish())
+}
+
+/// Reads the `device_traces` of a PyTorch snapshot (`torch.cuda.memory._snapshot()`):
+/// `alloc` entries allocate, `free_requested` entries free (deferred until their
+/// `free_completed` when that does not follow at once), `oom` entries count as failures, and
+/// `segment_alloc` entries become the trace's `segment_placements`; other actions are ignored. One device's list is read, as [`parse_device_trace`] chooses it.
+pub fn parse_snapshot_json(text: &str) -> Result<Trace, TraceError> {
+    let v = json(without_bom(text))?;
+    let lists = snapshot_lists(&v)?;
+    read_lists(lists, crate::trace::snapshot_device::choose(lists, None)?)
+}
+
+/// Reads a trace in either format, as [`parse_trace`] does, but a snapshot's every device
+/// with allocations becomes a trace of its own (its `device` set when the snapshot listed
+/// several), in device order: one parse for a page that offers each GPU. A CSV, or a
+/// snapshot without allocations, gives one trace.
+pub fn parse_each_device(text: &str) -> Result<Vec<Trace>, TraceError> {
+    let text = without_bom(text);
+    if !is_snapshot(text) {
+        return Ok(alloc::vec![parse_csv(text)?]);
+    }
+    let v = json(text)?;
+    let lists = snapshot_lists(&v)?;
+    let devices = crate::trace::snapshot_device::with_allocations(lists);
+    if devices.is_empty() {
+        return Ok(alloc::vec![read_lists(lists, None)?]);
+    }
+    devices.into_iter().map(|d| read_lists(lists, Some(d))).collect()
+}
+
+/// The text without a byte-order mark, as some editors write.
+fn without_bom(text: &str) -> &str {
+    text.strip_prefix('\u{feff}').unwrap_or(text)
+}
+
+/// True for JSON (a PyTorch snapshot, or a list that is not one), false for an RMM CSV.
+fn is_snapshot(text: &str) -> bool {
+    text.trim_start().starts_with(['{', '['])
+}
+
+fn json(text: &str) -> Result<serde_json::Value, TraceError> {
+    serde_json::from_str(text).map_err(|e| error(e.line(), e.to_string()))
+}
+
+/// A snapshot's `device_traces`, each checked to be a list.
+fn snapshot_lists(v: &serde_json::Value) -> Result<&[serde_json::Value], TraceError> {
+    if v.is_array() {
+        let message = "a JSON list, not a PyTorch memory snapshot (an object with 'device_traces', as \
+                       torch.cuda.memory._snapshot() returns)";
+        return Err(error(0, message));
+    }
+    let lists = v
+        .get("device_traces")
+        .and_then(|t| t.as_array())
+        .ok_or_else(|| error(0, "no 'device_traces' list: not a PyTorch memory snapshot"))?;
+    if let Some(d) = lists.iter().position(|l| !l.is_array()) {
+        return Err(error(0, alloc::format!("device_traces[{d}] is not a list")));
+    }
+    Ok(lists)
+}
+
+/// The trace of device `chosen`'s list, or (`None`: no device has allocations, nothing to
+/// replay) of every list, for what they count (`oom` entries) and for their errors.
+fn read_lists(lists: &[serde_json::Value], chosen: Option<usize>) -> Result<Trace, TraceError> {
+    let mut b = Builder::default();
+    let mut placements = Vec::new();
+    let read: Vec<usize> = match chosen {
+        Some(d) => alloc::vec![d],
+        None => (0..lists.len()).collect(),
+    };
+    for d in read {
+        let entries = lists[d].as_array().map_or(&[][..], |l| l.as_slice());
+        // Older snapshots log no completions: each free then counts as completed at once.
+        let logs_completions = entries.iter().any(|e| action_of(e) == "free_completed");
+        for (i, e) in entries.iter().enumerate() {
+            let field = |k: &str| e.get(k).and_then(|x| x.as_u64());
+            let action = action_of(e);
+            let need = |k: &str| {
+                field(k)
+                    .ok_or_else(|| error(0, alloc::format!("device_traces[{d}][{i}] ({action}) lacks a numeric '{k}'")))
+            };
+            // Absent is 0 (older snapshots); present but not a whole number is an error.
+            let optional = |k: &str| match e.get(k) {
+                None => Ok(0),
+                Some(x) => x.as_u64().ok_or_else(|| {
+                    error(0, alloc::format!("device_traces[{d}][{i}] ({action}): '{k}' is {x}, not a whole number"))
+                }),
+            };
+            let time = optional("time_us")?;
+            match action {
+                "alloc" => {
+                    let size = checked_size(need("size")?)
+                        .map_err(|m| error(0, alloc::format!("device_traces[{d}][{i}] (alloc): {m}")))?;
+                    b.alloc(need("addr")?, size, optional("stream")?, time).map_err(|m| error(0, m))?
+                }
+                "free_requested" => {
+                    let addr = need("addr")?;
+                    let next = entries.get(i + 1);
+                    let at_once = !logs_completions
+                        || next.is_some_and(|n| action_of(n) == "free_completed" && n.get("addr") == e.get("addr"));
+                    if at_once { b.free(addr, time) } else { b.free_deferred(addr, time) }.map_err(|m| error(0, m))?
+                }
+                "free_completed" => b.complete(need("addr")?, time).map_err(|m| error(0, m))?,
+                "oom" => b.failure(),
+                "segment_alloc" if chosen.is_some() => placements.push((need("addr")?, need("size")?)),
+                _ => {}
+            }
+        }
+    }
+    let mut trace = b.finish();
+    trace.segment_placements = placements;
+    trace.device = chosen.filter(|_| lists.len() > 1);
+    Ok(trace)
+}
+
+/// A history entry's `action`, or "" for an entry without one.
+fn action_of(e: &serde_json::Value) -> &str {
+    e.get("action").and_then(|a| a.as_str()).unwrap_or("")
+}
+
+impl Trace {
+    /// Peak of the bytes live at once, as requested (before rounding).
+    pub fn peak_requested(&self) -> u64 {
+        let mut size_of = alloc::vec![0u64; self.slots as usize];
+        // Summed wide: live sizes of a hand-made trace may add past u64 (the peak saturates).
+        let (mut live, mut peak) = (0u128, 0u128);
+        for op in &self.ops {
+            match *op {
+                TraceOp::Alloc { slot, size, .. } => {
+                    // A hand-made trace may name a slot past `slots`.
+                    if slot as usize >= size_of.len() {
+                        size_of.resize(slot as usize + 1, 0);
+                    }
+                    size_of[slot as usize] = size;
+                    live += size as u128;
+                    peak = peak.max(live);
+                }
+                TraceOp::Free { slot } | TraceOp::FreeDeferred { slot, .. } => {
+                    live -= size_of.get(slot as usize).copied().unwrap_or(0) as u128
+                }
+                TraceOp::FreeCompleted { .. } => {}
+            }
+        }
+        u64::try_from(peak).unwrap_or(u64::MAX)
+    }
+
+    /// A one-line description of what the reader counted.
+    pub fn describe(&self) -> String {
+        let r = &self.report;
+        let mut s = alloc::format!("{} operations ({} allocations, {} frees)", self.ops.len(), r.allocs, r.frees);
+        for (n, what) in [
+            (r.unknown_frees, "frees of unknown pointers skipped"),
+            (r.alloc_failures, "allocation failures skipped"),
+            (r.zero_size, "zero-byte allocations skipped"),
+            (r.implicit_frees, "re-allocated live pointers (implicit frees)"),
+            (r.live_at_end, "allocations live at the end"),
+            (r.deferred_frees, "frees that waited for another stream"),
+        ] {
+            if n > 0 {
+                s.push_str(&alloc::format!(", {n} {what}"));
+            }
+        }
+        s.to_string()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const CSV: &str = "Thread,Time,Action,Pointer,Size,Stream\n\
+        0,10,allocate,0x1000,100,0x0\n\
+        0,11,allocate,0x2000,200,0x0\n\
+        0,12,free,0x1000,100,0x0\n\
+        0,13,allocate,0x3000,300,0x7\n\
+        0,14,free,0x9999,5,0x0\n\
+        0,15,allocate failure,0x0,5,0x0\n";
+
+    #[test]
+    fn csv_assigns_reused_slots() {
+        let t = parse_csv(CSV).unwrap();
+        assert_eq!(
+            t.ops,
+            [
+                TraceOp::Alloc { slot: 0, size: 100, stream: 0 },
+                TraceOp::Alloc { slot: 1, size: 200, stream: 0 },
+                TraceOp::Free { slot: 0 },
+                TraceOp::Alloc { slot: 0, size: 300, stream: 7 },
+            ]
+        );
+        assert_eq!(t.slots, 2);
+        assert_eq!(t.report.unknown_frees, 1);
+        assert_eq!(t.report.alloc_failures, 1);
+        assert_eq!(t.report.live_at_end, 2);
+        assert_eq!(t.report.streams, 2);
+        assert_eq!(t.peak_requested(), 500);
+    }
+
+    #[test]
+    fn clock_times_and_reordered_columns() {
+        let t = parse_csv("Action,Pointer,Size,Time\nallocate,0x10,512,01:00:00.5\n").unwrap();
+        assert_eq!(t.times_us, [3_600_500_000]);
+    }
+
+    #[test]
+    fn malformed_rows_name_their_line() {
+        let e = parse_csv("Thread,Time,Action,Pointer,Size,Stream\n0,1,allocate,0xZZ,5,0x0\n").unwrap_err();
+        assert_eq!(e.line, 2);
+        assert!(e.message.contains("pointer"));
+        let e = parse_csv("Thread,Time,Action,Pointer,Size,Stream\n0,1,allocate,0x10,5\n").unwrap_err();
+        assert!(e.message.contains("fields"));
+        assert!(parse_csv("Pointer,Size\n").unwrap_err().message.contains("'Time'"));
+        assert!(parse_csv("").is_err());
+        let e = parse_csv("Thread,Time,Action,Pointer,Size,Stream\n0,1,steal,0x10,5,0x0\n").unwrap_err();
+        assert!(e.message.contains("steal"));
+    }
+
+    #[test]
+    fn snapshot_json_reads_device_traces() {
+        let json = r#"{"segments": [], "device_traces": [[
+            {"action": "segment_alloc", "addr": 0, "size": 2097152, "stream": 0},
+            {"action": "alloc", "addr": 4096, "size": 100, "stream": 0, "time_us": 5},
+            {"action": "free_requested", "addr": 4096, "size": 100, "stream": 0},
+            {"action": "free_completed", "addr": 4096, "size": 100, "stream": 0},
+            {"action": "oom", "addr": 0, "size": 100, "stream": 0}
+        ]]}"#;
+        let t = parse_trace(json).unwrap();
+        assert_eq!(t.ops, [TraceOp::Alloc { slot: 0, size: 100, stream: 0 }, TraceOp::Free { slot: 0 }]);
+        assert_eq!(t.report.alloc_failures, 1);
+        assert_eq!(t.segment_placements, [(0, 2097152)]);
+        assert!(parse_trace("{\"segments\": []}").unwrap_err().message.contains("device_traces"));
+        assert!(parse_trace("{not json").is_err());
+        // A bare list (the device_traces alone, say) is named as JSON, not as a CSV header.
+        for list in ["[]", " [[{\"action\": \"alloc\"}]]"] {
+            let e = parse_trace(list).unwrap_err();
+            assert!(e.message.contains("a JSON list, not a PyTorch memory snapshot"), "{list}: {}", e.message);
+        }
+    }
+
+    /// A free whose completion comes later (the block was used on another stream) becomes a
+    /// deferred free on a lane, completed where the snapshot says; a free completed at once,
+    /// or one in a snapshot that logs no completions at all, is a plain free.
+    #[test]
+    fn a_free_completed_later_waits_on_a_lane() {
+        let entry = |action: &str, addr: u64| {
+            alloc::format!(r#"{{"action": "{action}", "addr": {addr}, "size": 512, "stream": 0}}"#)
+        };
+        let snapshot = |entries: &[String]| alloc::format!(r#"{{"device_traces": [[{}]]}}"#, entries.join(","));
+        let t = parse_trace(&snapshot(&[
+            entry("alloc", 4096),
+            entry("alloc", 8192),
+            entry("free_requested", 4096),
+            entry("free_requested", 8192),
+            entry("free_completed", 8192),
+            entry("alloc", 16384),
+            entry("free_completed", 4096),
+            entry("free_requested", 16384),
+        ]))
+        .unwrap();
+        let (alloc, free) = (|slot| TraceOp::Alloc { slot, size: 512, stream: 0 }, |slot| TraceOp::Free { slot });
+        assert_eq!(
+            t.ops,
+            [
+                alloc(0),
+                alloc(1),
+                TraceOp::FreeDeferred { slot: 0, lane: 0 },
+                free(1),
+                alloc(1),
+                TraceOp::FreeCompleted { lane: 0 },
+                // Never completed in the snapshot: it waits to the end.
+                TraceOp::FreeDeferred { slot: 1, lane: 0 },
+            ]
+        );
+        assert_eq!((t.lanes, t.report.deferred_frees, t.report.frees), (1, 2, 3));
+        assert_eq!(t.ops.len(), t.times_us.len());
+        assert!(t.describe().contains("2 frees that waited for another stream"), "{}", t.describe());
+        let older =
+            parse_trace(&snapshot(&[entry("alloc", 4096), entry("alloc", 8192), entry("free_requested", 4096)]));
+        assert_eq!(older.unwrap().ops, [alloc(0), alloc(1), free(0)]);
+    }
+
+    /// Two GPUs' events read as one device's doubled their memory (the browser demo read
+    /// every list); now one device is read, and which one is never guessed.
+    #[test]
+    fn a_snapshot_is_read_one_device_at_a_time() {
+        // `n` allocations, then `segments` recorded segment placements.
+        let list = |n: u64, segments: u64| {
+            let mut events: Vec<String> = (0..n)
+                .map(|i| alloc::format!(r#"{{"action": "alloc", "addr": {}, "size": 512}}"#, 4096 * (i + 1)))
+                .collect();
+            events.extend((0..segments).map(|i| {
+                alloc::format!(r#"{{"action": "segment_alloc", "addr": {}, "size": 2097152}}"#, (i + 1) << 30)
+            }));
+            alloc::format!("[{}]", events.join(","))
+        };
+        let snapshot = |lists: &[String]| alloc::format!(r#"{{"device_traces": [{}]}}"#, lists.join(","));
+        let both = snapshot(&[list(1, 2), list(3, 1)]);
+        let e = parse_trace(&both).unwrap_err();
+        assert_eq!(e.kind, TraceErrorKind::DeviceNotChosen { devices: alloc::vec![0, 1] });
+        assert_eq!(
+            e.to_string(),
+            "the snapshot holds allocation events of devices 0 and 1; a replay simulates one GPU"
+        );
+        let one = parse_device_trace(&both, Some(1)).unwrap();
+        assert_eq!((one.ops.len(), one.device, one.segment_placements.len()), (3, Some(1), 1));
+        let zero = parse_device_trace(&both, Some(0)).unwrap();
+        assert_eq!((zero.ops.len(), zero.segment_placements.len()), (1, 2), "placements are the device's own");
+        let each = parse_each_device(&both).unwrap();
+        assert_eq!(each.iter().map(|t| (t.device, t.ops.len())).collect::<Vec<_>>(), [(Some(0), 1), (Some(1), 3)]);
+        let e = parse_device_trace(&both, Some(2)).unwrap_err();
+        assert_eq!(e.kind, TraceErrorKind::NoSuchDevice);
+        assert!(e.message.contains("records devices 0 to 1 (with allocation events: 0 and 1)"), "{e}");
+        // Allocations on one device only (the other's list holds a free alone): that one,
+        // without asking; asking for the other is refused.
+        let second = snapshot(&[r#"[{"action": "free_requested", "addr": 8192, "size": 512}]"#.into(), list(2, 0)]);
+        assert_eq!(parse_trace(&second).unwrap().device, Some(1));
+        assert_eq!(parse_each_device(&second).unwrap().len(), 1);
+        assert!(parse_device_trace(&second, Some(0)).unwrap_err().message.contains("no allocation events of device 0"));
+        // A device whose only allocation has zero bytes has nothing to replay: the other one
+        // is read, as the replay skips zero-byte allocations.
+        let zero_bytes = r#"[{"action": "alloc", "addr": 4096, "size": 0, "stream": 0}]"#.to_string();
+        let third = snapshot(&[zero_bytes, list(2, 0)]);
+        assert_eq!(parse_trace(&third).unwrap().device, Some(1));
+        assert_eq!(parse_each_device(&third).unwrap().iter().map(|t| t.device).collect::<Vec<_>>(), [Some(1)]);
+        // One list: no device to name.
+        assert_eq!(parse_device_trace(&snapshot(&[list(2, 0)]), Some(0)).unwrap().device, None);
+        let e = parse_device_trace(r#"{"device_traces": []}"#, Some(0)).unwrap_err();
+        assert_eq!(e.message, "device 0 asked for, but the snapshot records no devices");
+        let three = snapshot(&[list(1, 0), list(1, 0), list(1, 0)]);
+        assert!(parse_trace(&three).unwrap_err().message.contains("devices 0, 1 and 2;"));
+        // Every list is checked, chosen or not.
+        let e = parse_device_trace(&alloc::format!(r#"{{"device_traces": [5, {}]}}"#, list(1, 0)), Some(1));
+        assert_eq!(e.unwrap_err().message, "device_traces[0] is not a list");
+        let csv = "Time,Action,Pointer,Size\n1,allocate,0x10,512\n";
+        assert_eq!(parse_device_trace(csv, Some(0)).unwrap_err().kind, TraceErrorKind::NoSuchDevice);
+        assert_eq!(parse_each_device(csv).unwrap().len(), 1);
+        assert_eq!(parse_trace("{not json").unwrap_err().kind, TraceErrorKind::Invalid);
+    }
+
+    #[test]
+    fn zero_sizes_and_repeated_pointers_are_counted() {
+        let t =
+            parse_csv("Time,Action,Pointer,Size\n1,allocate,0x10,0\n2,allocate,0x20,5\n3,allocate,0x20,6\n").unwrap();
+        assert_eq!(t.report.zero_size, 1);
+        assert_eq!(t.report.implicit_frees, 1);
+        assert_eq!(t.ops.len(), 3);
+    }
+}
