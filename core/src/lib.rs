@@ -31,7 +31,7 @@ pub mod sim;
 pub mod trace;
 
 pub use base::{config, device, size};
-pub use engine::paged::vrange;
+pub use engine::vrange;
 pub use report::{explain, history, layout, snapshot, stats, summary};
 
 pub use base::config::{Config, ConfigError, Policy};

@@ -27,8 +27,9 @@ use crate::data::events::PendingEvents;
 use crate::data::free_index::FreeIndex;
 use crate::data::streams::StreamTable;
 use crate::engine::memo::decision_memo::DecisionMemo;
+use crate::engine::paged::paged_state::PagedState;
 use crate::engine::paged::recurrence::Signature;
-use crate::engine::paged::vrange::{VirtualMemory, VmMode};
+use crate::engine::vrange::{VirtualMemory, VmMode};
 use crate::report::explain::{Decision, Explainer};
 use crate::report::history::{Action, History, TraceEntry};
 use crate::report::stats::{Counters, DeviceStats};
@@ -58,6 +59,7 @@ pub struct Allocator<D: Device> {
     pub(in crate::engine) history: History,
     pub(in crate::engine) explainer: Explainer,
     pub(in crate::engine) vm: VirtualMemory,
+    pub(in crate::engine) paged: PagedState,
     pub(in crate::engine) memo: DecisionMemo,
 }
 
@@ -72,7 +74,8 @@ impl<D: Device> Allocator<D> {
             (crate::base::config::Policy::PyTorch, false, Some(_)) => VmMode::Off,
         };
         let mut a = Allocator {
-            vm: VirtualMemory::new(mode, granularity.unwrap_or(crate::base::size::SMALL_BUFFER)),
+            vm: VirtualMemory::new(mode),
+            paged: PagedState::new(granularity.unwrap_or(crate::base::size::SMALL_BUFFER)),
             device,
             blocks: Slab::default(),
             streams: StreamTable::default(),
@@ -133,8 +136,8 @@ impl<D: Device> Allocator<D> {
     }
 
     /// What planned layouts have done so far (cachalot's policy, `learn_layout`).
-    pub fn plan_counts(&self) -> crate::engine::paged::vrange::PlanCounts {
-        self.vm.plan_counts
+    pub fn plan_counts(&self) -> crate::engine::paged::paged_state::PlanCounts {
+        self.paged.plan_counts
     }
 
     /// Address ranges reserved for virtual memory now (none with classic segments). Under
@@ -277,11 +280,12 @@ impl<D: Device> Allocator<D> {
                 VmMode::Off => 0,
                 VmMode::Expandable if pool == Pool::Small => crate::base::size::SMALL_BUFFER,
                 VmMode::Expandable => crate::base::size::LARGE_BUFFER,
-                VmMode::Paged => self.vm.paged_page,
+                VmMode::Paged => self.paged.paged_page,
             };
             self.explainer.note(|| Decision::Pool { pool: pool.name(), segment_size: segment_size(rounded), page });
         }
-        let planned = if !PLAIN && self.vm.plan.is_some() { self.take_planned(pool, stream, rounded)? } else { None };
+        let planned =
+            if !PLAIN && self.paged.plan.is_some() { self.take_planned(pool, stream, rounded)? } else { None };
         let id = match planned {
             Some(id) => id,
             None => match self.take_free_block::<PLAIN>(pool, stream, rounded) {
@@ -533,7 +537,7 @@ impl<D: Device> Allocator<D> {
             self.free[b.pool.index()].insert(self.streams.handle(b.stream_index), b.size, b.addr, id);
         }
         if !PLAIN && b.in_vm && self.vm.mode == VmMode::Paged {
-            self.vm.idle_pages += self.vm.whole_page_count(b.addr, b.size);
+            self.paged.idle_pages += self.paged.whole_page_count(b.addr, b.size);
         }
     }
 
@@ -561,7 +565,7 @@ impl<D: Device> Allocator<D> {
     fn uncounted_idle(&mut self, id: u32) {
         let b = &self.blocks[id];
         if b.in_vm && self.vm.mode == VmMode::Paged {
-            self.vm.idle_pages -= self.vm.whole_page_count(b.addr, b.size);
+            self.paged.idle_pages -= self.paged.whole_page_count(b.addr, b.size);
         }
     }
 
@@ -745,7 +749,7 @@ impl<D: Device> Allocator<D> {
         }
         self.record_if::<PLAIN>(Action::Alloc, addr, requested, stream);
         if in_vm && self.vm.mode == VmMode::Paged {
-            self.vm.peak_in_use = self.vm.peak_in_use.max(self.vm.pages_in_use());
+            self.paged.peak_in_use = self.paged.peak_in_use.max(self.paged.pages_in_use(self.vm.mapped_pages));
         }
         (addr, id)
     }
@@ -772,7 +776,7 @@ impl<D: Device> Allocator<D> {
         let mut net_blocks = -((before > 0) as i64) - ((after > 0) as i64);
         let mut net_bytes = -((before + after) as i64);
         let stamp = if in_vm && self.vm.mode == VmMode::Paged {
-            self.vm.epochs.freed(stream)
+            self.paged.epochs.freed(stream)
         } else {
             self.lookups[pool.index()]
         };

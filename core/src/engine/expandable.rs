@@ -14,7 +14,7 @@ use crate::base::size::{Pool, LARGE_BUFFER, SMALL_BUFFER};
 use crate::data::block::{BlockState, NIL};
 use crate::data::free_index::Key;
 use crate::engine::allocator::Allocator;
-use crate::engine::paged::vrange::Chunk;
+use crate::engine::vrange::Chunk;
 use crate::report::explain::Decision;
 
 impl<D: Device> Allocator<D> {

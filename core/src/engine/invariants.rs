@@ -152,8 +152,8 @@ impl<D: Device> Allocator<D> {
                     } else if !range.is_mapped(c.addr, c.end()) {
                         return Err(format!("{:?} block {id} at {:#x} lies over unmapped memory", c.state, c.addr));
                     }
-                    if c.state == BlockState::Free && self.vm.mode == crate::engine::paged::vrange::VmMode::Paged {
-                        let w = crate::engine::paged::vrange::whole_pages(c.addr, c.size, page);
+                    if c.state == BlockState::Free && self.vm.mode == crate::engine::vrange::VmMode::Paged {
+                        let w = crate::engine::vrange::whole_pages(c.addr, c.size, page);
                         idle += w.end - w.start;
                     }
                 } else if c.state == BlockState::Unmapped {
@@ -213,10 +213,10 @@ impl<D: Device> Allocator<D> {
             rc.reserved_bytes.increase(pool, held);
             reserved += held;
         }
-        for c in &self.vm.page_pool {
+        for c in &self.paged.page_pool {
             let pool = c.counted_in.ok_or("a kept chunk counts in no pool")?;
-            rc.reserved_bytes.increase(pool, c.pages * self.vm.paged_page);
-            reserved += c.pages * self.vm.paged_page;
+            rc.reserved_bytes.increase(pool, c.pages * self.paged.paged_page);
+            reserved += c.pages * self.paged.paged_page;
         }
         self.check_ghosts()?;
         self.check_planned()?;
@@ -225,8 +225,8 @@ impl<D: Device> Allocator<D> {
             return Err(format!("{} pages counted mapped but {mapped} are", self.vm.mapped_pages));
         }
         // Only the paged policy counts idle pages; under any other mode the count stays 0.
-        if idle != self.vm.idle_pages {
-            return Err(format!("{} pages counted idle but {idle} are", self.vm.idle_pages));
+        if idle != self.paged.idle_pages {
+            return Err(format!("{} pages counted idle but {idle} are", self.paged.idle_pages));
         }
         if visited != self.blocks.len() {
             return Err(format!("{} blocks stored but {visited} reachable from segment heads", self.blocks.len()));
@@ -264,7 +264,7 @@ impl<D: Device> Allocator<D> {
     /// the stream and pool of their group and are listed among the ranges kept for planned
     /// layouts.
     fn check_planned(&self) -> Result<(), String> {
-        let Some(plan) = &self.vm.plan else { return Ok(()) };
+        let Some(plan) = &self.paged.plan else { return Ok(()) };
         for g in &plan.groups {
             let Some(base) = g.base else { continue };
             let Some(r) = self.vm.range_of(base).filter(|&r| self.vm.ranges[r].base == base) else {
@@ -280,7 +280,7 @@ impl<D: Device> Allocator<D> {
             if range.stream != g.stream || range.pool != g.pool {
                 return Err(format!("the plan's range at {base:#x} serves another stream or pool"));
             }
-            if !self.vm.plan_ranges.contains(&base) {
+            if !self.paged.plan_ranges.contains(&base) {
                 return Err(format!("the plan's range at {base:#x} is not listed as a planned layout's"));
             }
         }
@@ -291,7 +291,7 @@ impl<D: Device> Allocator<D> {
     /// and each belongs to a chunk that is kept or mapped (so destroying it finds the ghost).
     fn check_ghosts(&self) -> Result<(), String> {
         let mut end = 0;
-        for (&a, &(len, handle)) in &self.vm.ghosts {
+        for (&a, &(len, handle)) in &self.paged.ghosts {
             if a < end {
                 return Err(format!("ghost at {a:#x} overlaps the one before it"));
             }
@@ -303,7 +303,7 @@ impl<D: Device> Allocator<D> {
             if !in_unmapped {
                 return Err(format!("ghost at {a:#x} (+{len}) does not lie inside one unmapped block"));
             }
-            let kept = self.vm.page_pool.iter().any(|c| c.handle == handle);
+            let kept = self.paged.page_pool.iter().any(|c| c.handle == handle);
             let mapped = self.vm.ranges.iter().any(|r| r.mappings.values().any(|&(_, h)| h == handle));
             if !kept && !mapped {
                 return Err(format!("ghost at {a:#x} belongs to handle {handle}, which is neither kept nor mapped"));

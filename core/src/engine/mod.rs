@@ -14,3 +14,4 @@ pub(crate) mod oom;
 pub mod paged;
 pub(crate) mod release;
 pub(crate) mod snapshot_reader;
+pub mod vrange;

@@ -20,7 +20,7 @@ use crate::base::device::{Device, HeldChange, Stream};
 use crate::base::error::AllocError;
 use crate::base::size::{round_size, segment_size, Pool};
 use crate::engine::allocator::Allocator;
-use crate::engine::paged::vrange::VmMode;
+use crate::engine::vrange::VmMode;
 use crate::report::explain::Decision;
 use crate::report::history::Action;
 
@@ -188,13 +188,13 @@ impl<D: Device> Allocator<D> {
             self.unmap_free_block(id)?;
         }
         // Kept chunks: the paged policy's, and any chunk the device refused to destroy before.
-        let page = self.vm.paged_page;
-        let (kept, rest): (Vec<_>, Vec<_>) = self.vm.page_pool.drain(..).partition(|c| c.counted_in == Some(pool));
-        self.vm.page_pool = rest;
+        let page = self.paged.paged_page;
+        let (kept, rest): (Vec<_>, Vec<_>) = self.paged.page_pool.drain(..).partition(|c| c.counted_in == Some(pool));
+        self.paged.page_pool = rest;
         let mut kept = kept.into_iter();
         while let Some(c) = kept.next() {
             if let Err(e) = self.destroy_chunk(c, page) {
-                self.vm.page_pool.extend(kept);
+                self.paged.page_pool.extend(kept);
                 return Err(e);
             }
         }

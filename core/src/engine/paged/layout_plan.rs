@@ -210,7 +210,9 @@ impl Planner {
 }
 
 impl Plan {
-    /// Plans `period` in ranges of `page`-byte pages, all at once.
+    /// Plans `period` in ranges of `page`-byte pages, all at once (the engine plans a few
+    /// requests at a time, through [`Planner`]).
+    #[cfg(test)]
     pub fn new(period: &Period, page: u64) -> Plan {
         let mut planner = Planner::new(period, page);
         planner.advance(usize::MAX);
@@ -218,6 +220,7 @@ impl Plan {
     }
 
     /// Requests of the period that are planned.
+    #[cfg(test)]
     pub fn planned(&self) -> usize {
         self.planned
     }

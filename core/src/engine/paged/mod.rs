@@ -4,8 +4,8 @@
 pub(crate) mod cell_hints;
 pub(crate) mod epochs;
 pub(crate) mod layout_plan;
+pub(crate) mod paged_state;
 pub(crate) mod paging;
 pub(crate) mod planned_range;
 pub(crate) mod recurrence;
 pub(crate) mod vm;
-pub mod vrange;

@@ -29,7 +29,7 @@ use crate::base::error::AllocError;
 use crate::base::size::Pool;
 use crate::data::block::{BlockState, NIL};
 use crate::engine::allocator::Allocator;
-use crate::engine::paged::vrange::{whole_pages, Chunk};
+use crate::engine::vrange::{whole_pages, Chunk};
 use crate::report::explain::Decision;
 
 /// Pages of the chunks a span needing `need` pages is made of: about an eighth of the span,
@@ -171,12 +171,12 @@ impl<D: Device> Allocator<D> {
             return 0;
         }
         let cap = (peak as f64 * self.config.page_slack) as u64;
-        (self.vm.moved_pages / MOVED_PAGES_PER_SLACK_PAGE).min(cap)
+        (self.paged.moved_pages / MOVED_PAGES_PER_SLACK_PAGE).min(cap)
     }
 
     /// The unmapped spans under `[addr, addr + size)` and the idle pages it will put to use.
     fn spans_under(&self, start: u32, addr: u64, size: u64) -> (Vec<Span>, u64) {
-        let page = self.vm.paged_page;
+        let page = self.paged.paged_page;
         let end = addr + size;
         let (mut spans, mut idle) = (Vec::new(), 0);
         let mut id = start;
@@ -211,7 +211,7 @@ impl<D: Device> Allocator<D> {
     fn idle_chunks_outside(&self, keep_lo: u64, keep_hi: u64, need: u64) -> Vec<IdleChunk> {
         // Chunk sizes seen, by pages; a larger chunk (none is made) would simply be listed.
         const SIZES: usize = MAX_CHUNK_PAGES as usize + 1;
-        let page = self.vm.paged_page;
+        let page = self.paged.paged_page;
         let mut out = Vec::new();
         // The parked blocks of a followed plan's ranges are cached too, outside the index.
         let parked = self.parked_blocks().into_iter().map(|id| (self.blocks[id].size, self.blocks[id].addr, id));
@@ -250,7 +250,7 @@ impl<D: Device> Allocator<D> {
     /// A new chunk of `pages` pages, unless the memory fraction (counting the chunks already
     /// created for this request) or the device refuses.
     fn create_chunk(&mut self, pages: u64, creation: &mut Creation) -> Result<Option<Chunk>, AllocError> {
-        let size = pages * self.vm.paged_page;
+        let size = pages * self.paged.paged_page;
         if self.allowed_here().is_some_and(|a| self.reserved + creation.uncounted + size > a) {
             return Ok(None);
         }
@@ -267,7 +267,7 @@ impl<D: Device> Allocator<D> {
     /// Keeps unmapped chunks for later (they stay reserved). Chunks never counted yet count
     /// in the large pool.
     pub(crate) fn keep_chunks(&mut self, chunks: Vec<Chunk>) {
-        let page = self.vm.paged_page;
+        let page = self.paged.paged_page;
         for mut c in chunks {
             if c.counted_in.is_none() {
                 self.reserved += c.pages * page;
@@ -275,7 +275,7 @@ impl<D: Device> Allocator<D> {
                 self.count_held(HeldChange { pool: Pool::Large, segments: 0, bytes, oversize_segments: 0 });
                 c.counted_in = Some(Pool::Large);
             }
-            self.vm.page_pool.push(c);
+            self.paged.page_pool.push(c);
         }
     }
 
@@ -286,11 +286,11 @@ impl<D: Device> Allocator<D> {
     /// without a ghost (taken from the kept ones) are kept. A chunk the device refuses to
     /// destroy is kept (and counted) instead, so none is lost.
     fn return_chunks(&mut self, chunks: Vec<Chunk>) -> Result<(), AllocError> {
-        let page = self.vm.paged_page;
+        let page = self.paged.paged_page;
         let (created, moved): (Vec<Chunk>, Vec<Chunk>) = chunks.into_iter().partition(|c| c.counted_in.is_none());
         for c in moved {
             let size = c.pages * page;
-            let ghost = self.vm.ghosts.iter().find(|(_, &g)| g == (size, c.handle)).map(|(&a, _)| a);
+            let ghost = self.paged.ghosts.iter().find(|(_, &g)| g == (size, c.handle)).map(|(&a, _)| a);
             let back = ghost.is_some_and(|at| {
                 let id = self.block_containing_near(NIL, at);
                 self.map_chunks(id, at, core::slice::from_ref(&c)).is_ok()
@@ -335,13 +335,13 @@ impl<D: Device> Allocator<D> {
         got: &mut Vec<Chunk>,
     ) -> Result<bool, AllocError> {
         let have = |got: &Vec<Chunk>| got.iter().map(|c| c.pages).sum::<u64>();
-        let page = self.vm.paged_page;
+        let page = self.paged.paged_page;
         // Kept chunks that fit the span's room, largest first.
-        self.vm.page_pool.sort_by_key(|c| c.pages);
+        self.paged.page_pool.sort_by_key(|c| c.pages);
         while have(got) < span.need {
             let room = span.room - have(got);
-            match self.vm.page_pool.iter().rposition(|c| c.pages <= room) {
-                Some(i) => got.push(self.vm.page_pool.remove(i)),
+            match self.paged.page_pool.iter().rposition(|c| c.pages <= room) {
+                Some(i) => got.push(self.paged.page_pool.remove(i)),
                 None => break,
             }
         }
@@ -394,7 +394,7 @@ impl<D: Device> Allocator<D> {
                     self.explainer.note(|| Decision::Released { segments: 0, bytes, step, virtual_memory: true });
                 }
             }
-            self.vm.moved_pages += moved;
+            self.paged.moved_pages += moved;
             creation.moved += moved;
         }
         // Beyond the peak: new chunks for the rest.
@@ -415,13 +415,13 @@ impl<D: Device> Allocator<D> {
     pub(crate) fn move_idle_into(&mut self, id: u32, from: u64, pages: u64) -> Result<u64, AllocError> {
         let b = &self.blocks[id];
         debug_assert!(b.state == BlockState::Unmapped && from >= b.addr);
-        let room = pages.min((b.end() - from) / self.vm.paged_page);
+        let room = pages.min((b.end() - from) / self.paged.paged_page);
         let (lo, hi) = (b.addr, b.end());
-        self.vm.page_pool.sort_by_key(|c| core::cmp::Reverse(c.pages));
+        self.paged.page_pool.sort_by_key(|c| core::cmp::Reverse(c.pages));
         let mut got: Vec<Chunk> = Vec::new();
         let mut have = 0;
-        while let Some(i) = self.vm.page_pool.iter().position(|c| have + c.pages <= room) {
-            let c = self.vm.page_pool.remove(i);
+        while let Some(i) = self.paged.page_pool.iter().position(|c| have + c.pages <= room) {
+            let c = self.paged.page_pool.remove(i);
             have += c.pages;
             got.push(c);
         }
@@ -437,7 +437,7 @@ impl<D: Device> Allocator<D> {
             have += c.pages;
             moved += c.pages;
         }
-        self.vm.moved_pages += moved;
+        self.paged.moved_pages += moved;
         if got.is_empty() {
             return Ok(0);
         }
@@ -445,7 +445,7 @@ impl<D: Device> Allocator<D> {
             let _ = self.return_all(core::iter::once(got.into_iter().skip(failure.mapped).collect()));
             return Err(failure.error);
         }
-        let page = self.vm.paged_page;
+        let page = self.paged.paged_page;
         let moved_bytes = moved * page;
         self.explainer.note(|| Decision::MovedPages { pages: moved, bytes: moved_bytes });
         Ok(have)
@@ -455,8 +455,8 @@ impl<D: Device> Allocator<D> {
     /// free block of at least `size` bytes taken out of the free index, or `None` when no
     /// memory could be found.
     pub(crate) fn grow_paged(&mut self, pool: Pool, stream: Stream, size: u64) -> Result<Option<u32>, AllocError> {
-        let page = self.vm.paged_page;
-        self.vm.epochs.advance(&mut self.device)?;
+        let page = self.paged.paged_page;
+        self.paged.epochs.advance(&mut self.device)?;
         let place = match self.best_run(pool, stream, size) {
             Some(p) => p,
             None => match self.reserve_range(stream, pool, page)? {
@@ -482,12 +482,12 @@ impl<D: Device> Allocator<D> {
     /// blocks. `None` when no memory could be found (nothing obtained for it is kept, see
     /// `return_chunks`).
     pub(crate) fn map_under(&mut self, place: &Placement, size: u64) -> Result<Option<u32>, AllocError> {
-        let page = self.vm.paged_page;
+        let page = self.paged.paged_page;
         let (spans, idle_used) = self.spans_under(place.start, place.addr, size);
         let need: u64 = spans.iter().map(|s| s.need).sum();
-        let in_use_after = self.vm.pages_in_use() + need + idle_used;
-        let held = self.vm.mapped_pages + self.vm.page_pool.iter().map(|c| c.pages).sum::<u64>();
-        let peak = self.vm.peak_in_use.max(in_use_after);
+        let in_use_after = self.paged.pages_in_use(self.vm.mapped_pages) + need + idle_used;
+        let held = self.vm.mapped_pages + self.paged.page_pool.iter().map(|c| c.pages).sum::<u64>();
+        let peak = self.paged.peak_in_use.max(in_use_after);
         let within_peak = (peak + self.page_slack(peak)).saturating_sub(held);
         let mut creation = Creation { within_peak, uncounted: 0, moved: 0 };
         let mut plans: Vec<(u64, Vec<Chunk>)> = Vec::with_capacity(spans.len());
@@ -537,7 +537,7 @@ impl<D: Device> Allocator<D> {
     #[inline]
     pub(crate) fn place_against_live(&mut self, id: u32, rounded: u64) -> u32 {
         // PyTorch's policies never get past this test: their malloc reads no more than before.
-        if self.vm.mode != crate::engine::paged::vrange::VmMode::Paged {
+        if self.vm.mode != crate::engine::vrange::VmMode::Paged {
             return id;
         }
         let b = &self.blocks[id];
@@ -559,10 +559,10 @@ impl<D: Device> Allocator<D> {
     /// Returns idle chunks and kept chunks to the device until reserved memory is at most
     /// `target` bytes (all of them with a target of 0). Returns the bytes released.
     pub(crate) fn release_idle_pages(&mut self, target: u64) -> Result<u64, AllocError> {
-        let page = self.vm.paged_page;
+        let page = self.paged.paged_page;
         let before = self.reserved;
         while self.reserved > target {
-            let Some(c) = self.vm.page_pool.pop() else { break };
+            let Some(c) = self.paged.page_pool.pop() else { break };
             self.destroy_chunk(c, page)?;
         }
         if self.reserved > target {

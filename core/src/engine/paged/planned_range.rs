@@ -37,7 +37,7 @@ use crate::engine::allocator::Allocator;
 use crate::engine::paged::layout_plan::{Expected, Plan, Planner};
 use crate::engine::paged::paging::Placement;
 use crate::engine::paged::recurrence::Signature;
-use crate::engine::paged::vrange::VmMode;
+use crate::engine::vrange::VmMode;
 
 /// Requests laid out for each request served while a plan is made: a period's layout is done
 /// within a quarter of the next, and no request waits for more than a few.
@@ -54,11 +54,11 @@ impl<D: Device> Allocator<D> {
     /// The block a followed plan puts this request in, taken out of the free index, or
     /// `None` when no plan is followed, the plan leaves the request out or its place is taken.
     pub(crate) fn take_planned(&mut self, pool: Pool, stream: Stream, rounded: u64) -> Result<Option<u32>, AllocError> {
-        let Some(plan) = self.vm.plan.as_mut() else { return Ok(None) };
+        let Some(plan) = self.paged.plan.as_mut() else { return Ok(None) };
         let (group, offset) = match plan.expect(Signature { stream, pool, bytes: rounded }) {
             Expected::Other => {
                 self.end_plan();
-                self.vm.recurrence.skip_next();
+                self.paged.recurrence.skip_next();
                 return Ok(None);
             }
             Expected::Unplanned => return Ok(None),
@@ -72,10 +72,10 @@ impl<D: Device> Allocator<D> {
             None => None,
         };
         if placed.is_some() {
-            self.vm.plan_counts.placed += 1;
+            self.paged.plan_counts.placed += 1;
         } else {
-            self.vm.plan_counts.missed += 1;
-            if self.vm.plan.as_mut().is_some_and(Plan::missed) {
+            self.paged.plan_counts.missed += 1;
+            if self.paged.plan.as_mut().is_some_and(Plan::missed) {
                 self.end_plan();
             }
         }
@@ -85,23 +85,23 @@ impl<D: Device> Allocator<D> {
     /// Logs a request served at `addr`, unless a plan is followed, and starts following a
     /// plan once its layout is made and a period begins.
     pub(crate) fn log_request(&mut self, addr: u64, sig: Signature) {
-        if self.vm.plan.is_some() {
+        if self.paged.plan.is_some() {
             return;
         }
-        if let Some(planner) = self.vm.planner.as_mut() {
+        if let Some(planner) = self.paged.planner.as_mut() {
             if !planner.follows(sig) {
                 // The request breaks the repeat: a new log begins after it.
-                self.vm.planner = None;
-                self.vm.plan_counts.dropped += 1;
-                self.vm.recurrence.restart();
+                self.paged.planner = None;
+                self.paged.plan_counts.dropped += 1;
+                self.paged.recurrence.restart();
             } else if planner.advance(PLAN_STEP) && planner.at_period_start() {
-                let plan = self.vm.planner.take().expect("a planner").finish();
+                let plan = self.paged.planner.take().expect("a planner").finish();
                 let kept: Vec<Option<u64>> = plan
                     .groups
                     .iter()
-                    .map(|g| self.vm.plan_ranges.iter().copied().find(|&b| self.is_range_for(b, g.stream, g.pool)))
+                    .map(|g| self.paged.plan_ranges.iter().copied().find(|&b| self.is_range_for(b, g.stream, g.pool)))
                     .collect();
-                self.vm.plan = Some(plan);
+                self.paged.plan = Some(plan);
                 for (group, base) in kept.into_iter().enumerate() {
                     if let Some(base) = base {
                         self.set_group_range(group, base);
@@ -112,22 +112,22 @@ impl<D: Device> Allocator<D> {
         }
         // The block handed out is the front `hand_out` split off: found by address.
         let Some(id) = self.live.get(addr, &self.blocks) else { return };
-        let Some(period) = self.vm.recurrence.allocated(id, sig) else { return };
-        self.vm.planner = Some(Planner::new(&period, self.vm.paged_page));
-        self.vm.plan_counts.made += 1;
+        let Some(period) = self.paged.recurrence.allocated(id, sig) else { return };
+        self.paged.planner = Some(Planner::new(&period, self.paged.paged_page));
+        self.paged.plan_counts.made += 1;
     }
 
     /// Logs the free of the allocated block `id`, unless a plan is followed.
     pub(crate) fn log_free(&mut self, id: u32) {
-        if self.vm.plan.is_none() {
-            self.vm.recurrence.freed(id);
+        if self.paged.plan.is_none() {
+            self.paged.recurrence.freed(id);
         }
     }
 
     /// True when the range beginning at `base` is one the followed plan places requests in.
     #[inline]
     pub(crate) fn is_followed_range(&self, base: u64) -> bool {
-        self.vm.plan.as_ref().is_some_and(|p| p.groups.iter().any(|g| g.base == Some(base)))
+        self.paged.plan.as_ref().is_some_and(|p| p.groups.iter().any(|g| g.base == Some(base)))
     }
 
     /// True when a range begins at `base` and serves `stream` and `pool`.
@@ -141,14 +141,14 @@ impl<D: Device> Allocator<D> {
     /// The base of the followed plan's range for `group`, reserved now if it has none (or
     /// its range was released); `None` when no address space is left.
     fn planned_base(&mut self, group: usize) -> Result<Option<u64>, AllocError> {
-        let Some(g) = self.vm.plan.as_ref().map(|p| p.groups[group]) else { return Ok(None) };
+        let Some(g) = self.paged.plan.as_ref().map(|p| p.groups[group]) else { return Ok(None) };
         if let Some(base) = g.base {
             // Released ranges are forgotten (`forget_planned_range`): a base is reserved.
             return Ok(Some(base));
         }
-        let Some(id) = self.reserve_range(g.stream, g.pool, self.vm.paged_page)? else { return Ok(None) };
+        let Some(id) = self.reserve_range(g.stream, g.pool, self.paged.paged_page)? else { return Ok(None) };
         let base = self.blocks[id].addr;
-        self.vm.plan_ranges.push(base);
+        self.paged.plan_ranges.push(base);
         self.set_group_range(group, base);
         Ok(Some(base))
     }
@@ -157,12 +157,12 @@ impl<D: Device> Allocator<D> {
     /// the plan places requests, so it is kept out of the free index.
     #[inline]
     pub(crate) fn is_parked(&self, b: &Block) -> bool {
-        b.in_vm && self.vm.plan.as_ref().is_some_and(|p| p.covers(b.addr))
+        b.in_vm && self.paged.plan.as_ref().is_some_and(|p| p.covers(b.addr))
     }
 
     /// The free blocks parked in the followed plan's ranges.
     pub(crate) fn parked_blocks(&self) -> Vec<u32> {
-        let Some(plan) = &self.vm.plan else { return Vec::new() };
+        let Some(plan) = &self.paged.plan else { return Vec::new() };
         let bases: Vec<u64> = plan.groups.iter().filter_map(|g| g.base).collect();
         bases.into_iter().flat_map(|base| self.free_blocks_of_range(base)).collect()
     }
@@ -185,12 +185,12 @@ impl<D: Device> Allocator<D> {
     /// Gives group `group` of the followed plan, which has none (a range released is
     /// forgotten), its range at `base`: the free blocks there leave the free index.
     fn set_group_range(&mut self, group: usize, base: u64) {
-        debug_assert!(self.vm.plan.as_ref().is_some_and(|p| p.groups[group].base.is_none()));
+        debug_assert!(self.paged.plan.as_ref().is_some_and(|p| p.groups[group].base.is_none()));
         let bytes = self.vm.range_of(base).map_or(0, |r| self.vm.ranges[r].size);
         for id in self.free_blocks_of_range(base) {
             self.index_parked(id, false);
         }
-        if let Some(plan) = self.vm.plan.as_mut() {
+        if let Some(plan) = self.paged.plan.as_mut() {
             (plan.groups[group].base, plan.groups[group].range_bytes) = (Some(base), bytes);
         }
     }
@@ -199,7 +199,7 @@ impl<D: Device> Allocator<D> {
     /// addresses may be handed out again at once, to another group or to no plan at all, and
     /// must not be taken for the group's. It was wholly unmapped, so nothing parked moves.
     pub(crate) fn forget_planned_range(&mut self, base: u64) {
-        let Some(plan) = self.vm.plan.as_mut() else { return };
+        let Some(plan) = self.paged.plan.as_mut() else { return };
         for g in plan.groups.iter_mut().filter(|g| g.base == Some(base)) {
             (g.base, g.range_bytes) = (None, 0);
         }
@@ -222,8 +222,8 @@ impl<D: Device> Allocator<D> {
     /// index.
     fn end_plan(&mut self) {
         let parked = self.parked_blocks();
-        self.vm.plan = None;
-        self.vm.plan_counts.dropped += 1;
+        self.paged.plan = None;
+        self.paged.plan_counts.dropped += 1;
         for id in parked {
             self.index_parked(id, true);
         }
@@ -234,19 +234,19 @@ impl<D: Device> Allocator<D> {
     /// ranges) into it, up to the layout's bytes, so that following the plan does not create
     /// memory while idle chunks too large for a later span's room stay where they are.
     fn fill_planned_range(&mut self, group: usize, base: u64) -> Result<(), AllocError> {
-        let Some(plan) = self.vm.plan.as_mut() else { return Ok(()) };
+        let Some(plan) = self.paged.plan.as_mut() else { return Ok(()) };
         let g = &mut plan.groups[group];
         if g.filled {
             return Ok(());
         }
         g.filled = true;
-        let pages = g.bytes / self.vm.paged_page;
+        let pages = g.bytes / self.paged.paged_page;
         let Some(r) = self.vm.range_of(base) else { return Ok(()) };
         let head = self.vm.ranges[r].head;
         if self.blocks[head].state != BlockState::Unmapped || self.blocks[head].is_split() {
             return Ok(());
         }
-        self.vm.epochs.advance(&mut self.device)?;
+        self.paged.epochs.advance(&mut self.device)?;
         self.move_idle_into(head, base, pages)?;
         Ok(())
     }
@@ -257,7 +257,7 @@ impl<D: Device> Allocator<D> {
     fn planned_block(&mut self, r: usize, addr: u64, group: usize, offset: u64) -> u32 {
         let range = &self.vm.ranges[r];
         let (base, blocks) = (addr - offset, &self.blocks);
-        let near = self.vm.plan.as_mut().and_then(|plan| {
+        let near = self.paged.plan.as_mut().and_then(|plan| {
             plan.hint_below(group, offset, |(start, end), h| {
                 blocks
                     .get(h)
@@ -279,7 +279,7 @@ impl<D: Device> Allocator<D> {
     /// ranges.
     #[inline]
     pub(crate) fn note_in_plan(&mut self, addr: u64, id: u32) {
-        if let Some(plan) = self.vm.plan.as_mut() {
+        if let Some(plan) = self.paged.plan.as_mut() {
             plan.note_block(addr, id);
         }
     }
@@ -305,7 +305,7 @@ impl<D: Device> Allocator<D> {
             id = self.blocks[id].next;
         }
         let id = if unmapped {
-            self.vm.epochs.advance(&mut self.device)?;
+            self.paged.epochs.advance(&mut self.device)?;
             let Some(near) = self.map_under(&Placement { start: first, addr: at, run_end: end }, rounded)? else {
                 return Ok(None);
             };

@@ -106,11 +106,13 @@ impl Default for Recurrence {
 
 impl Recurrence {
     /// Requests logged so far.
+    #[cfg(test)]
     pub fn len(&self) -> usize {
         self.sigs.len()
     }
 
     /// True when nothing is logged.
+    #[cfg(test)]
     pub fn is_empty(&self) -> bool {
         self.sigs.is_empty()
     }

@@ -17,7 +17,7 @@ use crate::base::error::AllocError;
 use crate::base::size::Pool;
 use crate::data::block::{Block, BlockState, NIL};
 use crate::engine::allocator::Allocator;
-use crate::engine::paged::vrange::{Chunk, VirtualRange};
+use crate::engine::vrange::{Chunk, VirtualRange};
 use crate::report::history::Action;
 
 /// How a chunk leaves its mapping.
@@ -63,7 +63,7 @@ impl<D: Device> Allocator<D> {
     /// an H200 with PyTorch 2.11: `segment.all` stays 0); one under cachalot's policy, whose
     /// ranges are its segments.
     pub(crate) fn range_segments(&self) -> i64 {
-        i64::from(self.vm.mode != crate::engine::paged::vrange::VmMode::Expandable)
+        i64::from(self.vm.mode != crate::engine::vrange::VmMode::Expandable)
     }
 
     /// Bytes of a range with pages of `page` bytes: the device's whole memory and an eighth
@@ -87,7 +87,7 @@ impl<D: Device> Allocator<D> {
         if let Some(r) = self.vm.range_of(addr) {
             self.vm.ranges.swap_remove(r);
         }
-        self.vm.plan_ranges.retain(|&b| b != addr);
+        self.paged.plan_ranges.retain(|&b| b != addr);
         self.forget_planned_range(addr);
         self.count_held(HeldChange { pool, segments: -self.range_segments(), bytes: 0, oversize_segments: 0 });
         Ok(())
@@ -161,8 +161,8 @@ impl<D: Device> Allocator<D> {
         let (mut at, mut done, mut failed) = (from, 0, None);
         for c in chunks {
             let size = c.pages * page;
-            if self.vm.ghosts.get(&at) == Some(&(size, c.handle)) {
-                self.vm.ghosts.remove(&at);
+            if self.paged.ghosts.get(&at) == Some(&(size, c.handle)) {
+                self.paged.ghosts.remove(&at);
             } else {
                 let mapped = self.unmap_ghosts_in(at, at + size).and_then(|()| self.device.vm_map(at, size, c.handle));
                 if let Err(e) = mapped {
@@ -298,16 +298,16 @@ impl<D: Device> Allocator<D> {
         let (size, handle) = self.vm.ranges[r].mappings[&addr];
         let id = self.block_containing_near(near, addr);
         debug_assert!(self.blocks[id].state == BlockState::Free && addr + size <= self.blocks[id].end());
-        let paged = self.vm.mode == crate::engine::paged::vrange::VmMode::Paged;
-        if !(paged && self.vm.epochs.is_safe(stream, self.blocks[id].stamp())) {
+        let paged = self.vm.mode == crate::engine::vrange::VmMode::Paged;
+        if !(paged && self.paged.epochs.is_safe(stream, self.blocks[id].stamp())) {
             self.device.synchronize_stream(stream)?;
             if paged {
-                self.vm.epochs.synchronized(stream);
+                self.paged.epochs.synchronized(stream);
             }
         }
         match how {
             Unmapping::LeaveGhost => {
-                self.vm.ghosts.insert(addr, (size, handle));
+                self.paged.ghosts.insert(addr, (size, handle));
             }
             Unmapping::Counted | Unmapping::PartOfBlock => self.device.vm_unmap(addr, size)?,
         }
@@ -331,8 +331,8 @@ impl<D: Device> Allocator<D> {
     /// for the next release to try again. Kept chunks count in pages of the paged policy's
     /// size; an expandable segment's pages (2 or 20 MiB) are whole multiples of it.
     pub(crate) fn keep_undestroyed(&mut self, c: Chunk, size: u64) {
-        debug_assert_eq!(size % self.vm.paged_page, 0);
-        self.keep_chunks(alloc::vec![Chunk { pages: size / self.vm.paged_page, ..c }]);
+        debug_assert_eq!(size % self.paged.paged_page, 0);
+        self.keep_chunks(alloc::vec![Chunk { pages: size / self.paged.paged_page, ..c }]);
     }
 
     /// Destroys an unmapped chunk counted in a pool's reserved bytes (`page`: its range's
@@ -366,7 +366,7 @@ impl<D: Device> Allocator<D> {
         let Some(&(first, _)) = chunks.first() else { return Ok(0) };
         let r = self.vm.range_of(first).expect("chunk lies in a range");
         let (page, stream) = (self.vm.ranges[r].page, self.vm.ranges[r].stream);
-        let how = if self.vm.mode == crate::engine::paged::vrange::VmMode::Expandable {
+        let how = if self.vm.mode == crate::engine::vrange::VmMode::Expandable {
             Unmapping::PartOfBlock
         } else {
             Unmapping::Counted
@@ -398,26 +398,26 @@ impl<D: Device> Allocator<D> {
 
     /// Unmaps the ghost at `addr`.
     fn unmap_ghost(&mut self, addr: u64) -> Result<(), DeviceError> {
-        let (size, _) = self.vm.ghosts[&addr];
+        let (size, _) = self.paged.ghosts[&addr];
         self.device.vm_unmap(addr, size)?;
-        self.vm.ghosts.remove(&addr);
+        self.paged.ghosts.remove(&addr);
         self.stats.num_device_free += 1;
         Ok(())
     }
 
     /// Unmaps every ghost that meets `[lo, hi)`.
     pub(crate) fn unmap_ghosts_in(&mut self, lo: u64, hi: u64) -> Result<(), DeviceError> {
-        if self.vm.ghosts.is_empty() {
+        if self.paged.ghosts.is_empty() {
             return Ok(());
         }
-        let before = self.vm.ghosts.range(..lo).next_back().filter(|(&a, &(len, _))| a + len > lo).map(|(&a, _)| a);
-        let meeting: Vec<u64> = before.into_iter().chain(self.vm.ghosts.range(lo..hi).map(|(&a, _)| a)).collect();
+        let before = self.paged.ghosts.range(..lo).next_back().filter(|(&a, &(len, _))| a + len > lo).map(|(&a, _)| a);
+        let meeting: Vec<u64> = before.into_iter().chain(self.paged.ghosts.range(lo..hi).map(|(&a, _)| a)).collect();
         meeting.into_iter().try_for_each(|a| self.unmap_ghost(a))
     }
 
     /// Unmaps every ghost of `handle`.
     fn unmap_ghosts_of(&mut self, handle: PhysHandle) -> Result<(), DeviceError> {
-        let of: Vec<u64> = self.vm.ghosts.iter().filter(|(_, &(_, h))| h == handle).map(|(&a, _)| a).collect();
+        let of: Vec<u64> = self.paged.ghosts.iter().filter(|(_, &(_, h))| h == handle).map(|(&a, _)| a).collect();
         of.into_iter().try_for_each(|a| self.unmap_ghost(a))
     }
 

@@ -17,8 +17,9 @@
 //! unmap is only ever postponed, never added.
 //!
 //! Invariants: a range's `mappings` tile exactly the pages under its blocks that are not
-//! `Unmapped`; `mapped_pages` equals the pages of all mappings; chunks in `page_pool` are
-//! counted in reserved memory and mapped nowhere but at ghosts; ghosts lie inside `Unmapped`
+//! `Unmapped`; `mapped_pages` equals the pages of all mappings; chunks in the paged policy's
+//! `page_pool` (`engine/paged/paged_state.rs`) are counted in reserved memory and mapped
+//! nowhere but at ghosts; ghosts lie inside `Unmapped`
 //! blocks, each is a whole mapping of a live chunk (kept, or mapped elsewhere), and a chunk is
 //! destroyed, or a range released, only once no ghost of it is left.
 
@@ -122,101 +123,20 @@ pub struct VirtualMemory {
     pub ranges: Vec<VirtualRange>,
     /// Unmapped blocks per pool, by (stream, address).
     pub unmapped: [BTreeMap<(Stream, u64), u32>; 2],
-    /// Chunks unmapped but kept (paged policy), counted in the pool that last used them.
-    pub page_pool: Vec<Chunk>,
     /// Pages mapped over all ranges.
     pub mapped_pages: u64,
-    /// Mapped pages lying whole inside free blocks (paged policy): reusable elsewhere.
-    pub idle_pages: u64,
-    /// Highest number of pages in use (mapped and not idle) so far (paged policy).
-    pub peak_in_use: u64,
-    /// Pages moved from one place to another so far (paged policy): what earns page slack.
-    pub moved_pages: u64,
-    /// Page size of the paged policy (the device's granularity).
-    pub paged_page: u64,
-    /// log2 of `paged_page` when it is a power of two (as the CUDA devices' granularity is),
-    /// so that counting a free block's whole pages, at every cache and uncache, needs no
-    /// division.
-    page_shift: Option<u32>,
-    /// Streams' free epochs (paged policy): when a free block's pages may move at once.
-    pub epochs: crate::engine::paged::epochs::Epochs,
-    /// Mappings left in place when their chunk moved (paged policy): address → (bytes,
-    /// handle).
-    pub ghosts: BTreeMap<u64, (u64, PhysHandle)>,
-    /// The requests logged while no plan is followed (paged policy, `learn_layout`).
-    pub recurrence: crate::engine::paged::recurrence::Recurrence,
-    /// The layout being made, a few requests at a time, once the requests were seen to
-    /// repeat.
-    pub planner: Option<crate::engine::paged::layout_plan::Planner>,
-    /// The layout being followed, once made.
-    pub plan: Option<crate::engine::paged::layout_plan::Plan>,
-    /// Bases of the ranges reserved for planned layouts, kept from one plan to the next.
-    pub plan_ranges: Vec<u64>,
-    /// Counts of what plans did: made, given up, requests placed as planned, and planned
-    /// requests placed the usual way because their place was taken.
-    pub plan_counts: PlanCounts,
-}
-
-/// What planned layouts did, counted over the allocator's life.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct PlanCounts {
-    /// Plans begun (each time the requests were seen to repeat).
-    pub made: u64,
-    /// Plans given up, while being made or followed (a request not expected, or too many
-    /// places taken in one period).
-    pub dropped: u64,
-    /// Requests placed where a plan put them.
-    pub placed: u64,
-    /// Planned requests placed the usual way, their place taken.
-    pub missed: u64,
 }
 
 impl VirtualMemory {
     /// State for `mode`.
-    pub fn new(mode: VmMode, paged_page: u64) -> VirtualMemory {
-        VirtualMemory {
-            mode,
-            ranges: Vec::new(),
-            unmapped: [BTreeMap::new(), BTreeMap::new()],
-            page_pool: Vec::new(),
-            mapped_pages: 0,
-            idle_pages: 0,
-            peak_in_use: 0,
-            moved_pages: 0,
-            paged_page,
-            page_shift: paged_page.is_power_of_two().then(|| paged_page.trailing_zeros()),
-            epochs: crate::engine::paged::epochs::Epochs::default(),
-            ghosts: BTreeMap::new(),
-            recurrence: crate::engine::paged::recurrence::Recurrence::default(),
-            planner: None,
-            plan: None,
-            plan_ranges: Vec::new(),
-            plan_counts: PlanCounts::default(),
-        }
-    }
-
-    /// How many pages `[addr, addr + size)` lies over whole: [`whole_pages`]'s length.
-    #[inline]
-    pub fn whole_page_count(&self, addr: u64, size: u64) -> u64 {
-        match self.page_shift {
-            Some(shift) => ((addr + size) >> shift).saturating_sub((addr + self.paged_page - 1) >> shift),
-            None => {
-                let w = whole_pages(addr, size, self.paged_page);
-                w.end - w.start
-            }
-        }
+    pub fn new(mode: VmMode) -> VirtualMemory {
+        VirtualMemory { mode, ranges: Vec::new(), unmapped: [BTreeMap::new(), BTreeMap::new()], mapped_pages: 0 }
     }
 
     /// Index of the range holding `addr`.
     #[inline]
     pub fn range_of(&self, addr: u64) -> Option<usize> {
         self.ranges.iter().position(|r| r.contains(addr))
-    }
-
-    /// Pages mapped and not idle.
-    #[inline]
-    pub fn pages_in_use(&self) -> u64 {
-        self.mapped_pages - self.idle_pages
     }
 }
 
@@ -231,16 +151,5 @@ mod tests {
         assert_eq!(whole_pages(1, 3 * p, p), 1..3);
         assert_eq!(whole_pages(p / 2, p, p), 1..1);
         assert!(whole_pages(p + 512, 1024, p).is_empty());
-    }
-
-    #[test]
-    fn whole_page_counts_match_whole_pages_with_and_without_a_shift() {
-        for page in [2u64 << 20, 3 << 20] {
-            let vm = VirtualMemory::new(VmMode::Paged, page);
-            for (addr, size) in [(0, 3 * page), (1, 3 * page), (page / 2, page), (page + 512, 1024), (5 * page, page)] {
-                let w = whole_pages(addr, size, page);
-                assert_eq!(vm.whole_page_count(addr, size), w.end - w.start, "page {page}, [{addr}, +{size})");
-            }
-        }
     }
 }
