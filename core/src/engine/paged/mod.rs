@@ -1,5 +1,7 @@
-//! cachalot's own paged policy: virtual-memory ranges, pages mapped on demand, free epochs, and the
-//! learned layout. Part of the engine: its `impl Allocator` blocks write the allocator's state.
+//! cachalot's own paged policy: its state (`PagedState`), pages mapped on demand and moved,
+//! free epochs, and the learned layout. Part of the engine: its `impl Allocator` blocks write
+//! the allocator's state. The virtual ranges it maps into are the engine's (`vrange.rs`),
+//! shared with PyTorch's expandable segments.
 
 pub(crate) mod cell_hints;
 pub(crate) mod epochs;
