@@ -17,7 +17,6 @@ pub mod cuda;
 pub mod error;
 pub mod ffi;
 pub mod sharing;
-pub mod trace_file;
 
 // The sharing modules' paths from before they moved into `sharing/` (`cachalot::stream_shards`
 // and the like), which programs and tests outside the crate use.
