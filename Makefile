@@ -16,7 +16,7 @@ SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 	c-abi cbindgen header header-check native-lib install c-stage c-examples c-bad-input c-cuda-fake c-multi-device c-peer-access gpu-build
 
 demo:
-	$(CARGO) run --release -p cachalot -- compare
+	$(CARGO) run --release -p cachalot-cli -- compare
 	@$(MAKE) --no-print-directory web-build
 	@echo "cachalot in the browser: http://127.0.0.1:$(PORT)/  (Ctrl-C stops the server)"
 	python3 -m http.server $(PORT) --bind 127.0.0.1 --directory web-demo
@@ -69,7 +69,7 @@ web-build: web-tools
 
 # End-to-end tests in headless Chromium; they compare the page's figures with the CLI's.
 web-test: web-setup web-build
-	$(CARGO) build --release -p cachalot
+	$(CARGO) build --release -p cachalot-cli --bin cachalot
 	cd web-demo && CACHALOT_BIN=$(abspath $(TARGET_DIR))/release/cachalot npm test
 
 # ---- The C ABI: header, install layout, C and C++ examples, bad-input suite ----------------
@@ -272,7 +272,8 @@ c-repro: c-stage
 PY_FAKE_CUDA := $(abspath $(TARGET_DIR))/python/fake_cuda
 .PHONY: python-test
 python-test:
-	$(CARGO) build --release -p cachalot --lib --bin cachalot
+	$(CARGO) build --release -p cachalot --lib
+	$(CARGO) build --release -p cachalot-cli --bin cachalot
 	mkdir -p $(PY_FAKE_CUDA)
 	$(CC) -std=c11 $(CFLAGS_STRICT) -shared -fPIC -Wl,-soname,libcuda.so native/tests/fake_cuda/fake_cuda.c \
 		-o $(PY_FAKE_CUDA)/libcuda.so -pthread
@@ -286,7 +287,9 @@ gpu-dry-run:
 	PYTHONDONTWRITEBYTECODE=1 python3 native/gpu/test_ddp_check.py
 
 # What the GPU check (native/gpu/run.sh) needs, built here: carry target/release/libcachalot.so,
-# target/release/cachalot and target/release/examples/trace_ops to the GPU machine.
+# target/release/cachalot and target/release/examples/trace_ops to the GPU machine (the tool and
+# trace_ops are the crate cachalot-cli, in cli/).
 gpu-build:
-	$(CARGO) build --release -p cachalot --lib --bin cachalot --example trace_ops
+	$(CARGO) build --release -p cachalot --lib
+	$(CARGO) build --release -p cachalot-cli --bin cachalot --example trace_ops
 	ln -sf libcachalot.so $(TARGET_DIR)/release/$(SONAME)

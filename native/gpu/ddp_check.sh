@@ -5,7 +5,7 @@
 #
 #   bash native/gpu/ddp_check.sh
 #
-# It builds nothing: build here with `cargo build --release -p cachalot`, then carry
+# It builds nothing: build here with `cargo build --release -p cachalot -p cachalot-cli`, then carry
 #   target/release/libcachalot.so  target/release/cachalot
 # It refuses (exit 2, one line) unless at least 2 CUDA GPUs are visible to torch. Then
 # ddp_check.py runs an untimed warm-up launch and REPS rounds (default 3) of one native and one
@@ -34,7 +34,7 @@ if [ "${gpus:-0}" -lt 2 ]; then
     exit 2
 fi
 for f in target/release/libcachalot.so target/release/cachalot; do
-    [ -f "$f" ] || { echo "ddp_check: missing $f: build it with 'cargo build --release -p cachalot' and carry it"; exit 2; }
+    [ -f "$f" ] || { echo "ddp_check: missing $f: build it with 'cargo build --release -p cachalot -p cachalot-cli' and carry it"; exit 2; }
 done
 mkdir -p "$RESULTS"
 export NCCL_NVLS_ENABLE=${NCCL_NVLS_ENABLE:-0} TORCH_SYMM_MEM_DISABLE_MULTICAST=1

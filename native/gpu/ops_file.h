@@ -1,4 +1,4 @@
-// Reads the plain-text operations `trace_ops` writes (native/examples/trace_ops.rs):
+// Reads the plain-text operations `trace_ops` writes (cli/examples/trace_ops.rs):
 //   cachalot-ops 1 <ops> <slots>
 //   a <slot> <size> <stream-hex>     allocate size bytes on stream into slot
 //   f <slot>                         free the allocation in slot

@@ -3,7 +3,7 @@
 #
 #   bash native/gpu/pytorch_check.sh
 #
-# It builds nothing: build here with `cargo build --release -p cachalot`, then carry
+# It builds nothing: build here with `cargo build --release -p cachalot -p cachalot-cli`, then carry
 #   target/release/libcachalot.so  target/release/cachalot
 # It runs the three workloads of native/gpu/workloads.py (a copy of ../shared/gpu/workloads.py)
 # with PyTorch's own allocator and with cachalot plugged in through native/python/cachalot_torch.py,
@@ -25,7 +25,7 @@ mkdir -p "$RESULTS"
 
 missing=0
 for f in target/release/libcachalot.so target/release/cachalot; do
-    [ -f "$f" ] || { echo "missing: $f (build with 'cargo build --release -p cachalot' and carry it)"; missing=1; }
+    [ -f "$f" ] || { echo "missing: $f (build with 'cargo build --release -p cachalot -p cachalot-cli' and carry it)"; missing=1; }
 done
 python3 -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null ||
     { echo "missing: python3 with a CUDA-enabled torch and a GPU"; missing=1; }

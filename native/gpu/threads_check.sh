@@ -4,7 +4,7 @@
 #   bash native/gpu/threads_check.sh
 #
 # Build here first: `make gpu-build` and
-# `cargo build --release -p cachalot --example thread_scaling`, then carry
+# `cargo build --release -p cachalot-cli --example thread_scaling`, then carry
 #   target/release/libcachalot.so  target/release/examples/trace_ops
 #   target/release/examples/thread_scaling
 # First cpu_baseline: how a loop that shares nothing scales on this host. Then, for each trace:

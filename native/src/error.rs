@@ -1,6 +1,8 @@
 //! Everything a native call can fail with: the core's errors plus what only the native layer
 //! knows (no CUDA driver, a NULL argument, a buffer too small, a poisoned lock, a caught
-//! panic). The C ABI maps each variant to a fixed status code (`ffi::status`).
+//! panic). The C ABI maps each variant to a fixed status code (`ffi::status`). It also names
+//! the CUDA driver's result codes for messages ([`known_result`]), from cudarc's table alone:
+//! `cuda` returns these errors, so this module must not depend on `cuda`.
 //!
 //! Invariant: every message names the problem and, where there is one, the value at fault;
 //! a failing call has left the allocator as it was.
@@ -8,8 +10,7 @@
 use std::fmt;
 
 use cachalot_core::{AllocError, DeviceError};
-
-use crate::cuda::driver;
+use cudarc::driver::sys::CUresult;
 
 /// A native call's failure.
 #[derive(Clone, Debug, PartialEq)]
@@ -44,7 +45,7 @@ impl fmt::Display for Error {
         match self {
             Error::Alloc(AllocError::Device(DeviceError::Driver { call, code })) if call.starts_with("cu") => {
                 write!(f, "device error: {call} failed with CUDA driver error {code}")?;
-                match driver::known_result(*code) {
+                match known_result(*code) {
                     Some(result) => write!(f, " ({result:?})"),
                     None => Ok(()),
                 }
@@ -76,5 +77,42 @@ impl From<AllocError> for Error {
 impl From<DeviceError> for Error {
     fn from(e: DeviceError) -> Self {
         Error::Alloc(AllocError::Device(e))
+    }
+}
+
+/// The driver's result for a code that cachalot's calls can return (its `Debug` form is the
+/// driver's name for it), for messages; `None` for other codes.
+pub fn known_result(code: i32) -> Option<CUresult> {
+    use CUresult::*;
+    const KNOWN: [CUresult; 16] = [
+        CUDA_ERROR_INVALID_VALUE,
+        CUDA_ERROR_OUT_OF_MEMORY,
+        CUDA_ERROR_NOT_INITIALIZED,
+        CUDA_ERROR_DEINITIALIZED,
+        CUDA_ERROR_NO_DEVICE,
+        CUDA_ERROR_INVALID_DEVICE,
+        CUDA_ERROR_INVALID_CONTEXT,
+        CUDA_ERROR_CONTEXT_IS_DESTROYED,
+        CUDA_ERROR_INVALID_HANDLE,
+        CUDA_ERROR_NOT_READY,
+        CUDA_ERROR_ILLEGAL_ADDRESS,
+        CUDA_ERROR_LAUNCH_FAILED,
+        CUDA_ERROR_NOT_PERMITTED,
+        CUDA_ERROR_NOT_SUPPORTED,
+        CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED,
+        CUDA_ERROR_UNKNOWN,
+    ];
+    KNOWN.into_iter().find(|&r| r as i32 == code)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_match_codes() {
+        assert_eq!(format!("{:?}", known_result(2).unwrap()), "CUDA_ERROR_OUT_OF_MEMORY");
+        assert_eq!(known_result(600), Some(CUresult::CUDA_ERROR_NOT_READY));
+        assert_eq!(known_result(-5), None);
     }
 }

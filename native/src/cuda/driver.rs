@@ -89,41 +89,14 @@ pub fn check(call: &'static str, r: CUresult) -> Result<(), DeviceError> {
     }
 }
 
-/// The driver's result for a code that cachalot's calls can return (its `Debug` form is the
-/// driver's name for it), for messages; `None` for other codes.
-pub fn known_result(code: i32) -> Option<CUresult> {
-    use CUresult::*;
-    const KNOWN: [CUresult; 16] = [
-        CUDA_ERROR_INVALID_VALUE,
-        CUDA_ERROR_OUT_OF_MEMORY,
-        CUDA_ERROR_NOT_INITIALIZED,
-        CUDA_ERROR_DEINITIALIZED,
-        CUDA_ERROR_NO_DEVICE,
-        CUDA_ERROR_INVALID_DEVICE,
-        CUDA_ERROR_INVALID_CONTEXT,
-        CUDA_ERROR_CONTEXT_IS_DESTROYED,
-        CUDA_ERROR_INVALID_HANDLE,
-        CUDA_ERROR_NOT_READY,
-        CUDA_ERROR_ILLEGAL_ADDRESS,
-        CUDA_ERROR_LAUNCH_FAILED,
-        CUDA_ERROR_NOT_PERMITTED,
-        CUDA_ERROR_NOT_SUPPORTED,
-        CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED,
-        CUDA_ERROR_UNKNOWN,
-    ];
-    KNOWN.into_iter().find(|&r| r as i32 == code)
-}
+/// Re-exported where it first lived: [`crate::error`] names driver results in its messages,
+/// and holds the table itself so that it need not depend on this module (which returns its
+/// errors).
+pub use crate::error::known_result;
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn names_match_codes() {
-        assert_eq!(format!("{:?}", known_result(2).unwrap()), "CUDA_ERROR_OUT_OF_MEMORY");
-        assert_eq!(known_result(600), Some(CUresult::CUDA_ERROR_NOT_READY));
-        assert_eq!(known_result(-5), None);
-    }
 
     #[test]
     fn check_maps_out_of_memory_and_keeps_codes() {

@@ -12,7 +12,7 @@ use super::boundary;
 use super::handle::borrow;
 use super::status::Status;
 use crate::error::Error;
-use crate::shared_allocator::SharedAllocator;
+use crate::sharing::SharedAllocator;
 
 #[inline]
 fn stream_id(stream: *mut c_void) -> u64 {

@@ -13,8 +13,8 @@ use super::boundary;
 use super::status::Status;
 use crate::config_env;
 use crate::error::Error;
-use crate::registry;
-use crate::shared_allocator::SharedAllocator;
+use crate::sharing::registry;
+use crate::sharing::SharedAllocator;
 
 /// Reads a config argument: NULL means `CACHALOT_ALLOC_CONF` (the defaults when unset).
 ///

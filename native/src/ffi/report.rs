@@ -12,7 +12,7 @@ use super::boundary;
 use super::buffer::write_text;
 use super::handle::borrow;
 use super::status::Status;
-use crate::shared_allocator::SharedAllocator;
+use crate::sharing::SharedAllocator;
 
 /// Writes the memory summary table (NUL-terminated) into `buf` and the bytes it takes, NUL
 /// included, into `*out_len`. With `buf` NULL and `buf_len` 0 only `*out_len` is written.

@@ -17,7 +17,7 @@ use super::boundary;
 use super::handle::borrow;
 use super::status::Status;
 use crate::error::Error;
-use crate::shared_allocator::SharedAllocator;
+use crate::sharing::SharedAllocator;
 
 /// The layout version this library writes.
 pub const CACHALOT_STATS_VERSION: u32 = 1;

@@ -27,8 +27,8 @@ use super::boundary;
 use super::status::Status;
 use crate::cuda::CudaDevice;
 use crate::error::Error;
-use crate::registry;
-use crate::shared_allocator::SharedAllocator;
+use crate::sharing::registry;
+use crate::sharing::SharedAllocator;
 
 /// Prints a failure on stderr. A stderr that cannot be written (closed pipe, full disk) is
 /// ignored: `eprintln!` would panic there, and a panic here would abort the process.

@@ -93,8 +93,8 @@ fn measure(config: &Config, trace: &Trace, threads: usize, passes: usize, separa
 fn run() -> Result<(), String> {
     let mut args: Vec<String> = std::env::args().skip(1).collect();
     let usage = "usage: thread_scaling TRACE [THREADS] [PASSES] [--device N]";
-    let device = cachalot::trace_file::take_device_flag(&mut args)?;
-    let trace = cachalot::trace_file::read(args.first().ok_or(usage)?, device)?;
+    let device = cachalot_cli::trace_file::take_device_flag(&mut args)?;
+    let trace = cachalot_cli::trace_file::read(args.first().ok_or(usage)?, device)?;
     let number = |i: usize, default: usize| -> Result<usize, String> {
         args.get(i).map_or(Ok(default), |v| v.parse().ok().filter(|&n| n > 0).ok_or(format!("{usage}: got '{v}'")))
     };

@@ -23,11 +23,11 @@
 //! state.
 
 use cachalot_core::snapshot::Snapshot;
-use cachalot_core::{Config, Device, DeviceStats, SimDevice, Stream};
+use cachalot_core::{Config, DeviceStats, SimDevice, Stream};
 
+use super::stream_shards::{lock, StreamShards};
 use crate::cuda::CudaDevice;
 use crate::error::Error;
-use crate::stream_shards::{lock, StreamShards};
 
 /// The largest simulated device: its address space for segments (1 TiB). The simulated
 /// device does its address arithmetic in `u64` without checks, so a larger capacity would
@@ -35,8 +35,9 @@ use crate::stream_shards::{lock, StreamShards};
 /// builds, wrapped addresses in release builds.
 pub const MAX_SIMULATED_CAPACITY: u64 = cachalot_core::sim::MAX_CAPACITY;
 
-/// The device an allocator runs on: CUDA or simulated, behind one type.
-pub type BoxedDevice = Box<dyn Device + Send>;
+/// Re-exported from [`super::device_hub`], where it is defined so that no module below this
+/// one imports from it; `cachalot::shared_allocator::BoxedDevice` stays the path it had.
+pub use super::device_hub::BoxedDevice;
 
 /// What kind of device an allocator runs on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

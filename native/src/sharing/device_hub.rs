@@ -16,8 +16,12 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use cachalot_core::{Device, DeviceError, Event, HeldChange, PhysHandle, Stream};
 
-use crate::held_peaks::HeldPeaks;
-use crate::shared_allocator::BoxedDevice;
+use super::held_peaks::HeldPeaks;
+
+/// The device an allocator runs on: CUDA or simulated, behind one type. It is defined here,
+/// the lowest module that holds one, so that the modules above (`stream_shards`,
+/// `shared_allocator`) import it downwards only.
+pub type BoxedDevice = Box<dyn Device + Send>;
 
 /// A device shared by several allocators.
 pub struct DeviceHub {

@@ -25,9 +25,9 @@ fn main() -> ExitCode {
 
 fn run() -> Result<(), String> {
     let mut args: Vec<String> = std::env::args().skip(1).collect();
-    let device = cachalot::trace_file::take_device_flag(&mut args)?;
+    let device = cachalot_cli::trace_file::take_device_flag(&mut args)?;
     let path = args.first().ok_or("usage: trace_ops TRACE [--device N] (.csv, .csv.gz or snapshot .json)")?;
-    let trace = cachalot::trace_file::read(path, device)?;
+    let trace = cachalot_cli::trace_file::read(path, device)?;
     let mut out = BufWriter::new(std::io::stdout().lock());
     let io = |e: std::io::Error| e.to_string();
     writeln!(out, "cachalot-ops 1 {} {}", trace.ops.len(), trace.slots).map_err(io)?;

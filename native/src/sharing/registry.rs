@@ -13,9 +13,9 @@
 
 use std::sync::OnceLock;
 
+use super::shared_allocator::SharedAllocator;
 use crate::config_env;
 use crate::error::Error;
-use crate::shared_allocator::SharedAllocator;
 
 /// Devices the registry serves (ordinals 0 to MAX_DEVICES - 1).
 pub const MAX_DEVICES: usize = 64;

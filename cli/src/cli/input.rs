@@ -8,7 +8,7 @@
 
 use std::path::Path;
 
-use cachalot::trace_file::decode;
+use cachalot_cli::trace_file::decode;
 use cachalot_core::{parse_device_trace, Trace, TraceErrorKind};
 
 use super::output::note;

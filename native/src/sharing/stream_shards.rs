@@ -18,10 +18,9 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use cachalot_core::{AllocError, Allocator, Config, Stream};
 
-use crate::device_hub::DeviceHub;
+use super::device_hub::{BoxedDevice, DeviceHub};
+use super::shard_lock::{ShardGuard, ShardLock};
 use crate::error::Error;
-use crate::shard_lock::{ShardGuard, ShardLock};
-use crate::shared_allocator::BoxedDevice;
 
 /// The most shards one device's allocator keeps; streams beyond the first `MAX_SHARDS - 1`
 /// share the last shard.
