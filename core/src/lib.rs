@@ -39,7 +39,7 @@ pub use base::device::{Device, DeviceError, Event, HeldChange, PhysHandle, Strea
 pub use base::error::{AllocError, FreeSpot, OomReport, SegmentUse};
 pub use engine::allocator::Allocator;
 pub use engine::memo::decision_memo::MemoCounts;
-pub use replay::{ReplayOutcome, Replayer};
+pub use replay::{PassFigures, ReplayOutcome, Replayer};
 pub use report::explain::Decision;
 pub use report::stats::DeviceStats;
 pub use sim::SimDevice;

@@ -3,12 +3,11 @@
 //! reserved bytes after every operation.
 //!
 //! Invariant: the figures are those of `Replayer::run_ops` on `Allocator::new(SimDevice::
-//! new(capacity), config)` over the whole trace, field for field with the CLI's
-//! `peak_requested_bytes`, `peak_allocated_bytes`, `peak_reserved_bytes`, `device_allocs`,
-//! `device_frees`, `ooms` and `first_oom`; each timeline has one value per operation.
+//! new(capacity), config)` over the whole trace, in the CLI's own type ([`PassFigures`], so
+//! the names and the ratio are defined once); each timeline has one value per operation.
 
 use cachalot_core::replay::{ReplayError, Step};
-use cachalot_core::{Allocator, Config, Replayer, SimDevice, Trace};
+use cachalot_core::{Allocator, Config, PassFigures, ReplayOutcome, Replayer, SimDevice, Trace};
 use serde::Serialize;
 use wasm_bindgen::prelude::*;
 
@@ -17,27 +16,32 @@ use crate::js_argument::{number, text};
 use crate::js_number::to_capacity;
 use crate::trace_file::TraceFile;
 
-/// The figures of a pass, named as `cachalot replay --json` names them.
+/// The figures of a pass: `cachalot replay --json`'s own ([`PassFigures`]), and where in the
+/// pass its peak and first refusal fell.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct Figures {
-    pub trace: String,
-    pub config: String,
-    pub ops: usize,
-    pub peak_requested_bytes: u64,
-    pub peak_allocated_bytes: u64,
-    pub peak_reserved_bytes: u64,
-    pub reserved_over_requested: f64,
-    pub device_allocs: u64,
-    pub device_frees: u64,
-    pub ooms: u64,
-    pub capacity_bytes: u64,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub first_oom: Option<String>,
+    #[serde(flatten)]
+    pub pass: PassFigures,
     /// Operation after which reserved memory first reached its peak.
     pub peak_reserved_op: usize,
     /// Index of the first operation refused for lack of memory.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub first_oom_op: Option<usize>,
+}
+
+/// A pass's figures read as [`PassFigures`]' own (`figures.peak_reserved_bytes`), as the
+/// JSON flattens them.
+impl std::ops::Deref for Figures {
+    type Target = PassFigures;
+    fn deref(&self) -> &PassFigures {
+        &self.pass
+    }
+}
+
+impl std::ops::DerefMut for Figures {
+    fn deref_mut(&mut self) -> &mut PassFigures {
+        &mut self.pass
+    }
 }
 
 /// A pass with its timelines.
@@ -60,13 +64,12 @@ pub fn cold_pass(trace: &Trace, config: &Config, capacity: u64) -> Result<Pass, 
         reserved: Vec::with_capacity(n),
         ..Pass::default()
     };
-    let (mut ooms, mut first_oom, mut first_oom_op, mut peak) = (0, None, None, (0, 0));
+    let (mut outcome, mut peak) = (ReplayOutcome { ops: n, ..ReplayOutcome::default() }, (0, 0));
     for (i, op) in trace.ops.iter().enumerate() {
         match replayer.step(&mut alloc, op) {
             Ok(Step::OutOfMemory(report)) => {
-                ooms += 1;
-                first_oom.get_or_insert_with(|| format!("operation {i}: {report}"));
-                first_oom_op.get_or_insert(i);
+                outcome.ooms += 1;
+                outcome.first_oom.get_or_insert((i, report));
             }
             Ok(_) => {}
             Err(error) => return Err(ReplayError { op: i, error }),
@@ -81,23 +84,15 @@ pub fn cold_pass(trace: &Trace, config: &Config, capacity: u64) -> Result<Pass, 
         }
     }
     let s = alloc.stats();
-    let peak_requested = s.requested_bytes.all.peak as u64;
-    let peak_reserved = s.reserved_bytes.all.peak as u64;
+    outcome.peak_requested_bytes = s.requested_bytes.all.peak as u64;
+    outcome.peak_allocated_bytes = s.allocated_bytes.all.peak as u64;
+    outcome.peak_reserved_bytes = s.reserved_bytes.all.peak as u64;
+    outcome.device_allocs = s.num_device_alloc;
+    outcome.device_frees = s.num_device_free;
     p.figures = Figures {
-        trace: String::new(),
-        config: config.to_config_string(),
-        ops: n,
-        peak_requested_bytes: peak_requested,
-        peak_allocated_bytes: s.allocated_bytes.all.peak as u64,
-        peak_reserved_bytes: peak_reserved,
-        reserved_over_requested: peak_reserved as f64 / peak_requested.max(1) as f64,
-        device_allocs: s.num_device_alloc,
-        device_frees: s.num_device_free,
-        ooms,
-        capacity_bytes: capacity,
-        first_oom,
+        pass: PassFigures::new("", &config.to_config_string(), capacity, &outcome),
         peak_reserved_op: peak.1,
-        first_oom_op,
+        first_oom_op: outcome.first_oom.as_ref().map(|(i, _)| *i),
     };
     Ok(p)
 }

@@ -101,11 +101,11 @@ pub fn run(args: &mut Args, out: Out) -> Result<(), Failure> {
         writeln!(
             out,
             "{label:<width$}  {:>13}  {:>8.3}  {:>9}  {:>12}  {:>4}  {:>7.1}  |  {theirs}",
-            human(r.peak_reserved_bytes),
-            r.reserved_over_requested,
-            r.device_allocs,
+            human(r.figures.peak_reserved_bytes),
+            r.figures.reserved_over_requested,
+            r.figures.device_allocs,
             driver_calls(&r.device_calls_cold),
-            r.ooms,
+            r.figures.ooms,
             r.ns_per_op,
         )?;
     }

@@ -44,27 +44,27 @@ pub fn run(args: &mut Args, out: Out) -> Result<(), Failure> {
         writeln!(out)?;
     } else {
         writeln!(out, "trace     {} ({})", trace.label(), trace.trace.describe())?;
-        writeln!(out, "config    {}", r.config)?;
-        writeln!(out, "device    simulated, {}", human(r.capacity_bytes))?;
-        writeln!(out, "peak requested  {:>12}", human(r.peak_requested_bytes))?;
-        writeln!(out, "peak allocated  {:>12}", human(r.peak_allocated_bytes))?;
+        writeln!(out, "config    {}", r.figures.config)?;
+        writeln!(out, "device    simulated, {}", human(r.figures.capacity_bytes))?;
+        writeln!(out, "peak requested  {:>12}", human(r.figures.peak_requested_bytes))?;
+        writeln!(out, "peak allocated  {:>12}", human(r.figures.peak_allocated_bytes))?;
         writeln!(
             out,
             "peak reserved   {:>12}  ({:.3}x requested)",
-            human(r.peak_reserved_bytes),
-            r.reserved_over_requested
+            human(r.figures.peak_reserved_bytes),
+            r.figures.reserved_over_requested
         )?;
         writeln!(
             out,
             "  all {} passes {:>12}  ({:.3}x requested)",
             r.ns_per_op_passes.len() + 1,
             human(r.peak_reserved_bytes_all_passes),
-            r.peak_reserved_bytes_all_passes as f64 / r.peak_requested_bytes.max(1) as f64
+            r.peak_reserved_bytes_all_passes as f64 / r.figures.peak_requested_bytes.max(1) as f64
         )?;
         writeln!(
             out,
             "segments+maps   {} obtained, {} given back (num_device_alloc/free: segments, or spans of pages mapped and unmapped)",
-            r.device_allocs, r.device_frees
+            r.figures.device_allocs, r.figures.device_frees
         )?;
         writeln!(
             out,
@@ -87,7 +87,7 @@ pub fn run(args: &mut Args, out: Out) -> Result<(), Failure> {
                 c.vm_creates, c.vm_maps, c.vm_unmaps, w.vm_maps, w.vm_unmaps
             )?;
         }
-        writeln!(out, "out of memory   {}", r.ooms)?;
+        writeln!(out, "out of memory   {}", r.figures.ooms)?;
         writeln!(
             out,
             "cpu cost        {:.1} ns/op warm (median of {}), {:.1} ns/op cold",
@@ -95,9 +95,9 @@ pub fn run(args: &mut Args, out: Out) -> Result<(), Failure> {
             r.ns_per_op_passes.len(),
             r.ns_per_op_cold
         )?;
-        if let Some(oom) = &r.first_oom {
+        if let Some(oom) = &r.figures.first_oom {
             writeln!(out, "first OOM       {oom}")?;
-            writeln!(out, "{}", avoiding_config(&trace, &r.config, opts.capacity)?)?;
+            writeln!(out, "{}", avoiding_config(&trace, &r.figures.config, opts.capacity)?)?;
         }
     }
     if let Some(file) = plot {

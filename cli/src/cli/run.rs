@@ -9,7 +9,7 @@ use std::time::Instant;
 
 use cachalot_core::replay::Step;
 use cachalot_core::sim::DeviceCalls;
-use cachalot_core::{Allocator, Config, Replayer, SimDevice};
+use cachalot_core::{Allocator, Config, PassFigures, Replayer, SimDevice};
 use serde::Serialize;
 
 use super::input::NamedTrace;
@@ -30,23 +30,15 @@ pub struct RunOptions {
 /// What a run measured; the `--json` output.
 #[derive(Serialize)]
 pub struct RunReport {
-    pub trace: String,
-    pub config: String,
-    pub ops: usize,
-    pub peak_requested_bytes: u64,
-    pub peak_allocated_bytes: u64,
-    pub peak_reserved_bytes: u64,
-    pub reserved_over_requested: f64,
+    /// The cold pass's memory figures, defined once for this tool and the browser.
+    #[serde(flatten)]
+    pub figures: PassFigures,
     /// Peak reserved bytes over the cold pass and every warm pass: where a training loop's
     /// reserved memory settles (a policy that moves pages could creep up pass after pass).
     pub peak_reserved_bytes_all_passes: u64,
-    pub device_allocs: u64,
-    pub device_frees: u64,
-    pub ooms: u64,
     pub ns_per_op: f64,
     pub ns_per_op_cold: f64,
     pub ns_per_op_passes: Vec<f64>,
-    pub capacity_bytes: u64,
     /// Most blocks (allocated, free, pending or unmapped) alive at once over the cold pass
     /// and the first warm pass.
     pub blocks: usize,
@@ -63,8 +55,6 @@ pub struct RunReport {
     pub segment_placements_recorded: usize,
     pub segment_placements_followed: usize,
     pub trace_report: cachalot_core::trace::TraceReport,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub first_oom: Option<String>,
     #[serde(skip)]
     pub summary_at_peak: Option<String>,
     #[serde(skip)]
@@ -116,21 +106,11 @@ pub fn run(t: &NamedTrace, config: &Config, opts: &RunOptions) -> Result<RunRepo
     sorted.sort_by(f64::total_cmp);
     let median = sorted[sorted.len() / 2];
     Ok(RunReport {
-        trace: t.name.clone(),
-        config: config_name,
-        ops: ops.len(),
-        peak_requested_bytes: cold.peak_requested_bytes,
-        peak_allocated_bytes: cold.peak_allocated_bytes,
-        peak_reserved_bytes: cold.peak_reserved_bytes,
-        reserved_over_requested: cold.peak_reserved_bytes as f64 / cold.peak_requested_bytes.max(1) as f64,
+        figures: PassFigures::new(&t.name, &config_name, opts.capacity, &cold),
         peak_reserved_bytes_all_passes: alloc.stats().reserved_bytes.all.peak as u64,
-        device_allocs: cold.device_allocs,
-        device_frees: cold.device_frees,
-        ooms: cold.ooms,
         ns_per_op: round1(median),
         ns_per_op_cold: round1(cold_ns),
         ns_per_op_passes: passes.into_iter().map(round1).collect(),
-        capacity_bytes: opts.capacity,
         blocks: metadata.blocks,
         metadata_bytes_per_block: round1(metadata.bytes_per_block()),
         metadata_fixed_bytes: metadata.fixed_bytes,
@@ -140,7 +120,6 @@ pub fn run(t: &NamedTrace, config: &Config, opts: &RunOptions) -> Result<RunRepo
         segment_placements_recorded: t.trace.segment_placements.len(),
         segment_placements_followed,
         trace_report: t.trace.report.clone(),
-        first_oom: cold.first_oom.map(|(i, r)| format!("operation {i}: {r}")),
         summary_at_peak,
         summary_at_end,
     })
