@@ -75,17 +75,51 @@ pub fn power2_interval(size: u64) -> usize {
 /// holds and the allocator refuses, comes back as it is rather than overflowing.
 #[inline]
 pub fn round_size(size: u64, divisions: &[u32; POWER2_INTERVALS]) -> u64 {
+    round_size_by_rule(size, divisions).0
+}
+
+/// Which clause of [`round_size`] rounded a request, as the rule itself took it (explanations
+/// read it rather than working it out again).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RoundingRule {
+    /// Below 512 B: the smallest block.
+    SmallestBlock,
+    /// `roundup_power2_divisions`: the next of equal steps between two powers of two.
+    PowerOfTwoDivisions,
+    /// A multiple of 512 B.
+    MultipleOfMinBlock,
+    /// Above [`MAX_REQUEST`]: left as it is, and refused.
+    TooLarge,
+}
+
+impl RoundingRule {
+    /// The rule in words.
+    pub fn describe(self) -> &'static str {
+        match self {
+            RoundingRule::SmallestBlock => "the smallest block is 512 bytes",
+            RoundingRule::PowerOfTwoDivisions => {
+                "roundup_power2_divisions: the next of equal steps between powers of two"
+            }
+            RoundingRule::MultipleOfMinBlock => "blocks are multiples of 512 bytes",
+            RoundingRule::TooLarge => "larger than any device: left as it is, and refused",
+        }
+    }
+}
+
+/// [`round_size`], with the clause that decided.
+#[inline]
+pub fn round_size_by_rule(size: u64, divisions: &[u32; POWER2_INTERVALS]) -> (u64, RoundingRule) {
     if size < MIN_BLOCK {
-        return MIN_BLOCK;
+        return (MIN_BLOCK, RoundingRule::SmallestBlock);
     }
     if size > MAX_REQUEST {
-        return size;
+        return (size, RoundingRule::TooLarge);
     }
     let div = divisions[power2_interval(size)] as u64;
     if div > 1 && size > MIN_BLOCK * div {
-        round_to_division(size, div)
+        (round_to_division(size, div), RoundingRule::PowerOfTwoDivisions)
     } else {
-        size.div_ceil(MIN_BLOCK) * MIN_BLOCK
+        (size.div_ceil(MIN_BLOCK) * MIN_BLOCK, RoundingRule::MultipleOfMinBlock)
     }
 }
 

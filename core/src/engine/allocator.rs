@@ -20,7 +20,7 @@ use alloc::vec::Vec;
 use crate::base::config::Config;
 use crate::base::device::{Device, HeldChange, Stream};
 use crate::base::error::AllocError;
-use crate::base::size::{power2_interval, round_size, segment_size, Pool, MAX_REQUEST, MIN_BLOCK, SMALL_SIZE};
+use crate::base::size::{round_size, round_size_by_rule, segment_size, Pool, MAX_REQUEST, MIN_BLOCK, SMALL_SIZE};
 use crate::data::addr_map::{AddrTable, IdMap};
 use crate::data::block::{Block, BlockState, Slab, NIL};
 use crate::data::events::PendingEvents;
@@ -29,6 +29,7 @@ use crate::data::streams::StreamTable;
 use crate::engine::memo::decision_memo::DecisionMemo;
 use crate::engine::paged::paged_state::PagedState;
 use crate::engine::paged::recurrence::Signature;
+use crate::engine::split_rule::{SplitClause, SplitRule};
 use crate::engine::vrange::{VirtualMemory, VmMode};
 use crate::report::explain::{Decision, Explainer};
 use crate::report::history::{Action, History, TraceEntry};
@@ -264,18 +265,10 @@ impl<D: Device> Allocator<D> {
                 self.explainer.note_if::<PLAIN>(|| Decision::EventsCompleted { blocks: completed });
             }
         }
-        let rounded = round_size(size, &self.config.roundup_power2_divisions);
+        let (rounded, rule) = round_size_by_rule(size, &self.config.roundup_power2_divisions);
         let pool = Pool::for_size(rounded);
         if !PLAIN && self.explainer.decisions.is_some() {
-            let divisions = self.config.roundup_power2_divisions[power2_interval(size)] as u64;
-            let rule = if size < MIN_BLOCK {
-                "the smallest block is 512 bytes"
-            } else if divisions > 1 && size > MIN_BLOCK * divisions {
-                "roundup_power2_divisions: the next of equal steps between powers of two"
-            } else {
-                "blocks are multiples of 512 bytes"
-            };
-            self.explainer.note(|| Decision::Rounded { requested: size, rounded, rule });
+            self.explainer.note(|| Decision::Rounded { requested: size, rounded, rule: rule.describe() });
             let page = match self.vm.mode {
                 VmMode::Off => 0,
                 VmMode::Expandable if pool == Pool::Small => crate::base::size::SMALL_BUFFER,
@@ -623,35 +616,26 @@ impl<D: Device> Allocator<D> {
     /// request is below `max_split_size` and more than 1 MiB remains.
     #[inline]
     pub(crate) fn should_split<const PLAIN: bool>(&self, id: u32, rounded: u64) -> bool {
-        let b = &self.blocks[id];
-        let remaining = b.size - rounded;
-        if b.pool == Pool::Small || (!PLAIN && (b.in_vm || self.config.expandable_segments)) {
-            remaining >= MIN_BLOCK
-        } else {
-            rounded < self.config.max_split_size && remaining > SMALL_SIZE
-        }
+        self.split_rule::<PLAIN>(id, rounded).splits()
     }
 
-    /// Why [`Allocator::should_split`] decided as it did.
-    fn split_reason(&self, id: u32, rounded: u64, remaining: u64, split: bool) -> &'static str {
+    /// PyTorch's split rule for block `id` and a request rounded to `rounded`, with the
+    /// clause that decided: in the small pool, or in virtual memory (expandable segments and
+    /// the paged policy), a remainder of at least 512 B is split off; in the large pool, one
+    /// of more than 1 MiB, unless the request is `max_split_size` or more.
+    #[inline(always)]
+    fn split_rule<const PLAIN: bool>(&self, id: u32, rounded: u64) -> SplitRule {
         let b = &self.blocks[id];
-        if b.in_vm || self.config.expandable_segments {
-            return match split {
-                _ if remaining == 0 => "it fits exactly",
-                true => "virtual memory: any remainder of at least 512 bytes is kept",
-                false => "less than 512 bytes would remain",
-            };
-        }
-        match (b.pool, split) {
-            (_, false) if remaining == 0 => "it fits exactly",
-            (Pool::Small, true) => "small pool: at least 512 bytes remain",
-            (Pool::Small, false) => "small pool: less than 512 bytes would remain",
-            (Pool::Large, true) => "large pool: more than 1 MiB remains",
-            (Pool::Large, false) if rounded >= self.config.max_split_size => {
-                "blocks are never split for requests of max_split_size or more"
-            }
-            (Pool::Large, false) => "large pool: a remainder of 1 MiB or less is not worth a block",
-        }
+        let remaining = b.size - rounded;
+        let in_vm = !PLAIN && (b.in_vm || self.config.expandable_segments);
+        let (clause, split) = if b.pool == Pool::Small || in_vm {
+            (if in_vm { SplitClause::VirtualMemory } else { SplitClause::SmallPool }, remaining >= MIN_BLOCK)
+        } else if rounded >= self.config.max_split_size {
+            (SplitClause::MaxSplitSize, false)
+        } else {
+            (SplitClause::LargePool, remaining > SMALL_SIZE)
+        };
+        SplitRule { clause, split, exact: remaining == 0 }
     }
 
     /// Hands out block `id` (taken from the free index or fresh from the device) for a
@@ -673,7 +657,7 @@ impl<D: Device> Allocator<D> {
         debug_assert!(!RECALLED || split == (recalled_front != NIL), "the memo's split is the rule's");
         if !PLAIN && self.explainer.decisions.is_some() {
             let (addr, block_size) = (self.blocks[id].addr, self.blocks[id].size);
-            let reason = self.split_reason(id, rounded, block_size - rounded, split);
+            let reason = self.split_rule::<PLAIN>(id, rounded).reason();
             self.explainer.note(|| Decision::Split {
                 addr,
                 block_size,

@@ -14,4 +14,5 @@ pub(crate) mod oom;
 pub mod paged;
 pub(crate) mod release;
 pub(crate) mod snapshot_reader;
+pub(crate) mod split_rule;
 pub mod vrange;
