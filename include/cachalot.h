@@ -458,6 +458,24 @@ cachalot_status cachalot_get_stats(const cachalot_allocator *allocator, cachalot
 cachalot_status cachalot_reset_peak_stats(cachalot_allocator *allocator);
 
 /**
+ * Restarts the accumulated statistics (`allocated` and `freed` of every statistic, and the
+ * counts of retries and out-of-memory events), as `torch.cuda.reset_accumulated_memory_stats`.
+ *
+ * # Safety
+ * `allocator` must be NULL or a live handle.
+ */
+cachalot_status cachalot_reset_accumulated_stats(cachalot_allocator *allocator);
+
+/**
+ * Writes to `*out` the size of the largest cached free block, which a request up to that
+ * size takes without a device call; 0 when nothing is cached (PyTorch's `cacheInfo`).
+ *
+ * # Safety
+ * `allocator` must be NULL or a live handle; `out` NULL or writable.
+ */
+cachalot_status cachalot_largest_cached_block(const cachalot_allocator *allocator, size_t *out);
+
+/**
  * The name of a status code, e.g. `"CACHALOT_STATUS_DOUBLE_FREE"`; `"CACHALOT_STATUS_UNKNOWN"`
  * for a number that is no status. The string is static: never free it.
  */
@@ -476,6 +494,18 @@ const char *cachalot_status_name(int status);
  * `stream` must be NULL or a live stream of device `device`; PyTorch guarantees both.
  */
 void *cachalot_torch_malloc(ptrdiff_t size, int device, void *stream);
+
+/**
+ * Allocates as `cachalot_torch_malloc` does (creating the device's allocator on first use),
+ * but returns the status and leaves the message to the caller, printing nothing: for
+ * PyTorch's allocator interface (`native/torch/`), which turns `CACHALOT_STATUS_OUT_OF_MEMORY`
+ * into `torch.OutOfMemoryError`. `*out` is written on success only; a size of 0 is
+ * `CACHALOT_STATUS_INVALID_SIZE`.
+ *
+ * # Safety
+ * `stream` must be NULL or a live stream of device `device`; `out` NULL or writable.
+ */
+cachalot_status cachalot_torch_malloc_status(size_t size, int device, void *stream, void **out);
 
 /**
  * Frees an allocation of `cachalot_torch_malloc` (`size` and `stream` are PyTorch's and are

@@ -313,8 +313,16 @@ _TOO_LATE = ("cachalot_torch.install() was called too late: {why}. PyTorch picks
              "that initialises CUDA).")
 
 
-def install(lib_path=None, config=None):
+def install(lib_path=None, config=None, extension=False):
     """Makes cachalot PyTorch's CUDA allocator; returns the CUDAPluggableAllocator.
+
+    With `extension=True`, cachalot is plugged in through PyTorch's own allocator interface
+    instead: a C++ extension (native/torch/cachalot_allocator.cpp), built on first use with
+    torch.utils.cpp_extension and cached, which makes out of memory raise
+    torch.OutOfMemoryError (after the attached observers are called) and serves
+    torch.cuda.memory_stats(), memory_summary(), max_memory_reserved(),
+    reset_peak_memory_stats() and cuDNN's cacheInfo from cachalot's own figures. It needs a
+    C++ compiler and PyTorch's and CUDA's headers; the extension module is returned.
 
     `config` (PYTORCH_CUDA_ALLOC_CONF syntax plus cachalot's keys, e.g. "policy:pytorch")
     is set as $CACHALOT_ALLOC_CONF, which cachalot reads at its first allocation; without it
@@ -357,6 +365,14 @@ def install(lib_path=None, config=None):
         _check_config(lib)
         for note in lib.config_notes():
             warnings.warn(f"cachalot: {CONFIG_ENV}: {note}", UserWarning, stacklevel=2)
+        if extension:
+            alloc = _build_extension(path)
+            try:
+                alloc.install()
+            except RuntimeError as e:
+                raise RuntimeError(_TOO_LATE.format(why=f"PyTorch refused to swap its allocator ({e})")) from e
+            _INSTALLED, _INSTALLED_CONFIG = alloc, os.environ.get(CONFIG_ENV, "")
+            return alloc
         alloc = torch.cuda.memory.CUDAPluggableAllocator(path, "cachalot_torch_malloc", "cachalot_torch_free")
         raw = alloc.allocator()
         for setter, symbol in HOOKS:
@@ -378,6 +394,25 @@ def install(lib_path=None, config=None):
         raise
     _INSTALLED, _INSTALLED_CONFIG = alloc, os.environ.get(CONFIG_ENV, "")
     return alloc
+
+
+def _build_extension(lib_path):
+    """The C++ extension that implements PyTorch's CUDAAllocator over `lib_path` (already
+    loaded in this process, which satisfies the extension's link to it by its SONAME), built
+    by torch.utils.cpp_extension into its cache the first time."""
+    from torch.utils import cpp_extension
+
+    repo = os.path.dirname(os.path.dirname(_HERE))
+    source = os.path.join(repo, "native", "torch", "cachalot_allocator.cpp")
+    lib_dir = os.path.dirname(os.path.realpath(lib_path))
+    return cpp_extension.load(
+        name="cachalot_torch_allocator",
+        sources=[source],
+        extra_include_paths=[os.path.join(repo, "include")],
+        extra_ldflags=[os.path.realpath(lib_path), f"-Wl,-rpath,{lib_dir}"],
+        with_cuda=True,
+        verbose=os.environ.get("CACHALOT_TORCH_VERBOSE_BUILD") == "1",
+    )
 
 
 def _config_pairs(text):

@@ -867,6 +867,43 @@ class Install(unittest.TestCase):
             cachalot_torch.install(config="policy:cachalot")
         self.assertEqual(cachalot_torch.memory_stats(), collections.OrderedDict(), "CUDA not initialised yet")
 
+    def test_install_with_the_extension_builds_it_and_swaps_nothing_else_in(self):
+        torch = sys.modules["torch"] = fake_torch()
+        built = []
+
+        class Extension:
+            __name__ = "cachalot_torch_allocator"
+
+            def __init__(self):
+                self.installed = 0
+
+            def install(self):
+                self.installed += 1
+
+        def load(**kwargs):
+            built.append(kwargs)
+            return Extension()
+
+        cpp_extension = types.SimpleNamespace(load=load)
+        torch.utils = types.SimpleNamespace(cpp_extension=cpp_extension)
+        sys.modules["torch.utils"], sys.modules["torch.utils.cpp_extension"] = torch.utils, cpp_extension
+        try:
+            ext = cachalot_torch.install(config="policy:pytorch", extension=True)
+        finally:
+            sys.modules.pop("torch.utils", None)
+            sys.modules.pop("torch.utils.cpp_extension", None)
+        lib = cachalot_torch.load_library()
+        self.assertEqual(ext.installed, 1, "the extension made itself the current allocator")
+        self.assertEqual(torch.calls["swapped"], [], "no pluggable allocator was swapped in")
+        (args,) = built
+        self.assertTrue(args["sources"][0].endswith(os.path.join("native", "torch", "cachalot_allocator.cpp")))
+        self.assertTrue(os.path.isfile(args["sources"][0]), "the extension's source ships beside this module")
+        self.assertTrue(os.path.isfile(os.path.join(args["extra_include_paths"][0], "cachalot.h")))
+        self.assertIn(os.path.realpath(lib.path), args["extra_ldflags"])
+        self.assertTrue(args["with_cuda"])
+        self.assertIs(cachalot_torch.install(), ext, "a second install() is a no-op")
+        self.assertEqual(os.environ["CACHALOT_ALLOC_CONF"], "policy:pytorch")
+
     def test_a_second_install_compares_with_the_config_installed(self):
         sys.modules["torch"] = fake_torch()
         alloc = cachalot_torch.install(config="policy:pytorch,max_split_size_mb:128")

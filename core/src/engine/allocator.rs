@@ -173,6 +173,15 @@ impl<D: Device> Allocator<D> {
         self.stats.reset_accumulated();
     }
 
+    /// Size of the largest cached free block, which a request up to that size could take
+    /// without a device call (PyTorch's `cacheInfo`, which cuDNN's benchmark mode asks to size
+    /// its workspace); 0 when nothing is cached.
+    pub fn largest_cached_block(&self) -> u64 {
+        let indexed = [Pool::Small, Pool::Large].into_iter().flat_map(|p| self.free[p.index()].iter());
+        let parked = self.parked_blocks().into_iter().map(|id| self.blocks[id].size);
+        indexed.map(|((_, size, _), _)| size).chain(parked).max().unwrap_or(0)
+    }
+
     /// Allocates `size` bytes for use on `stream` and returns the address.
     #[inline]
     pub fn malloc(&mut self, size: u64, stream: Stream) -> Result<u64, AllocError> {

@@ -176,6 +176,38 @@ pub unsafe extern "C" fn cachalot_reset_peak_stats(allocator: *mut SharedAllocat
     })
 }
 
+/// Restarts the accumulated statistics (`allocated` and `freed` of every statistic, and the
+/// counts of retries and out-of-memory events), as `torch.cuda.reset_accumulated_memory_stats`.
+///
+/// # Safety
+/// `allocator` must be NULL or a live handle.
+#[no_mangle]
+pub unsafe extern "C" fn cachalot_reset_accumulated_stats(allocator: *mut SharedAllocator) -> Status {
+    boundary::status(|| {
+        // SAFETY: the caller promises a live handle or NULL (checked).
+        unsafe { borrow(allocator) }?.reset_accumulated_stats()
+    })
+}
+
+/// Writes to `*out` the size of the largest cached free block, which a request up to that
+/// size takes without a device call; 0 when nothing is cached (PyTorch's `cacheInfo`).
+///
+/// # Safety
+/// `allocator` must be NULL or a live handle; `out` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn cachalot_largest_cached_block(allocator: *const SharedAllocator, out: *mut usize) -> Status {
+    boundary::status(|| {
+        // SAFETY: the caller promises a live handle or NULL (checked).
+        let largest = unsafe { borrow(allocator) }?.largest_cached_block()?;
+        if out.is_null() {
+            return Err(Error::NullPointer("out"));
+        }
+        // SAFETY: `out` is non-NULL and writable (the caller's promise).
+        unsafe { out.write_unaligned(usize::try_from(largest).unwrap_or(usize::MAX)) };
+        Ok(())
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

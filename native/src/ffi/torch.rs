@@ -67,6 +67,32 @@ pub unsafe extern "C" fn cachalot_torch_malloc(size: isize, device: c_int, strea
     }
 }
 
+/// Allocates as `cachalot_torch_malloc` does (creating the device's allocator on first use),
+/// but returns the status and leaves the message to the caller, printing nothing: for
+/// PyTorch's allocator interface (`native/torch/`), which turns `CACHALOT_STATUS_OUT_OF_MEMORY`
+/// into `torch.OutOfMemoryError`. `*out` is written on success only; a size of 0 is
+/// `CACHALOT_STATUS_INVALID_SIZE`.
+///
+/// # Safety
+/// `stream` must be NULL or a live stream of device `device`; `out` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn cachalot_torch_malloc_status(
+    size: usize,
+    device: c_int,
+    stream: *mut c_void,
+    out: *mut *mut c_void,
+) -> super::Status {
+    boundary::status(|| {
+        if out.is_null() {
+            return Err(Error::NullPointer("out"));
+        }
+        let addr = registry::get(device)?.malloc(size as u64, stream as usize as u64)?;
+        // SAFETY: checked non-NULL; the caller promises it is writable.
+        unsafe { *out = addr as usize as *mut c_void };
+        Ok(())
+    })
+}
+
 /// Frees an allocation of `cachalot_torch_malloc` (`size` and `stream` are PyTorch's and are
 /// not needed: the allocator knows both). NULL is ignored.
 ///

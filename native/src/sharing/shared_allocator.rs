@@ -178,6 +178,24 @@ impl SharedAllocator {
         Ok(())
     }
 
+    /// Restarts the accumulated statistics (PyTorch's `reset_accumulated_memory_stats`).
+    pub fn reset_accumulated_stats(&self) -> Result<(), Error> {
+        self.shards.each(|a| {
+            a.reset_accumulated_stats();
+            Ok(())
+        })
+    }
+
+    /// The largest cached free block over every shard (PyTorch's `cacheInfo`).
+    pub fn largest_cached_block(&self) -> Result<u64, Error> {
+        let mut largest = 0;
+        self.shards.each(|a| {
+            largest = largest.max(a.largest_cached_block());
+            Ok(())
+        })?;
+        Ok(largest)
+    }
+
     /// Checks every shard's invariants, and that the hub's sums of what the shards hold
     /// are theirs (tests and fuzzers call it, while no other thread uses the allocator).
     pub fn check_invariants(&self) -> Result<(), String> {

@@ -288,6 +288,16 @@ static int call_torch(struct fixture *fx, const struct abi_row *row, void *ptr) 
     case F_TORCH_EMPTY_CACHE: cachalot_torch_empty_cache(); return RETURNED;
     case F_TORCH_SET_MEMORY_FRACTION: cachalot_torch_set_memory_fraction(in->fraction, in->number); return RETURNED;
     case F_TORCH_RECORD_STREAM: cachalot_torch_record_stream(ptr, stream_of(in)); return RETURNED;
+    case F_TORCH_MALLOC_STATUS: {
+        void *p = SENTINEL;
+        cachalot_status s =
+            cachalot_torch_malloc_status((size_t)in->ssize, in->number, stream_of(in), in->out == O_NULL ? NULL : &p);
+        if (s == CACHALOT_STATUS_OK) {
+            cachalot_torch_free(p, in->ssize, in->number, stream_of(in));
+            return wrong(WRONG_RETURN, "cachalot_torch_malloc_status returned an allocation");
+        }
+        return p == SENTINEL ? s : wrong(WRONG_OUTPUT, "a failing cachalot_torch_malloc_status wrote *out");
+    }
     default: {
         cachalot_allocator *found = (cachalot_allocator *)SENTINEL;
         cachalot_status s = cachalot_torch_allocator(in->number, in->out == O_NULL ? NULL : &found);
@@ -327,6 +337,15 @@ int abi_call(struct fixture *fx, const struct abi_row *row) {
     case F_GET_STATS: return call_get_stats(fx, in);
     case F_CONFIG_NOTES: return call_config_notes(in);
     case F_RESET_PEAK_STATS: return cachalot_reset_peak_stats(a);
+    case F_RESET_ACCUMULATED_STATS: return cachalot_reset_accumulated_stats(a);
+    case F_LARGEST_CACHED_BLOCK: {
+        size_t largest = (size_t)SENTINEL;
+        cachalot_status s = cachalot_largest_cached_block(a, in->out == O_NULL ? NULL : &largest);
+        if (s != CACHALOT_STATUS_OK && largest != (size_t)SENTINEL) {
+            return wrong(WRONG_OUTPUT, "a failing cachalot_largest_cached_block wrote *out");
+        }
+        return s;
+    }
     case F_STATUS_NAME: {
         const char *name = cachalot_status_name(in->number);
         return name != NULL && strcmp(name, in->text) == 0 ? RETURNED : wrong(WRONG_RETURN, name ? name : "NULL");
