@@ -12,15 +12,19 @@
 //     reset_peak_memory_stats() work unchanged;
 //   - cacheInfo gives the largest cached block (cuDNN's benchmark mode asks for it);
 //   - emptyCache, the memory fraction and recordStream go to cachalot.
-// Snapshots, memory history and CUDA graph private pools are PyTorch's pluggable defaults
-// (unsupported, with PyTorch's message) until cachalot's core has private pools.
+//   - private pools (CUDA graphs, torch.compile's CUDA graph trees, MemPool): private_pools.h.
+// Snapshots, memory history, IPC handles and checkpoint states are PyTorch's pluggable
+// defaults (unsupported, with PyTorch's message).
 //
 // Invariant: no C++ exception other than c10::Error crosses into PyTorch, and none reaches
-// cachalot's C ABI (its functions return statuses and never unwind).
+// cachalot's C ABI (its functions return statuses and never unwind). Messages are built as
+// one std::string before TORCH_CHECK: on the H200's PyTorch 2.11, a TORCH_CHECK given a number
+// among its message arguments crashed the process when thrown from the allocation path.
 
 #include <torch/extension.h>
 #include <torch/csrc/cuda/CUDAPluggableAllocator.h>
 #include <c10/cuda/CUDACachingAllocator.h>
+#include <c10/cuda/CUDAGraphsC10Utils.h>
 #include <c10/util/Exception.h>
 #include <cuda_runtime_api.h>
 
@@ -31,6 +35,8 @@
 extern "C" {
 #include "cachalot.h"
 }
+
+#include "private_pools.h"
 
 namespace {
 
@@ -51,21 +57,9 @@ std::string last_error() {
 cachalot_allocator* device_allocator(int device) {
   cachalot_allocator* a = nullptr;
   cachalot_status s = cachalot_torch_allocator(device, &a);
-  TORCH_CHECK(s == CACHALOT_STATUS_OK, "cachalot: no allocator for CUDA device ", device, ": ", last_error());
+  TORCH_CHECK(s == CACHALOT_STATUS_OK, "cachalot: no allocator for CUDA device " + std::to_string(device) + ": " +
+                                           last_error());
   return a;
-}
-
-void copy_stat(const cachalot_stat& from, c10::CachingAllocator::Stat& to) {
-  to.current = from.current;
-  to.peak = from.peak;
-  to.allocated = from.allocated;
-  to.freed = from.freed;
-}
-
-void copy_array(const cachalot_stat_array& from, c10::CachingAllocator::StatArray& to) {
-  copy_stat(from.all, to[0]);
-  copy_stat(from.small_pool, to[1]);
-  copy_stat(from.large_pool, to[2]);
 }
 
 class CachalotAllocator : public Pluggable::CUDAPluggableAllocator {
@@ -73,8 +67,10 @@ class CachalotAllocator : public Pluggable::CUDAPluggableAllocator {
   CachalotAllocator()
       : Pluggable::CUDAPluggableAllocator(
             [this](size_t size, int device, cudaStream_t stream) { return allocate_or_throw(size, device, stream); },
-            [](void* ptr, size_t size, int device, cudaStream_t stream) {
-              cachalot_torch_free(ptr, static_cast<ptrdiff_t>(size), device, stream);
+            [this](void* ptr, size_t size, int device, cudaStream_t stream) {
+              if (!pools_.free(ptr)) {
+                cachalot_torch_free(ptr, static_cast<ptrdiff_t>(size), device, stream);
+              }
             }) {
     set_memory_fraction_fn([](double fraction, int device) { cachalot_torch_set_memory_fraction(fraction, device); });
     set_record_stream_fn([](void* ptr, cudaStream_t stream) { cachalot_torch_record_stream(ptr, stream); });
@@ -85,9 +81,50 @@ class CachalotAllocator : public Pluggable::CUDAPluggableAllocator {
   }
 
   void emptyCache(c10::cuda::MempoolId_t mempool_id) override {
-    TORCH_CHECK(mempool_id.first == 0 && mempool_id.second == 0,
-                "cachalot: emptying one memory pool's cache is not supported yet (private pools are not)");
-    cachalot_torch_empty_cache();
+    if (mempool_id.first == 0 && mempool_id.second == 0) {
+      cachalot_torch_empty_cache();
+    } else {
+      int device = 0;
+      cudaGetDevice(&device);
+      pools_.empty_cache(device, mempool_id);
+    }
+  }
+
+  void beginAllocateToPool(c10::DeviceIndex device, c10::cuda::MempoolId_t id,
+                           std::function<bool(cudaStream_t)> filter) override {
+    pools_.begin(device, id, std::move(filter));
+  }
+
+  void endAllocateToPool(c10::DeviceIndex device, c10::cuda::MempoolId_t id) override {
+    pools_.end(device, id);
+  }
+
+  void releasePool(c10::DeviceIndex device, c10::cuda::MempoolId_t id) override {
+    pools_.release(device, id);
+  }
+
+  int getPoolUseCount(c10::DeviceIndex device, c10::cuda::MempoolId_t id) override {
+    return pools_.use_count(device, id);
+  }
+
+  void createOrIncrefPool(c10::DeviceIndex device, c10::cuda::MempoolId_t id,
+                          std::shared_ptr<CCA::CUDAAllocator> allocator) override {
+    TORCH_CHECK(allocator == nullptr || allocator.get() == this,
+                "cachalot: a memory pool served by another allocator is not supported");
+    pools_.create_or_incref(device, id);
+  }
+
+  // A pool PyTorch may fall back on when the default pool runs out (MemPool's use_on_oom):
+  // cachalot's pools are separate allocators, so this changes nothing; accepted rather than
+  // refused, because MemPool's destructor calls it, and a refusal there ends the process.
+  void setUseOnOOM(c10::DeviceIndex, c10::cuda::MempoolId_t, bool) override {}
+
+  // MemPool's no_split: cachalot's pools split blocks by PyTorch's rule; accepted, changing nothing.
+  void setNoSplit(c10::DeviceIndex, c10::cuda::MempoolId_t) override {}
+
+  bool checkPoolLiveAllocations(c10::DeviceIndex device, c10::cuda::MempoolId_t id,
+                                const std::unordered_set<void*>& expected) override {
+    return pools_.live_allocations_are(device, id, expected);
   }
 
   void cacheInfo(c10::DeviceIndex device, size_t* largest) override {
@@ -103,30 +140,23 @@ class CachalotAllocator : public Pluggable::CUDAPluggableAllocator {
   c10::CachingDeviceAllocator::DeviceStats getDeviceStats(c10::DeviceIndex device) override {
     c10::CachingDeviceAllocator::DeviceStats d;
     cachalot_allocator* a = device_allocator(device);
-    if (a == nullptr) {
-      return d;
+    if (a != nullptr) {
+      cachalot_stats s{};
+      s.struct_size = sizeof(s);
+      cachalot_status status = cachalot_get_stats(a, &s);
+      TORCH_CHECK(status == CACHALOT_STATUS_OK, "cachalot: statistics: ", last_error());
+      add(d, s);
+      d.max_split_size = s.max_split_size;
     }
-    cachalot_stats s{};
-    s.struct_size = sizeof(s);
-    cachalot_status status = cachalot_get_stats(a, &s);
-    TORCH_CHECK(status == CACHALOT_STATUS_OK, "cachalot: statistics: ", last_error());
-    copy_array(s.allocation, d.allocation);
-    copy_array(s.segment, d.segment);
-    copy_array(s.active, d.active);
-    copy_array(s.inactive_split, d.inactive_split);
-    copy_array(s.allocated_bytes, d.allocated_bytes);
-    copy_array(s.reserved_bytes, d.reserved_bytes);
-    copy_array(s.active_bytes, d.active_bytes);
-    copy_array(s.inactive_split_bytes, d.inactive_split_bytes);
-    copy_array(s.requested_bytes, d.requested_bytes);
-    d.num_alloc_retries = static_cast<int64_t>(s.num_alloc_retries);
-    d.num_ooms = static_cast<int64_t>(s.num_ooms);
-    copy_stat(s.oversize_allocations, d.oversize_allocations);
-    copy_stat(s.oversize_segments, d.oversize_segments);
-    d.num_sync_all_streams = static_cast<int64_t>(s.num_sync_all_streams);
-    d.num_device_alloc = static_cast<int64_t>(s.num_device_alloc);
-    d.num_device_free = static_cast<int64_t>(s.num_device_free);
-    d.max_split_size = s.max_split_size;
+    // Private pools' memory counts too, as PyTorch counts its pools' blocks (their peaks
+    // add up, an upper bound of the peak of the sum).
+    pools_.each(device, [&](cachalot_allocator* pool) {
+      cachalot_stats p{};
+      p.struct_size = sizeof(p);
+      if (cachalot_get_stats(pool, &p) == CACHALOT_STATUS_OK) {
+        add(d, p);
+      }
+    });
     return d;
   }
 
@@ -137,6 +167,7 @@ class CachalotAllocator : public Pluggable::CUDAPluggableAllocator {
     }
     cachalot_status s = cachalot_reset_peak_stats(a);
     TORCH_CHECK(s == CACHALOT_STATUS_OK, "cachalot: reset_peak_memory_stats: ", last_error());
+    pools_.each(device, [](cachalot_allocator* pool) { cachalot_reset_peak_stats(pool); });
   }
 
   void resetAccumulatedStats(c10::DeviceIndex device) override {
@@ -146,6 +177,7 @@ class CachalotAllocator : public Pluggable::CUDAPluggableAllocator {
     }
     cachalot_status s = cachalot_reset_accumulated_stats(a);
     TORCH_CHECK(s == CACHALOT_STATUS_OK, "cachalot: reset_accumulated_memory_stats: ", last_error());
+    pools_.each(device, [](cachalot_allocator* pool) { cachalot_reset_accumulated_stats(pool); });
   }
 
   void attachOutOfMemoryObserver(CCA::OutOfMemoryObserver observer) override {
@@ -159,8 +191,20 @@ class CachalotAllocator : public Pluggable::CUDAPluggableAllocator {
       return nullptr;  // PyTorch asks for no memory; cachalot refuses 0 bytes
     }
     void* ptr = nullptr;
-    cachalot_status s = cachalot_torch_malloc_status(size, device, stream, &ptr);
+    cachalot_torch::PoolKey key;
+    cachalot_allocator* pool = pools_.route(device, stream, &key);
+    cachalot_status s;
+    {
+      // Device memory may be obtained while a stream is being captured into a CUDA graph, as
+      // PyTorch's own allocator does: relaxed capture mode allows it.
+      c10::cuda::CUDAStreamCaptureModeGuard relaxed{cudaStreamCaptureModeRelaxed};
+      s = pool != nullptr ? cachalot_malloc(pool, size, stream, &ptr)
+                          : cachalot_torch_malloc_status(size, device, stream, &ptr);
+    }
     if (s == CACHALOT_STATUS_OK) {
+      if (pool != nullptr) {
+        pools_.allocated(key, ptr);
+      }
       return ptr;
     }
     std::string why = last_error();
@@ -168,7 +212,8 @@ class CachalotAllocator : public Pluggable::CUDAPluggableAllocator {
       notify_out_of_memory(device);
       TORCH_CHECK_WITH(OutOfMemoryError, false, "CUDA ", why);  // "CUDA out of memory. Tried to allocate ..."
     }
-    TORCH_CHECK(false, "cachalot: allocating ", size, " bytes on CUDA device ", device, " failed: ", why);
+    TORCH_CHECK(false, "cachalot: allocating " + std::to_string(size) + " bytes on CUDA device " +
+                           std::to_string(device) + " failed: " + why);
     return nullptr;  // not reached: TORCH_CHECK(false, ...) throws
   }
 
@@ -189,6 +234,39 @@ class CachalotAllocator : public Pluggable::CUDAPluggableAllocator {
     }
   }
 
+  static void add_stat(c10::CachingAllocator::Stat& to, const cachalot_stat& from) {
+    to.current += from.current;
+    to.peak += from.peak;
+    to.allocated += from.allocated;
+    to.freed += from.freed;
+  }
+
+  static void add_array(c10::CachingAllocator::StatArray& to, const cachalot_stat_array& from) {
+    add_stat(to[0], from.all);
+    add_stat(to[1], from.small_pool);
+    add_stat(to[2], from.large_pool);
+  }
+
+  static void add(c10::CachingDeviceAllocator::DeviceStats& d, const cachalot_stats& s) {
+    add_array(d.allocation, s.allocation);
+    add_array(d.segment, s.segment);
+    add_array(d.active, s.active);
+    add_array(d.inactive_split, s.inactive_split);
+    add_array(d.allocated_bytes, s.allocated_bytes);
+    add_array(d.reserved_bytes, s.reserved_bytes);
+    add_array(d.active_bytes, s.active_bytes);
+    add_array(d.inactive_split_bytes, s.inactive_split_bytes);
+    add_array(d.requested_bytes, s.requested_bytes);
+    d.num_alloc_retries += static_cast<int64_t>(s.num_alloc_retries);
+    d.num_ooms += static_cast<int64_t>(s.num_ooms);
+    add_stat(d.oversize_allocations, s.oversize_allocations);
+    add_stat(d.oversize_segments, s.oversize_segments);
+    d.num_sync_all_streams += static_cast<int64_t>(s.num_sync_all_streams);
+    d.num_device_alloc += static_cast<int64_t>(s.num_device_alloc);
+    d.num_device_free += static_cast<int64_t>(s.num_device_free);
+  }
+
+  cachalot_torch::PrivatePools pools_;
   std::mutex observers_mutex_;
   std::vector<CCA::OutOfMemoryObserver> observers_;
 };
