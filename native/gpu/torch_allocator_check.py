@@ -129,6 +129,25 @@ def _():
     return {"ok": bool(torch.allclose(out, torch.full_like(out, 3.0)))}
 
 
+@check("a CUDA graph whose capture freed every block it made still replays into its own memory")
+def _():
+    a = torch.ones(1 << 20, device=dev)
+    b = torch.zeros(1 << 20, device=dev)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        tmp = a * 3  # allocated from the graph's pool, freed inside the capture
+        b.copy_(tmp + 1)
+        del tmp
+    torch.cuda.synchronize()
+    others = [torch.full((1 << 20,), 7.0, device=dev) for _ in range(8)]  # must not get the pool's memory
+    a.fill_(2.0)
+    g.replay()
+    torch.cuda.synchronize()
+    ok = bool(torch.all(b == 7.0)) and all(bool(torch.all(o == 7.0)) for o in others)
+    del g
+    return {"ok": ok}
+
+
 @check("torch.cuda.MemPool: allocations in the pool, freed with it")
 def _():
     before = torch.cuda.memory_stats()["reserved_bytes.all.current"]

@@ -5,7 +5,9 @@
 // While a pool is being allocated to (beginAllocateToPool .. endAllocateToPool), an allocation
 // on a stream its filter accepts (the capturing stream) is served by the pool; a free goes to
 // the pool that served the pointer. A pool lives while its use count (createOrIncrefPool,
-// beginAllocateToPool) is above zero or it still holds a live allocation.
+// beginAllocateToPool) is above zero or it still holds a live allocation, and is never given
+// back before releasePool: a CUDA graph replays into its pool's memory after the capture freed
+// every block in it.
 //
 // Pools decide by PyTorch's rules (policy:pytorch, classic segments): what PyTorch's own
 // allocator does inside a capture.
@@ -78,13 +80,15 @@ class PrivatePools {
     Pool& pool = pools_[key];
     pool.live.erase(ptr);
     cachalot_free(pool.alloc, ptr);
-    drop_if_done(key);
+    drop_if_done(key);  // a released pool goes once its last block does
     return true;
   }
 
   void create_or_incref(int device, c10::cuda::MempoolId_t id) {
     std::lock_guard<std::mutex> lock(mutex_);
-    pool(device, id).use_count += 1;
+    Pool& p = pool(device, id);
+    p.use_count += 1;
+    p.released = false;
   }
 
   void begin(int device, c10::cuda::MempoolId_t id, std::function<bool(cudaStream_t)> filter) {
@@ -116,6 +120,9 @@ class PrivatePools {
     }
     if (it->second.use_count > 0) {
       it->second.use_count -= 1;
+    }
+    if (it->second.use_count == 0) {
+      it->second.released = true;
     }
     drop_if_done(key);
   }
@@ -161,6 +168,8 @@ class PrivatePools {
     bool routing = false;
     std::function<bool(cudaStream_t)> filter;
     std::unordered_set<void*> live;
+    // releasePool brought the use count to zero: the pool goes once it is empty.
+    bool released = false;
   };
 
   // The pool `id` of `device`, made with its allocator if new. Called with the lock held.
@@ -181,11 +190,12 @@ class PrivatePools {
     return p;
   }
 
-  // Destroys pool `key` once nothing uses it and it holds no live allocation: its cached
-  // segments go back to the device. Called with the lock held.
+  // Destroys pool `key` once it was released, is not being allocated to and holds no live
+  // allocation: its cached segments go back to the device. Called with the lock held.
   void drop_if_done(const PoolKey& key) {
     auto it = pools_.find(key);
-    if (it == pools_.end() || it->second.use_count > 0 || it->second.routing || !it->second.live.empty()) {
+    if (it == pools_.end() || !it->second.released || it->second.use_count > 0 || it->second.routing ||
+        !it->second.live.empty()) {
       return;
     }
     cachalot_empty_cache(it->second.alloc);
