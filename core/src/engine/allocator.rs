@@ -177,9 +177,7 @@ impl<D: Device> Allocator<D> {
     /// without a device call (PyTorch's `cacheInfo`, which cuDNN's benchmark mode asks to size
     /// its workspace); 0 when nothing is cached.
     pub fn largest_cached_block(&self) -> u64 {
-        let indexed = [Pool::Small, Pool::Large].into_iter().flat_map(|p| self.free[p.index()].iter());
-        let parked = self.parked_blocks().into_iter().map(|id| self.blocks[id].size);
-        indexed.map(|((_, size, _), _)| size).chain(parked).max().unwrap_or(0)
+        self.largest_free_block().map_or(0, |(size, ..)| size)
     }
 
     /// Allocates `size` bytes for use on `stream` and returns the address.

@@ -42,16 +42,9 @@ impl<D: Device> Allocator<D> {
         out
     }
 
-    /// The report for a request that failed: PyTorch's figures and where the cache sits.
-    pub(crate) fn oom_report(
-        &self,
-        requested: u64,
-        rounded: u64,
-        segment_size: u64,
-        stream: Stream,
-        device_free: u64,
-    ) -> OomReport {
-        let mut uses = self.segment_uses();
+    /// The largest cached free block, as (size, address, id, pool): the free indices' blocks
+    /// and those a planned layout holds parked; the first found of equal sizes.
+    pub(crate) fn largest_free_block(&self) -> Option<(u64, u64, u32, Pool)> {
         let mut largest: Option<(u64, u64, u32, Pool)> = None;
         for pool in [Pool::Small, Pool::Large] {
             for ((_, size, addr), id) in self.free[pool.index()].iter() {
@@ -66,7 +59,20 @@ impl<D: Device> Allocator<D> {
                 largest = Some((b.size, b.addr, id, b.pool));
             }
         }
-        let largest_free = largest.map(|(size, addr, id, pool)| {
+        largest
+    }
+
+    /// The report for a request that failed: PyTorch's figures and where the cache sits.
+    pub(crate) fn oom_report(
+        &self,
+        requested: u64,
+        rounded: u64,
+        segment_size: u64,
+        stream: Stream,
+        device_free: u64,
+    ) -> OomReport {
+        let mut uses = self.segment_uses();
+        let largest_free = self.largest_free_block().map(|(size, addr, id, pool)| {
             let mut head = id;
             while self.blocks[head].prev != NIL {
                 head = self.blocks[head].prev;
