@@ -45,6 +45,13 @@ pub enum AllocError {
         /// The allocation.
         addr: u64,
     },
+    /// No cached free block holds the range asked for ([`crate::Allocator::allocate_at`]).
+    NotCached {
+        /// Start of the range.
+        addr: u64,
+        /// Bytes of the range.
+        size: u64,
+    },
     /// The device refused a call for a reason other than memory.
     Device(DeviceError),
 }
@@ -70,6 +77,11 @@ impl fmt::Display for AllocError {
             AllocError::TooManyStreams { addr } => {
                 write!(f, "allocation {addr:#x} is already recorded on 255 streams, the most one block tracks")
             }
+            AllocError::NotCached { addr, size } => write!(
+                f,
+                "no cached free block of a classic segment holds the {size} bytes at {addr:#x} \
+                 (both must be multiples of 512)"
+            ),
             AllocError::Device(e) => write!(f, "device error: {e}"),
         }
     }

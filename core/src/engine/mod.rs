@@ -12,6 +12,7 @@ pub(crate) mod layout_reader;
 pub mod memo;
 pub(crate) mod oom;
 pub mod paged;
+pub(crate) mod placement;
 pub(crate) mod release;
 pub(crate) mod snapshot_reader;
 pub(crate) mod split_rule;
