@@ -33,6 +33,21 @@
 #include <stdint.h>
 
 /**
+ * A block is allocated (handed out and not freed).
+ */
+#define CACHALOT_BLOCK_ALLOCATED 0
+
+/**
+ * A block was freed but waits for work queued on another stream (`cachalot_record_stream`).
+ */
+#define CACHALOT_BLOCK_PENDING_FREE 1
+
+/**
+ * A block is free and cached.
+ */
+#define CACHALOT_BLOCK_CACHED 2
+
+/**
  * The layout version this library writes.
  */
 #define CACHALOT_STATS_VERSION 1
@@ -120,6 +135,53 @@ typedef int32_t cachalot_status;
  * A thread-safe caching allocator for one device.
  */
 typedef struct cachalot_allocator cachalot_allocator;
+
+/**
+ * One block, with the segment it lies in.
+ */
+typedef struct {
+  /**
+   * Address of the segment (for expandable segments and cachalot's policy: of one run of
+   * mapped memory in a virtual range).
+   */
+  uint64_t segment_address;
+  /**
+   * Bytes of the segment.
+   */
+  uint64_t segment_size;
+  /**
+   * Address of the block.
+   */
+  uint64_t address;
+  /**
+   * Bytes of the block.
+   */
+  uint64_t size;
+  /**
+   * Bytes the caller asked for (0 for a cached block).
+   */
+  uint64_t requested_size;
+  /**
+   * The stream the segment serves, as the `void *` it was given as.
+   */
+  uint64_t stream;
+  /**
+   * `CACHALOT_BLOCK_ALLOCATED`, `CACHALOT_BLOCK_PENDING_FREE` or `CACHALOT_BLOCK_CACHED`.
+   */
+  uint32_t state;
+  /**
+   * 1 when the segment is in the large pool, 0 in the small pool.
+   */
+  uint32_t is_large;
+  /**
+   * 1 when the segment is part of a virtual range (expandable segments, cachalot's policy).
+   */
+  uint32_t is_expandable;
+  /**
+   * Always 0: keeps the struct's bytes fully defined.
+   */
+  uint32_t reserved;
+} cachalot_block_info;
 
 /**
  * One statistic.
@@ -307,6 +369,38 @@ cachalot_status cachalot_empty_cache(cachalot_allocator *allocator);
  * `allocator` must be NULL or a live handle.
  */
 cachalot_status cachalot_set_memory_fraction(cachalot_allocator *allocator, double fraction);
+
+/**
+ * Writes every block into `out` (`capacity` rows) and their count into `*out_count`. With
+ * `out` NULL and `capacity` 0 only `*out_count` is written; a `capacity` too small fails with
+ * `CACHALOT_STATUS_BUFFER_TOO_SMALL` and writes no row.
+ *
+ * # Safety
+ * `allocator` must be NULL or a live handle; `out` must be NULL or point to `capacity`
+ * writable `cachalot_block_info`; `out_count` must be NULL or writable.
+ */
+cachalot_status cachalot_blocks(const cachalot_allocator *allocator,
+                                cachalot_block_info *out,
+                                size_t capacity,
+                                size_t *out_count);
+
+/**
+ * Allocates exactly the `size` bytes at `ptr`, asked for as `requested` bytes, out of the
+ * cached free block that holds them, waiting for pending frees first if none does; the block
+ * keeps its segment's stream. This sets a pool back to a checkpoint, as PyTorch's CUDA graph
+ * trees do (torch.compile's `mode="reduce-overhead"`): `ptr` and `size` are a block's address
+ * and size from `cachalot_blocks`. Classic segments only (`policy:pytorch` without expandable
+ * segments). Fails with `CACHALOT_STATUS_INVALID_ARGUMENT` when no cached block holds the
+ * range (or either is not a multiple of 512), `CACHALOT_STATUS_INVALID_SIZE` for 0 bytes,
+ * changing nothing.
+ *
+ * # Safety
+ * `allocator` must be NULL or a live handle.
+ */
+cachalot_status cachalot_allocate_at(cachalot_allocator *allocator,
+                                     void *ptr,
+                                     size_t size,
+                                     size_t requested);
 
 /**
  * Writes the notes on `config` (NULL: `CACHALOT_ALLOC_CONF`), one line each, as

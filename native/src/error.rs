@@ -33,6 +33,13 @@ pub enum Error {
         /// Bytes the caller offered.
         given: usize,
     },
+    /// A caller's array has fewer rows than the answer (`cachalot_blocks`).
+    ArrayTooSmall {
+        /// Rows the answer has.
+        needed: usize,
+        /// Rows the caller offered.
+        given: usize,
+    },
     /// An earlier call panicked while holding the allocator's lock; its state cannot be
     /// trusted, so every later call is refused.
     Poisoned,
@@ -57,6 +64,9 @@ impl fmt::Display for Error {
             Error::InvalidArgument(m) => f.write_str(m),
             Error::BufferTooSmall { needed, given } => {
                 write!(f, "the buffer holds {given} bytes; the text needs {needed} (terminating NUL included)")
+            }
+            Error::ArrayTooSmall { needed, given } => {
+                write!(f, "the array holds {given} rows; the answer has {needed}")
             }
             Error::Poisoned => f.write_str(
                 "the allocator is unusable: an earlier call panicked while holding its lock (a bug in cachalot)",

@@ -6,11 +6,12 @@
 //! inside [`boundary`]'s panic boundary, so no panic crosses into C; the message of a
 //! failure kept per thread for [`last_error::cachalot_last_error_message`]. Each file holds
 //! one group of functions: [`handle`] (create, destroy), [`allocation`] (malloc, free,
-//! streams, cache, limits), [`stats`], [`report`] (summary, snapshot), [`config`] (what a
+//! streams, cache, limits), [`blocks`] (every block, and placing one at an address), [`stats`], [`report`] (summary, snapshot), [`config`] (what a
 //! config string leaves without effect), [`torch`] (PyTorch's pluggable-allocator entry
 //! points), [`version`].
 
 pub mod allocation;
+pub mod blocks;
 pub mod boundary;
 pub mod buffer;
 pub mod config;

@@ -60,7 +60,9 @@ impl Status {
                 AllocError::UnknownPointer { .. } => Status::UnknownPointer,
                 AllocError::DoubleFree { .. } => Status::DoubleFree,
                 AllocError::InteriorPointer { .. } => Status::InteriorPointer,
-                AllocError::InvalidFraction(_) | AllocError::TooManyStreams { .. } => Status::InvalidArgument,
+                AllocError::InvalidFraction(_) | AllocError::TooManyStreams { .. } | AllocError::NotCached { .. } => {
+                    Status::InvalidArgument
+                }
                 AllocError::Device(DeviceError::OutOfMemory) => Status::OutOfMemory,
                 AllocError::Device(DeviceError::Driver { .. }) => Status::Driver,
                 AllocError::Device(DeviceError::Unsupported(_)) => Status::Unsupported,
@@ -69,7 +71,7 @@ impl Status {
             Error::NoDevice(_) => Status::NoDevice,
             Error::NullPointer(_) => Status::NullPointer,
             Error::InvalidArgument(_) => Status::InvalidArgument,
-            Error::BufferTooSmall { .. } => Status::BufferTooSmall,
+            Error::BufferTooSmall { .. } | Error::ArrayTooSmall { .. } => Status::BufferTooSmall,
             Error::Poisoned | Error::Panic(_) => Status::Internal,
         }
     }

@@ -22,8 +22,8 @@
 //! that allocator is refused with [`Error::Poisoned`] rather than trusting a half-updated
 //! state.
 
-use cachalot_core::snapshot::Snapshot;
-use cachalot_core::{Config, DeviceStats, SimDevice, Stream};
+use cachalot_core::snapshot::{SegmentInfo, Snapshot};
+use cachalot_core::{AllocError, Config, DeviceStats, SimDevice, Stream};
 
 use super::stream_shards::{lock, StreamShards};
 use crate::cuda::CudaDevice;
@@ -194,6 +194,34 @@ impl SharedAllocator {
             Ok(())
         })?;
         Ok(largest)
+    }
+
+    /// Allocates exactly the `size` bytes at `addr` out of the cached free block that holds
+    /// them, as `requested` bytes (setting a CUDA graph pool back to a checkpoint): the shard
+    /// whose cache holds the range serves it.
+    pub fn allocate_at(&self, addr: u64, size: u64, requested: u64) -> Result<u64, Error> {
+        let mut answer = Err(AllocError::NotCached { addr, size }.into());
+        self.shards.each(|a| {
+            if answer.is_err() {
+                match a.allocate_at(addr, size, requested) {
+                    Err(AllocError::NotCached { .. }) => {}
+                    other => answer = other.map_err(Error::from),
+                }
+            }
+            Ok(())
+        })?;
+        answer
+    }
+
+    /// Every block of every segment, with its segment (the shards' segments by address).
+    pub fn segments(&self) -> Result<Vec<SegmentInfo>, Error> {
+        let mut segments = Vec::new();
+        self.shards.each(|a| {
+            segments.extend(a.segments(self.ordinal()));
+            Ok(())
+        })?;
+        segments.sort_by_key(|s| s.address);
+        Ok(segments)
     }
 
     /// Checks every shard's invariants, and that the hub's sums of what the shards hold

@@ -312,6 +312,62 @@ static int call_torch(struct fixture *fx, const struct abi_row *row, void *ptr) 
     }
 }
 
+/* cachalot_blocks: the buffer kinds count rows, not bytes; a failing call writes no row. */
+static int call_blocks(struct fixture *fx, const struct abi_args *in) {
+    size_t needed = 0, len = 0, count = SENTINEL_LEN;
+    if (cachalot_blocks(fx->a, NULL, 0, &needed) != CACHALOT_STATUS_OK || needed < 2) {
+        return wrong(WRONG_OUTPUT, "the count query of the fixture failed");
+    }
+    char *bytes = buffer_of(in->buf, needed * sizeof(cachalot_block_info), (needed - 1) * sizeof(cachalot_block_info),
+                            &len);
+    size_t rows = len / sizeof(cachalot_block_info);
+    if (bytes == NULL) {
+        rows = len;
+    }
+    cachalot_block_info *out = (cachalot_block_info *)(void *)bytes;
+    cachalot_status s = cachalot_blocks(handle_of(fx, in), out, rows, in->out == O_NULL ? NULL : &count);
+    int result = s;
+    if (s != CACHALOT_STATUS_OK) {
+        if (count != SENTINEL_LEN || (bytes != NULL && !untouched(bytes, len))) {
+            result = wrong(WRONG_OUTPUT, "a failing cachalot_blocks wrote an output");
+        }
+    } else if (count != needed) {
+        result = wrong(WRONG_OUTPUT, "the count is not the query's");
+    } else if (out != NULL) {
+        size_t allocated = 0;
+        for (size_t i = 0; i < count; i++) {
+            const cachalot_block_info *b = &out[i];
+            if (b->address < b->segment_address || b->address + b->size > b->segment_address + b->segment_size ||
+                b->state > CACHALOT_BLOCK_CACHED || b->reserved != 0 || (i > 0 && b->address < out[i - 1].address)) {
+                result = wrong(WRONG_OUTPUT, "a row is not a block of its segment, by address");
+            }
+            allocated += b->state == CACHALOT_BLOCK_ALLOCATED;
+        }
+        if (result == s && allocated == 0) {
+            result = wrong(WRONG_OUTPUT, "the fixture's live allocations are missing");
+        }
+        if (result == s && !untouched(bytes + count * sizeof(cachalot_block_info), len - count * sizeof(cachalot_block_info))) {
+            result = wrong(WRONG_OUTPUT, "bytes written past the rows");
+        }
+    }
+    free(bytes);
+    return result;
+}
+
+/* cachalot_allocate_at: a block placed in the fixture's cache is freed again, so the fixture
+ * ends as it began; only classic segments place one. */
+static int call_allocate_at(struct fixture *fx, const struct abi_args *in, cachalot_allocator *a, void *ptr) {
+    cachalot_status s = cachalot_allocate_at(a, ptr, in->size, in->size);
+    bool classic = strcmp(fx->config, "policy:pytorch") == 0;
+    if (s == CACHALOT_STATUS_OK && cachalot_free(a, ptr) != CACHALOT_STATUS_OK) {
+        return wrong(WRONG_OUTPUT, "the placed block could not be freed");
+    }
+    if (in->handle == H_LIVE && in->ptr == P_FREE_START && in->size == 512 && classic != (s == CACHALOT_STATUS_OK)) {
+        return wrong(WRONG_RETURN, classic ? "classic segments refused a cached range" : "virtual memory placed a block");
+    }
+    return s;
+}
+
 int abi_call(struct fixture *fx, const struct abi_row *row) {
     const struct abi_args *in = &row->in;
     cachalot_allocator *a = handle_of(fx, in);
@@ -346,6 +402,8 @@ int abi_call(struct fixture *fx, const struct abi_row *row) {
         }
         return s;
     }
+    case F_BLOCKS: return call_blocks(fx, in);
+    case F_ALLOCATE_AT: return call_allocate_at(fx, in, a, ptr);
     case F_STATUS_NAME: {
         const char *name = cachalot_status_name(in->number);
         return name != NULL && strcmp(name, in->text) == 0 ? RETURNED : wrong(WRONG_RETURN, name ? name : "NULL");

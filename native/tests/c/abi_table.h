@@ -27,7 +27,7 @@ enum abi_fn {
     F_MEMORY_SUMMARY, F_SNAPSHOT_JSON, F_GET_STATS, F_RESET_PEAK_STATS, F_STATUS_NAME,
     F_TORCH_MALLOC, F_TORCH_FREE, F_TORCH_EMPTY_CACHE, F_TORCH_SET_MEMORY_FRACTION,
     F_TORCH_RECORD_STREAM, F_TORCH_ALLOCATOR, F_VERSION, F_CONFIG_NOTES,
-    F_RESET_ACCUMULATED_STATS, F_LARGEST_CACHED_BLOCK, F_TORCH_MALLOC_STATUS,
+    F_RESET_ACCUMULATED_STATS, F_LARGEST_CACHED_BLOCK, F_TORCH_MALLOC_STATUS, F_BLOCKS, F_ALLOCATE_AT,
     F_COUNT
 };
 
@@ -73,7 +73,7 @@ struct abi_args {
     enum ptr_arg ptr;
     enum out_arg out;
     enum buf_arg buf;
-    size_t size;           /* cachalot_malloc; buf_len for cachalot_last_error_message */
+    size_t size;           /* cachalot_malloc, cachalot_allocate_at; buf_len for cachalot_last_error_message */
     ptrdiff_t ssize;       /* the torch functions */
     uintptr_t stream;      /* a stream handle value (opaque; any value is a stream here) */
     int number;            /* a device ordinal, or the code for cachalot_status_name */
