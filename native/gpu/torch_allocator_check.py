@@ -8,11 +8,13 @@ Checks: torch.cuda.memory_stats() equals cachalot's own figures (read through it
 memory_summary(), max_memory_reserved() and reset_peak_memory_stats() work; out of memory
 raises torch.OutOfMemoryError, calls the attached observer, hands back no null tensor, and the
 program recovers; a cudnn.benchmark convnet trains; a CUDA graph captures and replays;
-a torch.cuda.MemPool serves its own allocations; torch.compile(mode="reduce-overhead") is tried
-and its outcome reported (CUDA graph trees also need checkpoint states, which the extension does
-not have yet).
+a torch.cuda.MemPool serves its own allocations and counts its uses as PyTorch does;
+torch.compile(mode="reduce-overhead") inference and training (CUDA graph trees, with their
+checkpoints of the pool and checks of its live blocks) match eager; the memory history and
+snapshot open in PyTorch's _memory_viz with the recorded stacks; Lightning (with its
+DeviceStatsMonitor) and timm models train.
 """
-import json, os, sys, time, traceback
+import json, os, subprocess, sys, time, traceback
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
 import torch  # noqa: E402
@@ -39,6 +41,11 @@ def check(name):
 def _():
     ext = cachalot_torch.install(extension=True)
     return {"module": getattr(ext, "__name__", str(ext))}
+
+
+if not results[-1]["ok"]:  # every later check would measure PyTorch's own allocator
+    print(json.dumps(dict(verdict="FAIL", passed=0, checks=1)))
+    sys.exit(1)
 
 
 dev = torch.device("cuda")
@@ -163,8 +170,38 @@ def _():
     return {"ok": ok, "reserved_before": before, "reserved_with_pool": inside, "use_count": uses}
 
 
+@check("torch.cuda.MemPool: use_count as PyTorch's own allocator reports it")
+def _():
+    pool = torch.cuda.MemPool()
+    ours = pool.use_count()
+    with torch.cuda.use_mem_pool(pool):
+        t = torch.ones(1 << 20, device=dev)
+    during = pool.use_count()
+    del t
+    code = ("import torch; p = torch.cuda.MemPool(); a = p.use_count()\n"
+            "with torch.cuda.use_mem_pool(p):\n    t = torch.ones(1 << 20, device='cuda')\n"
+            "print(a, p.use_count())")
+    env = {k: v for k, v in os.environ.items() if k != "CACHALOT_ALLOC_CONF"}
+    theirs = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    want = theirs.stdout.split()
+    return {"ok": [str(ours), str(during)] == want, "cachalot": [ours, during], "pytorch": want,
+            "pytorch_stderr": theirs.stderr[-300:]}
+
+
+checkpoint_calls = {"get": 0, "set": 0, "check_live": 0}
+for name, key in (("_cuda_getCheckpointState", "get"), ("_cuda_setCheckpointPoolState", "set"),
+                  ("_cuda_checkPoolLiveAllocations", "check_live")):
+    real = getattr(torch._C, name)
+
+    def counted(*a, _real=real, _key=key, **k):
+        checkpoint_calls[_key] += 1
+        return _real(*a, **k)
+    setattr(torch._C, name, counted)
+
+
 @check("torch.compile(mode='reduce-overhead'): CUDA graph trees match eager")
 def _():
+    torch._inductor.config.triton.slow_path_cudagraph_asserts = True  # graph trees check the pool's live blocks
     net = torch.nn.Sequential(torch.nn.Linear(256, 512), torch.nn.GELU(), torch.nn.Linear(512, 256)).to(dev)
     f = torch.compile(net, mode="reduce-overhead")
     xs = [torch.randn(64, 256, device=dev) for _ in range(6)]
@@ -173,7 +210,132 @@ def _():
         got = [f(x).clone() for x in xs]
     worst = max(float((g - w).abs().max()) for g, w in zip(got, want))
     stats = torch.cuda.memory_stats()
-    return {"ok": worst < 1e-2, "max_abs_diff": worst, "allocated": stats["allocated_bytes.all.current"]}
+    return {"ok": worst < 1e-2, "max_abs_diff": worst, "allocated": stats["allocated_bytes.all.current"],
+            "checkpoint_calls": dict(checkpoint_calls)}
+
+
+@check("torch.compile(mode='reduce-overhead') training: graph trees (forward, backward, eval between) match eager")
+def _():
+    import copy
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Linear(128, 512), torch.nn.GELU(), torch.nn.LayerNorm(512),
+                              torch.nn.Linear(512, 512), torch.nn.GELU(), torch.nn.Linear(512, 10)).to(dev)
+    eager = copy.deepcopy(net)
+    compiled = torch.compile(net, mode="reduce-overhead")
+    opts = [torch.optim.SGD(m.parameters(), lr=0.05) for m in (net, eager)]
+    losses = {"compiled": [], "eager": []}
+    for step in range(12):
+        g = torch.Generator(device=dev).manual_seed(step)
+        x = torch.randn(64, 128, device=dev, generator=g)
+        y = torch.randint(0, 10, (64,), device=dev, generator=g)
+        for key, model, opt in (("compiled", compiled, opts[0]), ("eager", eager, opts[1])):
+            torch.compiler.cudagraph_mark_step_begin()
+            loss = torch.nn.functional.cross_entropy(model(x), y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            losses[key].append(float(loss.detach()))
+            if step % 3 == 2:  # an eval pass between steps: another path through the tree
+                torch.compiler.cudagraph_mark_step_begin()
+                with torch.no_grad():
+                    model(x[:32]).sum().item()
+    worst = max(abs(a - b) / max(abs(b), 1e-6) for a, b in zip(losses["compiled"], losses["eager"]))
+    return {"ok": worst < 1e-3 and checkpoint_calls["get"] > 0, "max_rel_loss_diff": worst,
+            "losses_compiled": [round(v, 5) for v in losses["compiled"][-3:]],
+            "losses_eager": [round(v, 5) for v in losses["eager"][-3:]], "checkpoint_calls": dict(checkpoint_calls)}
+
+
+@check("_record_memory_history, _snapshot, _dump_snapshot, and memory_viz opens them")
+def _():
+    import pickle
+    import tempfile
+    from torch.cuda import _memory_viz
+    torch.cuda.memory._record_memory_history(max_entries=100000)
+    held = [torch.empty(1 << k, dtype=torch.uint8, device=dev) for k in range(10, 26)]
+    del held[::2]
+    snap = torch.cuda.memory._snapshot()
+    path = os.path.join(tempfile.mkdtemp(), "cachalot_snapshot.pickle")
+    torch.cuda.memory._dump_snapshot(path)
+    torch.cuda.memory._record_memory_history(enabled=None)
+    with open(path, "rb") as f:
+        dumped = pickle.load(f)
+    segs = snap["segments"]
+    tiled = all(sum(b["size"] for b in s["blocks"]) == s["total_size"] for s in segs)
+    reserved = torch.cuda.memory_stats()["reserved_bytes.all.current"]
+    in_segments = sum(s["total_size"] for s in segs)
+    live = {t.data_ptr() for t in held}
+    blocks = [b for s in segs for b in s["blocks"]]
+    with_frames = [b for b in blocks if b["address"] in live and b.get("frames")]
+    trace = snap["device_traces"][0] if snap["device_traces"] else []
+    allocs = [e for e in trace if e["action"] == "alloc" and e["addr"] in live]
+    here = os.path.basename(__file__)
+    framed = [e for e in allocs if any(here in fr.get("filename", "") for fr in e.get("frames", []))]
+    html = _memory_viz.trace_plot(dumped), _memory_viz.segment_plot(dumped)
+    cli = subprocess.run([sys.executable, "-m", "torch.cuda._memory_viz", "trace_plot", path, "-o", path + ".html"],
+                         capture_output=True, text=True, timeout=120)
+    return {"ok": tiled and in_segments == reserved and len(with_frames) == len(live) and len(framed) == len(live)
+            and all(len(h) > 1000 for h in html) and cli.returncode == 0 and os.path.getsize(path + ".html") > 1000,
+            "segments": len(segs), "in_segments": in_segments, "reserved": reserved, "live": len(live),
+            "blocks_with_frames": len(with_frames), "trace_entries": len(trace), "allocs_with_frames": len(framed),
+            "cli": cli.returncode, "cli_err": cli.stderr[-300:]}
+
+
+@check("Lightning trains, DeviceStatsMonitor reading torch.cuda.memory_stats()")
+def _():
+    import tempfile
+    import lightning as L
+    from lightning.pytorch.callbacks import DeviceStatsMonitor
+    from lightning.pytorch.loggers import CSVLogger
+
+    class Net(L.LightningModule):
+        def __init__(self):
+            super().__init__()
+            self.body = torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.ReLU(), torch.nn.Linear(256, 4))
+
+        def training_step(self, batch, _):
+            x, y = batch
+            loss = torch.nn.functional.cross_entropy(self.body(x), y)
+            self.log("loss", loss)
+            return loss
+
+        def configure_optimizers(self):
+            return torch.optim.Adam(self.parameters(), lr=1e-3)
+
+    data = torch.utils.data.TensorDataset(torch.randn(2048, 64), torch.randint(0, 4, (2048,)))
+    logs = tempfile.mkdtemp()
+    trainer = L.Trainer(accelerator="gpu", devices=1, max_epochs=2, logger=CSVLogger(logs), callbacks=[DeviceStatsMonitor()],
+                        enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False, log_every_n_steps=5)
+    trainer.fit(Net(), torch.utils.data.DataLoader(data, batch_size=64))
+    import glob
+    metrics = open(glob.glob(os.path.join(logs, "**", "metrics.csv"), recursive=True)[0]).read()
+    header = metrics.splitlines()[0].split(",")
+    mem_cols = [c for c in header if "allocated_bytes" in c or "reserved_bytes" in c]
+    return {"ok": trainer.state.finished and len(mem_cols) > 0, "memory_columns": len(mem_cols),
+            "final_loss": float(trainer.callback_metrics.get("loss", float("nan")))}
+
+
+@check("timm: a ResNet and a ViT train under autocast")
+def _():
+    import timm
+    out = {}
+    for name in ("resnet18", "vit_tiny_patch16_224"):
+        torch.manual_seed(0)
+        model = timm.create_model(name, pretrained=False, num_classes=10).to(dev)
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+        scaler = torch.amp.GradScaler("cuda")
+        losses = []
+        for step in range(4):
+            x, y = torch.randn(16, 3, 224, 224, device=dev), torch.randint(0, 10, (16,), device=dev)
+            with torch.autocast("cuda", dtype=torch.bfloat16):
+                loss = torch.nn.functional.cross_entropy(model(x), y)
+            opt.zero_grad()
+            scaler.scale(loss).backward()
+            scaler.step(opt)
+            scaler.update()
+            losses.append(round(float(loss), 4))
+        out[name] = losses
+    return {"ok": all(all(v == v for v in l) for l in out.values()), "losses": out,
+            "peak_reserved": torch.cuda.max_memory_reserved()}
 
 
 ok = sum(r["ok"] for r in results)

@@ -13,8 +13,12 @@
 //   - cacheInfo gives the largest cached block (cuDNN's benchmark mode asks for it);
 //   - emptyCache, the memory fraction and recordStream go to cachalot.
 //   - private pools (CUDA graphs, torch.compile's CUDA graph trees, MemPool): private_pools.h.
-// Snapshots, memory history, IPC handles and checkpoint states are PyTorch's pluggable
-// defaults (unsupported, with PyTorch's message).
+//   - CUDA graph trees' checkpoint states: getCheckpointState and setCheckpointPoolState set a
+//     private pool back to its live blocks at their own addresses;
+//   - snapshot, recordHistory and trace trackers: torch.cuda.memory._snapshot(),
+//     _record_memory_history() and _dump_snapshot() give PyTorch's schema with the recorded
+//     stacks (memory_history.h), so pytorch.org/memory_viz opens them.
+// IPC handles are PyTorch's pluggable defaults (unsupported, with PyTorch's message).
 //
 // Invariant: no C++ exception other than c10::Error crosses into PyTorch, and none reaches
 // cachalot's C ABI (its functions return statuses and never unwind). Messages are built as
@@ -28,6 +32,8 @@
 #include <c10/util/Exception.h>
 #include <cuda_runtime_api.h>
 
+#include <cstdlib>
+#include <limits>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -36,6 +42,7 @@ extern "C" {
 #include "cachalot.h"
 }
 
+#include "memory_history.h"
 #include "private_pools.h"
 
 namespace {
@@ -43,14 +50,7 @@ namespace {
 namespace CCA = c10::cuda::CUDACachingAllocator;
 namespace Pluggable = torch::cuda::CUDAPluggableAllocator;
 
-// This thread's message for the last failed cachalot call.
-std::string last_error() {
-  size_t len = cachalot_last_error_message(nullptr, 0);
-  std::string msg(len + 1, '\0');
-  cachalot_last_error_message(msg.data(), msg.size());
-  msg.resize(len);
-  return msg;
-}
+using cachalot_torch::error_message;
 
 // The process-wide allocator cachalot keeps for `device`, or NULL before the device's first
 // allocation created it (readers then report an allocator that has served nothing).
@@ -58,7 +58,7 @@ cachalot_allocator* device_allocator(int device) {
   cachalot_allocator* a = nullptr;
   cachalot_status s = cachalot_torch_allocator(device, &a);
   TORCH_CHECK(s == CACHALOT_STATUS_OK, "cachalot: no allocator for CUDA device " + std::to_string(device) + ": " +
-                                           last_error());
+                                           error_message());
   return a;
 }
 
@@ -68,6 +68,9 @@ class CachalotAllocator : public Pluggable::CUDAPluggableAllocator {
       : Pluggable::CUDAPluggableAllocator(
             [this](size_t size, int device, cudaStream_t stream) { return allocate_or_throw(size, device, stream); },
             [this](void* ptr, size_t size, int device, cudaStream_t stream) {
+              if (history_.on()) {
+                history_.freed(device, ptr, size, stream, {0, 0});
+              }
               if (!pools_.free(ptr)) {
                 cachalot_torch_free(ptr, static_cast<ptrdiff_t>(size), device, stream);
               }
@@ -134,7 +137,7 @@ class CachalotAllocator : public Pluggable::CUDAPluggableAllocator {
       return;
     }
     cachalot_status s = cachalot_largest_cached_block(a, largest);
-    TORCH_CHECK(s == CACHALOT_STATUS_OK, "cachalot: cacheInfo: ", last_error());
+    TORCH_CHECK(s == CACHALOT_STATUS_OK, "cachalot: cacheInfo: ", error_message());
   }
 
   c10::CachingDeviceAllocator::DeviceStats getDeviceStats(c10::DeviceIndex device) override {
@@ -144,7 +147,7 @@ class CachalotAllocator : public Pluggable::CUDAPluggableAllocator {
       cachalot_stats s{};
       s.struct_size = sizeof(s);
       cachalot_status status = cachalot_get_stats(a, &s);
-      TORCH_CHECK(status == CACHALOT_STATUS_OK, "cachalot: statistics: ", last_error());
+      TORCH_CHECK(status == CACHALOT_STATUS_OK, "cachalot: statistics: ", error_message());
       add(d, s);
       d.max_split_size = s.max_split_size;
     }
@@ -166,7 +169,7 @@ class CachalotAllocator : public Pluggable::CUDAPluggableAllocator {
       return;
     }
     cachalot_status s = cachalot_reset_peak_stats(a);
-    TORCH_CHECK(s == CACHALOT_STATUS_OK, "cachalot: reset_peak_memory_stats: ", last_error());
+    TORCH_CHECK(s == CACHALOT_STATUS_OK, "cachalot: reset_peak_memory_stats: ", error_message());
     pools_.each(device, [](cachalot_allocator* pool) { cachalot_reset_peak_stats(pool); });
   }
 
@@ -176,8 +179,109 @@ class CachalotAllocator : public Pluggable::CUDAPluggableAllocator {
       return;
     }
     cachalot_status s = cachalot_reset_accumulated_stats(a);
-    TORCH_CHECK(s == CACHALOT_STATUS_OK, "cachalot: reset_accumulated_memory_stats: ", last_error());
+    TORCH_CHECK(s == CACHALOT_STATUS_OK, "cachalot: reset_accumulated_memory_stats: ", error_message());
     pools_.each(device, [](cachalot_allocator* pool) { cachalot_reset_accumulated_stats(pool); });
+  }
+
+  // A pointer a private pool serves is freed there: the blocks a checkpoint set back
+  // (setCheckpointPoolState) are not in the pluggable allocator's bookkeeping, and CUDA graph
+  // trees free such pointers through raw_delete.
+  void raw_delete(void* ptr) override {
+    if (pools_.free(ptr)) {
+      std::lock_guard<std::mutex> lock(allocator_mutex_);
+      allocation_metadata_.erase(ptr);
+      return;
+    }
+    Pluggable::CUDAPluggableAllocator::raw_delete(ptr);
+  }
+
+  std::shared_ptr<CCA::AllocatorState> getCheckpointState(c10::DeviceIndex device,
+                                                          c10::cuda::MempoolId_t id) override {
+    auto state = std::make_shared<PoolCheckpoint>();
+    state->device = device;
+    state->id = id;
+    state->live = pools_.live_blocks(device, id);
+    return state;
+  }
+
+  // Frees what the pool holds now and allocates each checkpointed block again at its address;
+  // the DataPtrs of the blocks placed again free through this allocator.
+  CCA::CheckpointDelta setCheckpointPoolState(c10::DeviceIndex device,
+                                              std::shared_ptr<CCA::AllocatorState> pps) override {
+    auto state = std::dynamic_pointer_cast<PoolCheckpoint>(pps);
+    TORCH_CHECK(state != nullptr, "cachalot: a checkpoint state taken by another allocator cannot be set");
+    TORCH_CHECK(state->device == device, "cachalot: a checkpoint of CUDA device " + std::to_string(state->device) +
+                                             " cannot be set on device " + std::to_string(device));
+    CCA::CheckpointDelta delta;
+    std::vector<cachalot_block_info> placed;
+    pools_.restore(device, state->id, state->live, &delta.ptrs_freed, &placed);
+    {
+      std::lock_guard<std::mutex> lock(allocator_mutex_);
+      for (void* ptr : delta.ptrs_freed) {
+        allocation_metadata_.erase(ptr);
+      }
+    }
+    for (const auto& b : placed) {
+      void* ptr = reinterpret_cast<void*>(b.address);
+      delta.dataptrs_allocd.emplace_back(ptr, ptr, raw_deleter(), c10::Device(c10::DeviceType::CUDA, device));
+    }
+    return delta;
+  }
+
+  // PyTorch's snapshot (torch.cuda.memory._snapshot(), _dump_snapshot(), memory_viz): every
+  // segment with its blocks, from cachalot's own state (the private pools' segments carry their
+  // pool's id), the stacks of live allocations and the trace when history is on.
+  CCA::SnapshotInfo snapshot(c10::cuda::MempoolId_t mempool, bool include_traces) override {
+    CCA::SnapshotInfo info;
+    bool any_pool = mempool.first == 0 && mempool.second == 0;
+    int devices = 0;
+    if (cudaGetDeviceCount(&devices) != cudaSuccess) {
+      cudaGetLastError();
+      devices = 0;
+    }
+    for (int d = 0; d < devices; d++) {
+      if (any_pool) {
+        cachalot_allocator* a = nullptr;
+        if (cachalot_torch_allocator(d, &a) == CACHALOT_STATUS_OK && a != nullptr) {
+          add_segments(info, d, a, {0, 0});
+        }
+      }
+      pools_.each_pool(d, [&](c10::cuda::MempoolId_t id, cachalot_allocator* pool) {
+        if (any_pool || id == mempool) {
+          add_segments(info, d, pool, id);
+        }
+      });
+    }
+    if (include_traces) {
+      info.device_traces = history_.traces(static_cast<size_t>(devices));
+    } else {
+      info.device_traces.resize(devices);
+    }
+    info.config_metadata.garbage_collection_threshold = 0.0;
+    info.config_metadata.max_split_size = std::numeric_limits<size_t>::max();
+    info.config_metadata.pinned_num_register_threads = 1;
+    info.config_metadata.expandable_segments = false;
+    info.config_metadata.release_lock_on_malloc = false;
+    info.config_metadata.pinned_use_host_register = false;
+    info.config_metadata.graph_capture_record_stream_reuse = false;
+    const char* conf = std::getenv("CACHALOT_ALLOC_CONF");
+    info.config_metadata.last_allocator_settings = std::string("cachalot ") + (conf != nullptr ? conf : "");
+    return info;
+  }
+
+  void recordHistory(bool enabled, CCA::CreateContextFn context_recorder, size_t alloc_trace_max_entries,
+                     CCA::RecordContext when, bool clear_history, const std::vector<std::string>& skip_actions) override {
+    TORCH_CHECK(when == CCA::RecordContext::NEVER || context_recorder != nullptr,
+                "cachalot: recording stacks needs a context recorder");
+    history_.configure(enabled, context_recorder, alloc_trace_max_entries, when, clear_history, skip_actions);
+  }
+
+  bool isHistoryEnabled() override {
+    return history_.enabled();
+  }
+
+  void attachAllocatorTraceTracker(CCA::AllocatorTraceTracker tracker) override {
+    history_.attach(std::move(tracker));
   }
 
   void attachOutOfMemoryObserver(CCA::OutOfMemoryObserver observer) override {
@@ -205,10 +309,20 @@ class CachalotAllocator : public Pluggable::CUDAPluggableAllocator {
       if (pool != nullptr) {
         pools_.allocated(key, ptr);
       }
+      if (history_.on()) {
+        c10::cuda::MempoolId_t id = pool != nullptr ? c10::cuda::MempoolId_t(std::get<1>(key), std::get<2>(key))
+                                                    : c10::cuda::MempoolId_t(0, 0);
+        history_.allocated(device, ptr, size, stream, id);
+      }
       return ptr;
     }
-    std::string why = last_error();
+    std::string why = error_message();
     if (s == CACHALOT_STATUS_OUT_OF_MEMORY) {
+      if (history_.on()) {
+        size_t device_free = 0, device_total = 0;
+        cudaMemGetInfo(&device_free, &device_total);
+        history_.out_of_memory(device, size, device_free, stream);
+      }
       notify_out_of_memory(device);
       TORCH_CHECK_WITH(OutOfMemoryError, false, "CUDA ", why);  // "CUDA out of memory. Tried to allocate ..."
     }
@@ -231,6 +345,40 @@ class CachalotAllocator : public Pluggable::CUDAPluggableAllocator {
     int64_t allocated = getDeviceStats(static_cast<c10::DeviceIndex>(device)).allocated_bytes[0].current;
     for (auto& observer : observers) {
       observer(device, static_cast<size_t>(allocated), device_total, device_free);
+    }
+  }
+
+  // The segments of `alloc` (device `device`, pool `pool`) in PyTorch's schema: blocks tile
+  // each segment in address order, as PyTorch's snapshot reader assumes.
+  void add_segments(CCA::SnapshotInfo& info, int device, const cachalot_allocator* alloc, c10::cuda::MempoolId_t pool) {
+    for (const auto& b : cachalot_torch::blocks_of(alloc)) {
+      if (info.segments.empty() || info.segments.back().address != b.segment_address ||
+          info.segments.back().device != device) {
+        c10::CachingDeviceAllocator::SegmentInfo seg;
+        seg.device = static_cast<c10::DeviceIndex>(device);
+        seg.address = b.segment_address;
+        seg.total_size = b.segment_size;
+        seg.stream = reinterpret_cast<void*>(b.stream);
+        seg.is_large = b.is_large != 0;
+        seg.is_expandable = b.is_expandable != 0;
+        seg.owner_private_pool_id = pool;
+        info.segments.push_back(std::move(seg));
+      }
+      auto& seg = info.segments.back();
+      c10::CachingDeviceAllocator::BlockInfo block;
+      block.size = b.size;
+      block.allocated = b.state == CACHALOT_BLOCK_ALLOCATED;
+      block.active = b.state != CACHALOT_BLOCK_CACHED;
+      block.requested_size = block.active ? b.requested_size : 0;
+      if (block.allocated) {
+        seg.allocated_size += b.size;
+        block.context_when_allocated = history_.context_of(reinterpret_cast<void*>(b.address));
+      }
+      if (block.active) {
+        seg.active_size += b.size;
+        seg.requested_size += b.requested_size;
+      }
+      seg.blocks.push_back(std::move(block));
     }
   }
 
@@ -266,7 +414,15 @@ class CachalotAllocator : public Pluggable::CUDAPluggableAllocator {
     d.num_device_free += static_cast<int64_t>(s.num_device_free);
   }
 
+  // A private pool's checkpoint: its live blocks (getCheckpointState).
+  struct PoolCheckpoint : CCA::AllocatorState {
+    c10::DeviceIndex device = 0;
+    c10::cuda::MempoolId_t id{0, 0};
+    std::vector<cachalot_block_info> live;
+  };
+
   cachalot_torch::PrivatePools pools_;
+  cachalot_torch::MemoryHistory history_;
   std::mutex observers_mutex_;
   std::vector<CCA::OutOfMemoryObserver> observers_;
 };

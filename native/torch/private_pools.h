@@ -12,6 +12,10 @@
 // Pools decide by PyTorch's rules (policy:pytorch, classic segments): what PyTorch's own
 // allocator does inside a capture.
 //
+// A checkpoint (getCheckpointState) is the pool's live blocks; setting the pool back to it frees
+// what is live now and allocates each checkpointed block again at its own address
+// (cachalot_allocate_at), as PyTorch's CUDA graph trees need.
+//
 // Invariants: `owner_` maps exactly the live pointers of every pool; `routing_` counts the
 // pools being allocated to, so the common case (no capture) costs one atomic load.
 #pragma once
@@ -20,6 +24,7 @@
 #include <c10/util/Exception.h>
 
 #include <atomic>
+#include <cstdio>
 #include <functional>
 #include <map>
 #include <mutex>
@@ -34,6 +39,38 @@ extern "C" {
 }
 
 namespace cachalot_torch {
+
+// This thread's message for the last failed cachalot call.
+inline std::string error_message() {
+  size_t len = cachalot_last_error_message(nullptr, 0);
+  std::string msg(len + 1, '\0');
+  cachalot_last_error_message(msg.data(), msg.size());
+  msg.resize(len);
+  return msg;
+}
+
+inline std::string hex(uint64_t v) {
+  char buf[32];
+  snprintf(buf, sizeof buf, "0x%llx", static_cast<unsigned long long>(v));
+  return buf;
+}
+
+// Every block of `alloc` (cachalot_blocks), by address; empty if it cannot be read.
+inline std::vector<cachalot_block_info> blocks_of(const cachalot_allocator* alloc) {
+  std::vector<cachalot_block_info> rows;
+  for (int attempt = 0; attempt < 4; attempt++) {  // another thread may add blocks in between
+    size_t n = 0;
+    if (cachalot_blocks(alloc, nullptr, 0, &n) != CACHALOT_STATUS_OK) {
+      return {};
+    }
+    rows.resize(n + 16);
+    if (cachalot_blocks(alloc, rows.data(), rows.size(), &n) == CACHALOT_STATUS_OK) {
+      rows.resize(n);
+      return rows;
+    }
+  }
+  return {};
+}
 
 using PoolKey = std::tuple<int, unsigned long long, unsigned long long>;
 
@@ -142,6 +179,58 @@ class PrivatePools {
     return it->second.live == expected;
   }
 
+  // The allocated blocks of pool `id` on `device`: its checkpoint (CUDA graph trees).
+  std::vector<cachalot_block_info> live_blocks(int device, c10::cuda::MempoolId_t id) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    std::vector<cachalot_block_info> live;
+    auto it = pools_.find(pool_key(device, id));
+    if (it != pools_.end()) {
+      for (const auto& b : blocks_of(it->second.alloc)) {
+        if (b.state == CACHALOT_BLOCK_ALLOCATED) {
+          live.push_back(b);
+        }
+      }
+    }
+    return live;
+  }
+
+  // Sets pool `id` of `device` back to the checkpoint `live`: frees every allocation live in it
+  // now (their pointers go into `freed`) and allocates each checkpointed block again at its own
+  // address (into `placed`). A block that cannot be placed again throws, naming it.
+  void restore(int device, c10::cuda::MempoolId_t id, const std::vector<cachalot_block_info>& live,
+               std::vector<void*>* freed, std::vector<cachalot_block_info>* placed) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    PoolKey key = pool_key(device, id);
+    Pool& p = pool(device, id);
+    for (void* ptr : p.live) {
+      owner_.erase(ptr);
+      cachalot_free(p.alloc, ptr);
+      freed->push_back(ptr);
+    }
+    p.live.clear();
+    for (const auto& b : live) {
+      void* ptr = reinterpret_cast<void*>(b.address);
+      cachalot_status s = cachalot_allocate_at(p.alloc, ptr, b.size, b.requested_size);
+      TORCH_CHECK(s == CACHALOT_STATUS_OK, "cachalot: cannot set private pool (" + std::to_string(id.first) + ", " +
+                                               std::to_string(id.second) + ") back to its checkpoint: the block of " +
+                                               std::to_string(b.size) + " bytes at " + hex(b.address) + ": " +
+                                               error_message());
+      owner_[ptr] = key;
+      p.live.insert(ptr);
+      placed->push_back(b);
+    }
+  }
+
+  // Calls `f` with each pool of `device` and its allocator.
+  void each_pool(int device, const std::function<void(c10::cuda::MempoolId_t, cachalot_allocator*)>& f) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (auto& [k, pool] : pools_) {
+      if (std::get<0>(k) == device) {
+        f(c10::cuda::MempoolId_t(std::get<1>(k), std::get<2>(k)), pool.alloc);
+      }
+    }
+  }
+
   // Returns the cached memory of pool `id` on `device` to the device.
   void empty_cache(int device, c10::cuda::MempoolId_t id) {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -179,11 +268,8 @@ class PrivatePools {
       cachalot_status s = cachalot_allocator_new_cuda(device, "policy:pytorch", &p.alloc);
       if (s != CACHALOT_STATUS_OK) {
         pools_.erase(pool_key(device, id));
-        size_t len = cachalot_last_error_message(nullptr, 0);
-        std::string msg(len + 1, '\0');
-        cachalot_last_error_message(msg.data(), msg.size());
-        msg.resize(len);
-        TORCH_CHECK(false, "cachalot: cannot make a private pool on CUDA device " + std::to_string(device) + ": " + msg);
+        TORCH_CHECK(false, "cachalot: cannot make a private pool on CUDA device " + std::to_string(device) + ": " +
+                               error_message());
       }
     }
     any_pool_.store(1, std::memory_order_release);
