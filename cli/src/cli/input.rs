@@ -6,6 +6,7 @@
 //! one device's events (the core's `parse_device_trace`), chosen with `--device N` when it
 //! recorded several.
 
+use std::io::Read;
 use std::path::Path;
 
 use cachalot_cli::trace_file::decode;
@@ -19,6 +20,9 @@ pub const EMBEDDED: [(&str, &[u8]); 3] = [
     ("resnet50_train.csv.gz", include_bytes!("../../../traces/resnet50_train.csv.gz")),
     ("mixed_fc_conv.csv.gz", include_bytes!("../../../traces/mixed_fc_conv.csv.gz")),
 ];
+
+/// The trace name that reads stdin.
+pub const STDIN: &str = "-";
 
 /// The trace replayed when none is named.
 pub const DEFAULT_TRACE: &str = "gpt2_train.csv.gz";
@@ -48,7 +52,11 @@ impl NamedTrace {
 /// a snapshot.
 pub fn load(spec: Option<&str>, device: Option<usize>) -> Result<NamedTrace, String> {
     let spec = spec.unwrap_or(DEFAULT_TRACE);
-    let (name, text) = if let Some((n, bytes)) = EMBEDDED
+    let (name, text) = if spec == STDIN {
+        let mut bytes = Vec::new();
+        std::io::stdin().read_to_end(&mut bytes).map_err(|e| format!("cannot read the trace from stdin: {e}"))?;
+        ("stdin".to_string(), decode(&bytes, "stdin")?)
+    } else if let Some((n, bytes)) = EMBEDDED
         .iter()
         .find(|(n, _)| *n == spec || n.strip_suffix(".csv.gz") == Some(spec))
         // A file of that name wins; a folder of that name (a project's own `gpt2_train/`)

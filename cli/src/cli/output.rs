@@ -26,11 +26,12 @@ pub fn note(msg: &str) {
 
 /// Runs `body` with stdout as its output, then flushes it, so a write error surfaces
 /// whichever write met it.
-pub fn to_stdout(body: impl FnOnce(Out) -> Result<(), Failure>) -> Result<(), Failure> {
+pub fn to_stdout<T>(body: impl FnOnce(Out) -> Result<T, Failure>) -> Result<T, Failure> {
     let stdout = io::stdout();
     let mut out = stdout.lock();
     let result = body(&mut out);
     let flushed = out.flush();
-    result?;
-    Ok(flushed?)
+    let value = result?;
+    flushed?;
+    Ok(value)
 }

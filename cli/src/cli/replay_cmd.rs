@@ -4,12 +4,12 @@
 
 use std::io::Write;
 
-use super::args::Args;
+use super::command_line::ReplayArgs;
 use super::output::Out;
 use super::plot_file::PlotFile;
 use super::run::{driver_calls, human, run as replay};
 use super::search::{candidates, search, why_none_fits};
-use super::{device_option, input, parse_user_configs, plot, run_options, series, Failure};
+use super::{input, parse_user_configs, plot, run_options, series, ConfigText, Failure, Finished};
 
 /// Which config of `advise`'s search avoids out of memory on this trace at this capacity.
 fn avoiding_config(t: &input::NamedTrace, failed: &str, capacity: u64) -> Result<String, String> {
@@ -25,19 +25,13 @@ fn avoiding_config(t: &input::NamedTrace, failed: &str, capacity: u64) -> Result
     })
 }
 
-pub fn run(args: &mut Args, out: Out) -> Result<(), Failure> {
-    let json = args.flag("json");
-    let summary = args.flag("summary");
-    let strict = args.flag("strict");
-    let plot = args.value("plot").map_err(Failure::Usage)?;
-    let config = args.value("config").map_err(Failure::Usage)?.unwrap_or_default();
-    let device = device_option(args)?;
-    let opts = run_options(args, summary)?;
-    args.finish(1).map_err(Failure::Usage)?;
-    let config = parse_user_configs(&[config])?.remove(0);
-    let plot = plot.as_deref().map(PlotFile::claim).transpose()?;
-    let trace = input::load(args.positional(0), device)?;
-    input::check_skipped(&trace, strict)?;
+pub fn run(args: &ReplayArgs, out: Out) -> Result<Finished, Failure> {
+    let json = args.trace.json;
+    let opts = run_options(&args.device, &args.passes, args.summary);
+    let config = parse_user_configs(&[ConfigText::resolve(args.config.as_deref())])?.remove(0);
+    let plot = args.plot.as_deref().map(PlotFile::claim).transpose()?;
+    let trace = input::load(args.trace.trace.as_deref(), args.trace.device)?;
+    input::check_skipped(&trace, args.trace.strict)?;
     let r = replay(&trace, &config, &opts)?;
     if json {
         serde_json::to_writer(&mut *out, &r).map_err(std::io::Error::from)?;
@@ -114,5 +108,5 @@ pub fn run(args: &mut Args, out: Out) -> Result<(), Failure> {
             write!(out, "\n{text}")?;
         }
     }
-    Ok(())
+    Ok(if r.figures.ooms > 0 { Finished::RanOutOfMemory } else { Finished::Done })
 }
