@@ -15,8 +15,8 @@ use super::byte_size::parse_size;
 /// exit status says.
 pub const AFTER_HELP: &str = "\
 TRACE is a path, '-' for stdin, or a built-in trace: gpt2_train, resnet50_train, mixed_fc_conv
-(default gpt2_train). A path is an RMM CSV (.csv, .csv.gz) or a PyTorch snapshot
-(torch.cuda.memory._snapshot() as JSON); gzip is recognised by its bytes.
+(default gpt2_train). A path is an RMM CSV (.csv, .csv.gz) or a PyTorch snapshot: JSON, or the
+pickle torch.cuda.memory._dump_snapshot() writes (.pickle); gzip is recognised by its bytes.
 
 CONF uses PYTORCH_CUDA_ALLOC_CONF syntax (key:value,...). Without policy:pytorch it runs cachalot's policy, which maps pages, so
 max_split_size_mb, max_non_split_rounding_mb and expandable_segments do nothing there.
@@ -110,6 +110,11 @@ pub struct ReplayArgs {
     /// Draw requested, allocated and reserved bytes over the trace into FILE.svg.
     #[arg(long, value_name = "FILE.svg")]
     pub plot: Option<String>,
+    /// Write the replayed run's snapshot in PyTorch's schema (segments with their blocks,
+    /// device_traces with the input's frames and times), as JSON or as the pickle PyTorch's
+    /// memory viewer (torch/cuda/_memory_viz.py) reads, by the extension: .json or .pickle.
+    #[arg(long, value_name = "OUT.json|OUT.pickle")]
+    pub snapshot: Option<String>,
 }
 
 /// `cachalot compare`.

@@ -12,6 +12,7 @@ mod command_line;
 mod compare_cmd;
 mod input;
 mod metadata;
+mod oom_location;
 mod output;
 mod plot;
 mod plot_file;
@@ -20,6 +21,7 @@ mod replay_cmd;
 mod run;
 mod search;
 mod series;
+mod snapshot_file;
 mod usage_error;
 
 use cachalot_core::Config;

@@ -5,10 +5,12 @@
 use std::io::Write;
 
 use super::command_line::ReplayArgs;
+use super::output::wrote;
 use super::output::Out;
 use super::plot_file::PlotFile;
 use super::run::{driver_calls, human, run as replay};
 use super::search::{candidates, search, why_none_fits};
+use super::snapshot_file::SnapshotFile;
 use super::{input, parse_user_configs, plot, run_options, series, ConfigText, Failure, Finished};
 
 /// Which config of `advise`'s search avoids out of memory on this trace at this capacity.
@@ -30,6 +32,7 @@ pub fn run(args: &ReplayArgs, out: Out) -> Result<Finished, Failure> {
     let opts = run_options(&args.device, &args.passes, args.summary);
     let config = parse_user_configs(&[ConfigText::resolve(args.config.as_deref())])?.remove(0);
     let plot = args.plot.as_deref().map(PlotFile::claim).transpose()?;
+    let snapshot = args.snapshot.as_deref().map(SnapshotFile::claim).transpose()?;
     let trace = input::load(args.trace.trace.as_deref(), args.trace.device)?;
     input::check_skipped(&trace, args.trace.strict)?;
     let r = replay(&trace, &config, &opts)?;
@@ -89,14 +92,18 @@ pub fn run(args: &ReplayArgs, out: Out) -> Result<Finished, Failure> {
             r.ns_per_op_passes.len(),
             r.ns_per_op_cold
         )?;
-        if let Some(oom) = &r.figures.first_oom {
-            writeln!(out, "first OOM       {oom}")?;
+        if let Some(oom) = &r.first_oom {
+            writeln!(out, "first OOM       {}", oom.describe())?;
             writeln!(out, "{}", avoiding_config(&trace, &r.figures.config, opts.capacity)?)?;
         }
     }
     if let Some(file) = plot {
         let s = series::record(&trace, &config, opts.capacity)?;
-        file.write(&plot::timeline(&trace.label(), &s))?;
+        let path = file.write(&plot::timeline(&trace.label(), &s))?;
+        wrote(&path);
+    }
+    if let Some(file) = snapshot {
+        wrote(file.write(&trace, &config, opts.capacity)?);
     }
     if let (Some(peak), Some(end)) = (&r.summary_at_peak, &r.summary_at_end) {
         let text = format!(

@@ -55,6 +55,9 @@ pub struct RunReport {
     pub segment_placements_recorded: usize,
     pub segment_placements_followed: usize,
     pub trace_report: cachalot_core::trace::TraceReport,
+    /// The first out of memory, located in the input (an object; absent when none).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub first_oom: Option<super::oom_location::OomLocation>,
     #[serde(skip)]
     pub summary_at_peak: Option<String>,
     #[serde(skip)]
@@ -105,8 +108,12 @@ pub fn run(t: &NamedTrace, config: &Config, opts: &RunOptions) -> Result<RunRepo
     let mut sorted = passes.clone();
     sorted.sort_by(f64::total_cmp);
     let median = sorted[sorted.len() / 2];
+    let first_oom = cold.first_oom.as_ref().map(|(op, report)| super::oom_location::OomLocation::new(t, *op, report));
+    let mut figures = PassFigures::new(&t.name, &config_name, opts.capacity, &cold);
+    // The browser shows the core's one-line `first_oom`; here the located object replaces it.
+    figures.first_oom = None;
     Ok(RunReport {
-        figures: PassFigures::new(&t.name, &config_name, opts.capacity, &cold),
+        figures,
         peak_reserved_bytes_all_passes: alloc.stats().reserved_bytes.all.peak as u64,
         ns_per_op: round1(median),
         ns_per_op_cold: round1(cold_ns),
@@ -122,6 +129,7 @@ pub fn run(t: &NamedTrace, config: &Config, opts: &RunOptions) -> Result<RunRepo
         trace_report: t.trace.report.clone(),
         summary_at_peak,
         summary_at_end,
+        first_oom,
     })
 }
 
