@@ -643,3 +643,24 @@ fn a_folder_named_like_a_built_in_trace_does_not_hide_it() {
     std::fs::remove_dir_all(&dir).unwrap();
     assert_eq!((v["trace"].as_str(), v["peak_requested_bytes"].as_u64()), (Some("mixed_fc_conv"), Some(4096)));
 }
+
+/// A config pasted from a PyTorch run is accepted: its keys that change nothing on a simulated
+/// device are noted, each once; a bad value is said to be one, of that key.
+#[test]
+fn pytorchs_keys_are_accepted_with_notes_and_bad_values_named() {
+    let conf =
+        "backend:cudaMallocAsync,pinned_use_cuda_host_register:True,release_lock_on_cudamalloc:True,policy:pytorch";
+    let out = cachalot(&["replay", "mixed_fc_conv", "--config", conf, "--json", "--passes", "3"]);
+    let err = text(&out.stderr);
+    assert_eq!(json(&out)["config"], "policy:pytorch");
+    for key in ["backend:cudaMallocAsync", "pinned_use_cuda_host_register:True", "release_lock_on_cudamalloc:True"] {
+        assert_eq!(err.matches(&format!("cachalot: note: {key}")).count(), 1, "{key}: {err}");
+    }
+    assert!(err.contains("does not simulate: this run replays policy:pytorch"), "{err}");
+    fails_with(
+        &["replay", "--config", "backend:jemalloc"],
+        "--config 'backend:jemalloc': key 'backend': bad value 'jemalloc'",
+    );
+    fails_with(&["replay", "--config", "pinned_num_register_threads:3"], "bad value '3'; expected a power of two");
+    fails_with(&["replay", "--config", "colour:blue"], "key 'colour': unknown key");
+}

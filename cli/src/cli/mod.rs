@@ -123,12 +123,15 @@ fn parse_user_configs(texts: &[ConfigText]) -> Result<Vec<Config>, Failure> {
         .map(|t| {
             Config::parse(&t.text).map_err(|e| {
                 let origin = if t.from_env { CONFIG_ENV.to_string() } else { "--config".into() };
-                Failure::Usage(format!("{origin} '{}': {e}", t.text))
+                // Said as key and problem: "invalid ... key" would read as an unknown key for a bad value.
+                let what = if e.key.is_empty() { e.to_string() } else { format!("key '{}': {}", e.key, e.message) };
+                Failure::Usage(format!("{origin} '{}': {what}", t.text))
             })
         })
         .collect::<Result<_, _>>()?;
     let mut noted: Vec<String> = Vec::new();
-    for note in configs.iter().flat_map(Config::moot_key_notes) {
+    let unsimulated = texts.iter().flat_map(|t| Config::unsimulated_key_notes(&t.text));
+    for note in configs.iter().flat_map(Config::moot_key_notes).chain(unsimulated) {
         if !noted.contains(&note) {
             output::note(&note);
             noted.push(note);
