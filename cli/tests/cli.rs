@@ -664,3 +664,27 @@ fn pytorchs_keys_are_accepted_with_notes_and_bad_values_named() {
     fails_with(&["replay", "--config", "pinned_num_register_threads:3"], "bad value '3'; expected a power of two");
     fails_with(&["replay", "--config", "colour:blue"], "key 'colour': unknown key");
 }
+
+/// The warm CPU cost is split where the decision memo engaged, not one median that moves with
+/// --passes; and it is labelled as the host's over a simulated device.
+#[test]
+fn the_warm_cost_says_where_the_decision_memo_engaged() {
+    let args = ["replay", "mixed_fc_conv", "--config", "policy:pytorch,decision_memo:True", "--passes", "10"];
+    let v = json(&cachalot(&[&args[..], &["--json"]].concat()));
+    let answered: Vec<bool> =
+        v["memo_answered_passes"].as_array().unwrap().iter().map(|b| b.as_bool().unwrap()).collect();
+    assert_eq!(answered.len(), 10);
+    assert!(!answered[0] && answered[9], "the memo engages after a few passes: {answered:?}");
+    let (before, with) = (v["ns_per_op_before_memo"].as_f64().unwrap(), v["ns_per_op_with_memo"].as_f64().unwrap());
+    assert!(with < before, "{with} vs {before}");
+    let report = text(&cachalot(&args).stdout);
+    assert!(report.contains("ns/op warm before the decision memo engaged (median of"), "{report}");
+    assert!(report.contains("ns/op once it answered (median of"), "{report}");
+    let plain = text(&cachalot(&["replay", "mixed_fc_conv", "--passes", "3"]).stdout);
+    assert!(
+        plain.contains("(median of 3, decision memo off)") && plain.contains("host CPU, simulated device"),
+        "{plain}"
+    );
+    let table = text(&cachalot(&["compare", "mixed_fc_conv", "--passes", "3"]).stdout);
+    assert!(table.contains("sim ns/op") && table.contains("measured on an NVIDIA H200"), "{table}");
+}

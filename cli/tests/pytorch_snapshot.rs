@@ -31,7 +31,9 @@ fn json_with(out: &Output, code: i32) -> serde_json::Value {
 
 /// A replay's figures without what differs from run to run (timing) or by file name.
 fn figures(mut v: serde_json::Value) -> serde_json::Value {
-    for k in ["trace", "ns_per_op", "ns_per_op_cold", "ns_per_op_passes"] {
+    for k in
+        ["trace", "ns_per_op", "ns_per_op_cold", "ns_per_op_passes", "ns_per_op_before_memo", "ns_per_op_with_memo"]
+    {
         v.as_object_mut().unwrap().remove(k);
     }
     v

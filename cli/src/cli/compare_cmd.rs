@@ -78,7 +78,13 @@ pub fn run(args: &CompareArgs, out: Out) -> Result<(), Failure> {
         return Ok(());
     }
     writeln!(out, "trace {} ({})", trace.label(), trace.trace.describe())?;
-    writeln!(out, "simulated device of {}; ns/op: median of warm passes on this machine\n", human(opts.capacity))?;
+    writeln!(
+        out,
+        "left of |: cachalot replaying on a simulated device of {}, ns/op its CPU cost on this machine\n\
+         (median of warm passes); right of |: PyTorch 2.11 measured on an NVIDIA H200 (real driver, that\n\
+         host's CPU). Different machines: read the two ns/op as figures of each, not as a race.\n",
+        human(opts.capacity)
+    )?;
     let shown: Vec<String> = parsed.iter().filter_map(pytorch_conf_name).collect();
     let pytorch_only: Vec<&serde_json::Value> =
         pytorch.rows().iter().filter(|v| !shown.iter().any(|s| v["conf"] == s.as_str())).collect();
@@ -88,14 +94,14 @@ pub fn run(args: &CompareArgs, out: Out) -> Result<(), Failure> {
     let width = labels.iter().chain(&pytorch_labels).map(|l| l.chars().count()).max().unwrap_or(0).max(24);
     writeln!(
         out,
-        "{:<width$}  {:>13}  {:>8}  {:>9}  {:>12}  {:>4}  {:>7}  |  {:>13}  {:>8}  {:>7}",
+        "{:<width$}  {:>13}  {:>8}  {:>9}  {:>12}  {:>4}  {:>9}  |  {:>13}  {:>8}  {:>7}",
         "cachalot config",
         "peak reserved",
         "resv/req",
         "segs+maps",
         "driver calls",
         "OOMs",
-        "ns/op",
+        "sim ns/op",
         "PyTorch (H200)",
         "resv/req",
         "ns/op"
@@ -112,7 +118,7 @@ pub fn run(args: &CompareArgs, out: Out) -> Result<(), Failure> {
         };
         writeln!(
             out,
-            "{label:<width$}  {:>13}  {:>8.3}  {:>9}  {:>12}  {:>4}  {:>7.1}  |  {theirs}",
+            "{label:<width$}  {:>13}  {:>8.3}  {:>9}  {:>12}  {:>4}  {:>9.1}  |  {theirs}",
             human(r.figures.peak_reserved_bytes),
             r.figures.reserved_over_requested,
             r.figures.device_allocs,
@@ -124,7 +130,7 @@ pub fn run(args: &CompareArgs, out: Out) -> Result<(), Failure> {
     for (v, label) in pytorch_only.iter().zip(&pytorch_labels) {
         writeln!(
             out,
-            "{label:<width$}  {:>13}  {:>8}  {:>9}  {:>12}  {:>4}  {:>7}  |  {:>13}  {:>8.3}  {:>7.1}",
+            "{label:<width$}  {:>13}  {:>8}  {:>9}  {:>12}  {:>4}  {:>9}  |  {:>13}  {:>8.3}  {:>7.1}",
             "",
             "",
             "",

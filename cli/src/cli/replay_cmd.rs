@@ -27,6 +27,28 @@ fn avoiding_config(t: &input::NamedTrace, failed: &str, capacity: u64) -> Result
     })
 }
 
+/// The warm CPU cost, split where the decision memo engaged: passes it answered cost far
+/// less than those before, and one median over both would move with `--passes` unexplained.
+fn cpu_cost(r: &super::run::RunReport) -> String {
+    let answered = r.memo_answered_passes.iter().filter(|&&m| m).count();
+    // The host's CPU over a simulated device: never a GPU's figure.
+    let cold = format!("{:.1} cold; host CPU, simulated device", r.ns_per_op_cold);
+    match (r.ns_per_op_before_memo, r.ns_per_op_with_memo) {
+        (Some(before), Some(with)) => format!(
+            "{before:.1} ns/op warm before the decision memo engaged (median of {} passes),\n                \
+             {with:.1} ns/op once it answered (median of {answered}), {cold}",
+            r.memo_answered_passes.len() - answered
+        ),
+        (None, Some(with)) => format!("{with:.1} ns/op warm, every pass answered by the decision memo, {cold}"),
+        _ => format!(
+            "{:.1} ns/op warm (median of {}, decision memo {}), {cold}",
+            r.ns_per_op,
+            r.ns_per_op_passes.len(),
+            if r.figures.config.contains("decision_memo:True") { "never engaged" } else { "off" }
+        ),
+    }
+}
+
 pub fn run(args: &ReplayArgs, out: Out) -> Result<Finished, Failure> {
     let json = args.trace.json;
     let opts = run_options(&args.device, &args.passes, args.summary);
@@ -85,13 +107,7 @@ pub fn run(args: &ReplayArgs, out: Out) -> Result<Finished, Failure> {
             )?;
         }
         writeln!(out, "out of memory   {}", r.figures.ooms)?;
-        writeln!(
-            out,
-            "cpu cost        {:.1} ns/op warm (median of {}), {:.1} ns/op cold",
-            r.ns_per_op,
-            r.ns_per_op_passes.len(),
-            r.ns_per_op_cold
-        )?;
+        writeln!(out, "cpu cost        {}", cpu_cost(&r))?;
         if let Some(oom) = &r.first_oom {
             writeln!(out, "first OOM       {}", oom.describe())?;
             writeln!(out, "{}", avoiding_config(&trace, &r.figures.config, opts.capacity)?)?;
