@@ -12,7 +12,6 @@ use alloc::format;
 use alloc::string::String;
 use alloc::vec::Vec;
 
-
 /// The keys, in PyTorch's order (c10/core/AllocatorConfig.h, c10/cuda/CUDAAllocatorConfig.cpp).
 pub const UNSIMULATED_KEYS: &[&str] = &[
     "backend",
@@ -88,7 +87,7 @@ pub fn notes(text: &str, policy: &str) -> Vec<String> {
     text.split(',')
         .filter_map(|pair| pair.split_once(':'))
         .map(|(k, v)| (k.trim(), v.trim()))
-        .filter(|(k, v)| check(k, v).is_some_and(|r| r.is_ok()))
+        .filter(|(k, v)| UNSIMULATED_KEYS.contains(&canonical(k)) && check(k, v).is_some_and(|r| r.is_ok()))
         .map(|(k, v)| note(k, v, policy))
         .collect()
 }
