@@ -1,8 +1,10 @@
 //! What the `cachalot` tool shares with the programs beside it (`examples/trace_ops.rs`,
-//! `examples/thread_scaling.rs`): reading a trace file, plain or gzipped ([`trace_file`]).
+//! `examples/thread_scaling.rs`): reading a trace file, plain or gzipped ([`trace_file`]),
+//! and PyTorch's pickled snapshots ([`pickle_snapshot`]).
 //!
 //! Invariant: nothing here is linked into libcachalot.so; the native library knows no file
 //! formats and no gzip, and this crate reaches it only through its public Rust API.
 #![warn(missing_docs)]
 
+pub mod pickle_snapshot;
 pub mod trace_file;

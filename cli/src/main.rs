@@ -1,8 +1,9 @@
 //! `cachalot`: replay, compare and advise on allocation traces through cachalot's allocator.
 //!
 //! Exit status: 0 on success, 1 when the command could not do its job, 2 for a wrong
-//! command line, 141 (what a shell reports for a process that SIGPIPE ended) when whoever
-//! read stdout closed it early; nothing written to a closed or full stream panics.
+//! command line, 3 when `replay`'s replay ran out of memory (its report complete), 141 (what
+//! a shell reports for a process that SIGPIPE ended) when whoever read stdout closed it
+//! early; nothing written to a closed or full stream panics. `cachalot --help` says the same.
 
 mod cli;
 
@@ -13,9 +14,10 @@ fn main() -> ExitCode {
     let mut err = std::io::stderr();
     // Writes to stderr are best effort: if it is closed too, the exit status still says it all.
     match cli::main(std::env::args().skip(1).collect()) {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(cli::Finished::Done) => ExitCode::SUCCESS,
+        Ok(cli::Finished::RanOutOfMemory) => ExitCode::from(3),
         Err(cli::Failure::Usage(msg)) => {
-            let _ = writeln!(err, "cachalot: error: {msg}\n\n{}", cli::USAGE);
+            let _ = writeln!(err, "cachalot: error: {msg}");
             ExitCode::from(2)
         }
         Err(cli::Failure::Error(msg)) => {

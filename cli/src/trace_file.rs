@@ -1,30 +1,93 @@
-//! Reading a trace file: RMM CSV or snapshot JSON, plain or gzipped (gzip is recognised by its
-//! magic bytes, whatever the file is called), parsed by the core's own reader; of a snapshot
-//! of several GPUs, the one chosen.
+//! Reading a trace file: RMM CSV, or a PyTorch snapshot as JSON or as the pickle
+//! `torch.cuda.memory._dump_snapshot` writes, plain or gzipped (gzip and pickle are recognised
+//! by their first bytes, whatever the file is called), parsed by the core's own reader; of a
+//! snapshot of several GPUs, the one chosen.
 //!
-//! Invariant: every failure is a message that names the file and what is wrong with it.
+//! Invariants: every failure is a message that names the file and what is wrong with it; a
+//! snapshot is read by the core's one snapshot reader whichever its encoding, so a pickle and
+//! the same data as JSON give the same trace.
 
 use std::io::Read;
 
-use cachalot_core::{parse_device_trace, Trace, TraceErrorKind};
+use cachalot_core::{parse_device_trace, parse_snapshot_value, Trace, TraceError, TraceErrorKind};
+
+use crate::pickle_snapshot;
+
+/// What a trace was read from, kept for what the trace itself does not hold (a CSV row's
+/// pointer, a snapshot event's frames).
+pub enum Input {
+    /// An RMM CSV's text.
+    Csv(String),
+    /// A snapshot, as a JSON value (a pickle converted).
+    Snapshot(serde_json::Value),
+}
+
+/// A trace and what it was read from.
+pub struct Loaded {
+    /// The parsed trace.
+    pub trace: Trace,
+    /// Its input.
+    pub input: Input,
+}
+
+/// Parses a trace file's `bytes` (gzip, pickle, JSON or CSV); `what` names it in messages.
+pub fn parse(bytes: &[u8], what: &str, device: Option<usize>) -> Result<Loaded, String> {
+    let raw = gunzip(bytes, what)?;
+    let named = |e: TraceError| match e.kind {
+        TraceErrorKind::DeviceNotChosen { .. } => format!("{what}: {e}: choose one with --device N"),
+        TraceErrorKind::NoSuchDevice | TraceErrorKind::Invalid => format!("{what}: {e}"),
+    };
+    let snapshot = if pickle_snapshot::is_pickle(&raw) {
+        pickle_snapshot::to_json(&raw, what)?
+    } else {
+        let text = String::from_utf8(raw).map_err(|_| not_text(bytes, what))?;
+        let body = text.trim_start_matches('\u{feff}').trim_start();
+        if !body.starts_with(['{', '[']) {
+            let trace = parse_device_trace(&text, device).map_err(named)?;
+            return Ok(Loaded { trace, input: Input::Csv(text) });
+        }
+        serde_json::from_str(body).map_err(|e| format!("{what}: invalid trace, line {}: {e}", e.line()))?
+    };
+    let trace = parse_snapshot_value(&snapshot, device).map_err(named)?;
+    Ok(Loaded { trace, input: Input::Snapshot(snapshot) })
+}
+
+fn not_text(bytes: &[u8], what: &str) -> String {
+    if bytes.starts_with(&GZIP_MAGIC) {
+        format!("{what}: not UTF-8 text once decompressed (nor a pickle)")
+    } else {
+        format!("{what}: not UTF-8 text (nor gzip, nor a pickle)")
+    }
+}
+
+/// A trace file's bytes, gunzipped if they are gzip; `what` names the file in messages.
+pub fn gunzip(bytes: &[u8], what: &str) -> Result<Vec<u8>, String> {
+    if !bytes.starts_with(&GZIP_MAGIC) {
+        return Ok(bytes.to_vec());
+    }
+    let mut raw = Vec::new();
+    if let Err(e) = flate2::read::MultiGzDecoder::new(bytes).read_to_end(&mut raw) {
+        return Err(match trailing_bytes(bytes) {
+            Some(n) => format!(
+                "{what}: cannot decompress: {n} bytes after the end of the gzip data are not gzip (something appended to the file?)"
+            ),
+            None => format!("{what}: cannot decompress: {e}"),
+        });
+    }
+    Ok(raw)
+}
 
 /// The text of a trace file's bytes, gunzipped if they are gzip; `what` names the file in
 /// messages.
 pub fn decode(bytes: &[u8], what: &str) -> Result<String, String> {
-    if bytes.starts_with(&GZIP_MAGIC) {
-        let mut raw = Vec::new();
-        if let Err(e) = flate2::read::MultiGzDecoder::new(bytes).read_to_end(&mut raw) {
-            return Err(match trailing_bytes(bytes) {
-                Some(n) => format!(
-                    "{what}: cannot decompress: {n} bytes after the end of the gzip data are not gzip (something appended to the file?)"
-                ),
-                None => format!("{what}: cannot decompress: {e}"),
-            });
+    let raw = gunzip(bytes, what)?;
+    String::from_utf8(raw).map_err(|_| {
+        if bytes.starts_with(&GZIP_MAGIC) {
+            format!("{what}: not UTF-8 text once decompressed")
+        } else {
+            format!("{what}: not UTF-8 text (nor gzip)")
         }
-        String::from_utf8(raw).map_err(|_| format!("{what}: not UTF-8 text once decompressed"))
-    } else {
-        String::from_utf8(bytes.to_vec()).map_err(|_| format!("{what}: not UTF-8 text (nor gzip)"))
-    }
+    })
 }
 
 /// The bytes that start a gzip member.
@@ -47,10 +110,7 @@ fn trailing_bytes(bytes: &[u8]) -> Option<usize> {
 /// which must then be chosen (a replay simulates one GPU).
 pub fn read(path: &str, device: Option<usize>) -> Result<Trace, String> {
     let bytes = std::fs::read(path).map_err(|e| format!("cannot read {path}: {e}"))?;
-    parse_device_trace(&decode(&bytes, path)?, device).map_err(|e| match e.kind {
-        TraceErrorKind::DeviceNotChosen { .. } => format!("{path}: {e}: choose one with --device N"),
-        TraceErrorKind::NoSuchDevice | TraceErrorKind::Invalid => format!("{path}: {e}"),
-    })
+    Ok(parse(&bytes, path, device)?.trace)
 }
 
 /// Takes `--device N` (or `--device=N`) out of a program's arguments: the GPU whose events

@@ -17,6 +17,15 @@ fn json(out: &Output) -> serde_json::Value {
     serde_json::from_slice(&out.stdout).expect("stdout is one JSON value")
 }
 
+/// The exit status `replay` gives after a replay that ran out of memory, its report complete.
+const RAN_OUT_OF_MEMORY: i32 = 3;
+
+/// The JSON of a replay that ran out of memory: exit status 3, the report on stdout.
+fn json_after_oom(out: &Output) -> serde_json::Value {
+    assert_eq!(out.status.code(), Some(RAN_OUT_OF_MEMORY), "{}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).expect("stdout is one JSON value")
+}
+
 fn pytorch(trace: &str, conf: &str) -> serde_json::Value {
     let text = std::fs::read_to_string(traces().join("pytorch_reference.jsonl")).unwrap();
     text.lines()
@@ -87,7 +96,7 @@ fn replay_without_a_trace_uses_the_embedded_gpt2_trace() {
 fn small_capacity_replays_out_of_memory_and_summaries_show_it() {
     let out = cachalot(&["replay", "resnet50_train", "--capacity", "3GiB", "--summary", "--passes", "3"]);
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(out.status.code(), Some(RAN_OUT_OF_MEMORY), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(text.contains("first OOM"), "{text}");
     assert!(text.contains("out of memory. Tried to allocate"), "{text}");
     assert!(text.contains("when reserved memory peaked"), "{text}");
@@ -180,21 +189,20 @@ fn bad_input_gives_one_clear_message() {
     fails_with(&["replay", "--capacity", "lots"], "not a size");
     fails_with(&["replay", "--capacity", "2TiB"], "too large");
     fails_with(&["replay", "--passes", "1"], "--passes");
-    fails_with(&["replay", "--jsn"], "unknown option --jsn");
-    fails_with(&["replay", "a", "b"], "unexpected argument 'b'");
-    fails_with(&["frobnicate"], "unknown command");
-    fails_with(&["replay", "--config", "policy:pytorch", "--config", "policy:cachalot"], "compare takes several");
-    fails_with(&["replay", "--capacity=1GiB", "--capacity", "2GiB"], "option --capacity is given 2 times");
-    fails_with(&["advise", "--capacity", "2GiB", "--capacity", "3GiB"], "advise takes one");
-    fails_with(&["compare", "--passes", "3", "--passes=4"], "option --passes is given 2 times");
-    fails_with(&["--help", "extra"], "unknown command 'extra'");
-    fails_with(&["help", "replay", "x"], "help takes at most a command name (got 'x')");
-    fails_with(&["--version", "--json"], "--version takes no arguments (got '--json')");
+    fails_with(&["replay", "--jsn"], "unexpected argument '--jsn' found; did you mean '--json'?");
+    fails_with(&["replay", "a", "b"], "unexpected argument 'b' found");
+    fails_with(&["frobnicate"], "unrecognized subcommand 'frobnicate'");
+    let twice = "cannot be used multiple times";
+    fails_with(&["replay", "--config", "policy:pytorch", "--config", "policy:cachalot"], twice);
+    fails_with(&["replay", "--capacity=1GiB", "--capacity", "2GiB"], twice);
+    fails_with(&["advise", "--capacity", "2GiB", "--capacity", "3GiB"], twice);
+    fails_with(&["compare", "--passes", "3", "--passes=4"], twice);
     assert!(cachalot(&["help", "replay"]).status.success());
     fails_with(&["replay", unknown.to_str().unwrap(), "--strict"], "1 free(s) of pointers the trace never allocated");
     // Without --strict, unknown frees are counted, reported on stderr, and skipped.
     let out = cachalot(&["replay", unknown.to_str().unwrap(), "--json", "--passes", "3"]);
-    assert!(String::from_utf8_lossy(&out.stderr).contains("1 frees of unknown pointers skipped"));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("1 free(s) of pointers the trace never allocated (the first at line 2)"), "{err}");
     assert_eq!(json(&out)["trace_report"]["unknown_frees"], 1);
 }
 
@@ -254,7 +262,7 @@ fn the_readme_out_of_memory_example_runs_out_of_memory_and_explains_it() {
     let args: Vec<&str> = command.split_whitespace().skip(1).chain(["--passes", "3"]).collect();
     let out = cachalot(&args);
     let report = text(&out.stdout);
-    assert!(out.status.success(), "{args:?}: {}", text(&out.stderr));
+    assert_eq!(out.status.code(), Some(RAN_OUT_OF_MEMORY), "{args:?}: {}", text(&out.stderr));
     assert!(!report.contains("out of memory   0"), "{line}: no out-of-memory\n{report}");
     assert!(report.contains("first OOM       operation"), "{report}");
     assert!(report.contains("Tried to allocate"), "{report}");
@@ -388,7 +396,7 @@ fn a_snapshot_of_several_devices_is_replayed_one_device_at_a_time() {
     assert!(text_report.contains(", device 1 (3 operations"), "{text_report}");
     assert!(json(&cachalot(&["advise", both, "--device", "1", "--json"])).is_array());
     fails_with(&["replay", both, "--device", "2"], "records devices 0 to 1");
-    fails_with(&["replay", both, "--device", "x"], "--device x");
+    fails_with(&["replay", both, "--device", "x"], "invalid value 'x' for '--device <N>'");
     fails_with(&["replay", "mixed_fc_conv", "--device", "0"], "RMM CSV");
     // Events on one device only: that device, without asking.
     let second_only = two_device_snapshot(&dir, "", three);
@@ -410,32 +418,98 @@ fn advise_recommends_nothing_when_every_config_runs_out_of_memory() {
     assert!(!report.contains("no config tried"), "{report}");
 }
 
+/// Each command's help is its own: its options, not another command's, with what they
+/// mean, the exit statuses, and where configs come from; any position of --help gives it.
 #[test]
-fn help_follows_any_command_and_says_what_the_options_do() {
-    for args in
-        [&["replay", "--help"][..], &["replay", "-h"], &["compare", "x", "--help"], &["advise", "-h"], &["help"]]
-    {
+fn each_command_has_its_own_help() {
+    let help = |args: &[&str]| {
         let out = cachalot(args);
         assert_eq!(out.status.code(), Some(0), "{args:?}: {}", text(&out.stderr));
-        let usage = text(&out.stdout);
-        assert!(usage.starts_with("usage: cachalot"), "{args:?}: {usage}");
-        assert!(usage.contains("advise [TRACE]"), "advise's trace is optional: {usage}");
-        let compare = usage.split("compare [TRACE]").nth(1).unwrap().split("advise [TRACE]").next().unwrap();
-        assert!(compare.contains("--strict"), "compare takes --strict: {usage}");
-        assert!(usage.contains("warm passes timed after the first"), "{usage}");
-        assert!(usage.contains("3 to 1000"), "{usage}");
-        assert!(usage.contains("--device N"), "{usage}");
+        text(&out.stdout)
+    };
+    let replay = help(&["replay", "--help"]);
+    assert!(replay.contains("Usage: cachalot replay [OPTIONS] [TRACE]"), "{replay}");
+    for option in ["--summary", "--strict", "--passes <N>", "--capacity <SIZE>", "3 to", "--device <N>"] {
+        assert!(replay.contains(option), "replay --help lacks {option}: {replay}");
     }
+    let compare = help(&["compare", "x", "--help"]);
+    assert!(compare.contains("Usage: cachalot compare") && compare.contains("repeat it for several"), "{compare}");
+    assert!(!compare.contains("--summary"), "compare takes no --summary: {compare}");
+    let advise = help(&["advise", "-h"]);
+    assert!(advise.contains("Usage: cachalot advise") && !advise.contains("--passes"), "{advise}");
+    assert_ne!(replay, compare);
+    assert_eq!(help(&["help", "replay"]), replay);
+    for page in [&replay, &compare, &advise, &help(&["--help"])] {
+        assert!(page.contains("Exit status: 0 done") && page.contains("3 (replay only) the replay ran out of memory"));
+        assert!(page.contains("CACHALOT_ALLOC_CONF is read") && page.contains("--config wins"), "{page}");
+        assert!(page.lines().all(|l| l.chars().count() <= 100), "a help line is wider than 100 columns: {page}");
+    }
+}
+
+/// A usage error is two lines: what is wrong (with the option a typo meant) and where the help is.
+#[test]
+fn a_usage_error_is_short_and_suggests_what_a_typo_meant() {
+    let out = cachalot(&["replay", "--capcity", "1GiB"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(
+        text(&out.stderr),
+        "cachalot: error: unexpected argument '--capcity' found; did you mean '--capacity'?\n\
+         see 'cachalot replay --help'\n"
+    );
+}
+
+/// `-` reads the trace from stdin.
+#[test]
+fn a_dash_reads_the_trace_from_stdin() {
+    use std::io::Write;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_cachalot"))
+        .args(["replay", "-", "--json", "--passes", "3"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let gz = std::fs::read(traces().join("mixed_fc_conv.csv.gz")).unwrap();
+    child.stdin.take().unwrap().write_all(&gz).unwrap();
+    let v = json(&child.wait_with_output().unwrap());
+    assert_eq!((v["trace"].as_str(), v["ops"].as_u64()), (Some("stdin"), Some(9545)));
+}
+
+/// `CACHALOT_ALLOC_CONF` is the config when no `--config` is given; `--config` wins; a bad
+/// one is named as the environment's.
+#[test]
+fn the_environments_config_is_read_and_the_command_line_wins() {
+    let run = |env: &str, args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_cachalot")).args(args).env("CACHALOT_ALLOC_CONF", env).output().unwrap()
+    };
+    let replay = ["replay", "mixed_fc_conv", "--json", "--passes", "3"];
+    assert_eq!(json(&run("policy:pytorch", &replay))["config"], "policy:pytorch");
+    let given = [&replay[..], &["--config", "policy:cachalot"]].concat();
+    assert_eq!(json(&run("policy:pytorch", &given))["config"], "policy:cachalot");
+    let out = run("colour:blue", &replay);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).starts_with("cachalot: error: CACHALOT_ALLOC_CONF 'colour:blue': "),
+        "{}",
+        text(&out.stderr)
+    );
+    let rows =
+        json(&run("policy:pytorch,max_split_size_mb:256", &["compare", "mixed_fc_conv", "--json", "--passes", "3"]));
+    let configs: Vec<&str> = rows.as_array().unwrap().iter().map(|r| r["config"].as_str().unwrap()).collect();
+    assert_eq!(configs.len(), 5, "{configs:?}");
+    assert!(configs.contains(&"policy:pytorch,max_split_size_mb:256"), "{configs:?}");
+    let rows = json(&run("policy:pytorch", &["compare", "mixed_fc_conv", "--json", "--passes", "3"]));
+    assert_eq!(rows.as_array().unwrap().len(), 4, "the environment's config is a default one: one row");
 }
 
 #[test]
 fn an_option_a_command_does_not_take_is_refused() {
     for (args, needle) in [
-        (&["advise", "mixed_fc_conv", "--passes", "10"][..], "option --passes does not apply to advise"),
-        (&["advise", "--config", "policy:pytorch"], "option --config does not apply to advise"),
-        (&["compare", "--summary"], "option --summary does not apply to compare"),
-        (&["replay", "--json=yes"], "--json takes no value"),
-        (&["replay", "-x"], "unknown option -x"),
+        (&["advise", "mixed_fc_conv", "--passes", "10"][..], "unexpected argument '--passes' found"),
+        (&["advise", "--config", "policy:pytorch"], "unexpected argument '--config' found"),
+        (&["compare", "--summary"], "unexpected argument '--summary' found"),
+        (&["replay", "--json=yes"], "unexpected value 'yes' for '--json'"),
+        (&["replay", "-x"], "unexpected argument '-x' found (a trace whose name starts with '-' can be given as ./-x)"),
     ] {
         fails_with(args, needle);
         assert_eq!(cachalot(args).status.code(), Some(2), "{args:?}");
@@ -516,7 +590,7 @@ fn usage_errors_exit_2_and_name_the_option() {
         (&["compare", "--config", "max_split_size_mb:5"], "max_split_size_mb"),
         (&["replay", "--capacity", "1.5"], "'1.5' is not a whole number of bytes"),
         (&["replay", "--capacity", "0"], "--capacity"),
-        (&["replay", "--capacity", "1.5MiB"], "--capacity 1.5MiB (1572864 bytes) is too small"),
+        (&["replay", "--capacity", "1.5MiB"], "for '--capacity <SIZE>': 1.5MiB (1572864 bytes) is too small"),
     ] {
         fails_with(args, needle);
         assert_eq!(cachalot(args).status.code(), Some(2), "{args:?}");
@@ -535,9 +609,9 @@ fn a_snapshot_replays_alike_in_the_report_the_plot_and_advise() {
     std::fs::create_dir_all(&dir).unwrap();
     let plot = dir.join("oom.svg");
     let mut args = vec!["replay", s, "--capacity", "2GiB", "--config", "policy:pytorch", "--json"];
-    let report = json(&cachalot(&args));
+    let report = json_after_oom(&cachalot(&args));
     args.extend(["--plot", plot.to_str().unwrap()]);
-    json(&cachalot(&args));
+    json_after_oom(&cachalot(&args));
     let ooms = report["ooms"].as_u64().unwrap();
     let svg = std::fs::read_to_string(&plot).unwrap();
     std::fs::remove_dir_all(&dir).unwrap();
@@ -568,4 +642,49 @@ fn a_folder_named_like_a_built_in_trace_does_not_hide_it() {
     let v = json(&run(&dir));
     std::fs::remove_dir_all(&dir).unwrap();
     assert_eq!((v["trace"].as_str(), v["peak_requested_bytes"].as_u64()), (Some("mixed_fc_conv"), Some(4096)));
+}
+
+/// A config pasted from a PyTorch run is accepted: its keys that change nothing on a simulated
+/// device are noted, each once; a bad value is said to be one, of that key.
+#[test]
+fn pytorchs_keys_are_accepted_with_notes_and_bad_values_named() {
+    let conf =
+        "backend:cudaMallocAsync,pinned_use_cuda_host_register:True,release_lock_on_cudamalloc:True,policy:pytorch";
+    let out = cachalot(&["replay", "mixed_fc_conv", "--config", conf, "--json", "--passes", "3"]);
+    let err = text(&out.stderr);
+    assert_eq!(json(&out)["config"], "policy:pytorch");
+    for key in ["backend:cudaMallocAsync", "pinned_use_cuda_host_register:True", "release_lock_on_cudamalloc:True"] {
+        assert_eq!(err.matches(&format!("cachalot: note: {key}")).count(), 1, "{key}: {err}");
+    }
+    assert!(err.contains("does not simulate: this run replays policy:pytorch"), "{err}");
+    fails_with(
+        &["replay", "--config", "backend:jemalloc"],
+        "--config 'backend:jemalloc': key 'backend': bad value 'jemalloc'",
+    );
+    fails_with(&["replay", "--config", "pinned_num_register_threads:3"], "bad value '3'; expected a power of two");
+    fails_with(&["replay", "--config", "colour:blue"], "key 'colour': unknown key");
+}
+
+/// The warm CPU cost is split where the decision memo engaged, not one median that moves with
+/// --passes; and it is labelled as the host's over a simulated device.
+#[test]
+fn the_warm_cost_says_where_the_decision_memo_engaged() {
+    let args = ["replay", "mixed_fc_conv", "--config", "policy:pytorch,decision_memo:True", "--passes", "10"];
+    let v = json(&cachalot(&[&args[..], &["--json"]].concat()));
+    let answered: Vec<bool> =
+        v["memo_answered_passes"].as_array().unwrap().iter().map(|b| b.as_bool().unwrap()).collect();
+    assert_eq!(answered.len(), 10);
+    assert!(!answered[0] && answered[9], "the memo engages after a few passes: {answered:?}");
+    let (before, with) = (v["ns_per_op_before_memo"].as_f64().unwrap(), v["ns_per_op_with_memo"].as_f64().unwrap());
+    assert!(with < before, "{with} vs {before}");
+    let report = text(&cachalot(&args).stdout);
+    assert!(report.contains("ns/op warm before the decision memo engaged (median of"), "{report}");
+    assert!(report.contains("ns/op once it answered (median of"), "{report}");
+    let plain = text(&cachalot(&["replay", "mixed_fc_conv", "--passes", "3"]).stdout);
+    assert!(
+        plain.contains("(median of 3, decision memo off)") && plain.contains("host CPU, simulated device"),
+        "{plain}"
+    );
+    let table = text(&cachalot(&["compare", "mixed_fc_conv", "--passes", "3"]).stdout);
+    assert!(table.contains("sim ns/op") && table.contains("measured on an NVIDIA H200"), "{table}");
 }

@@ -43,4 +43,7 @@ pub use replay::{PassFigures, ReplayOutcome, Replayer};
 pub use report::explain::Decision;
 pub use report::stats::DeviceStats;
 pub use sim::SimDevice;
-pub use trace::{parse_device_trace, parse_each_device, parse_trace, Trace, TraceError, TraceErrorKind, TraceOp};
+pub use trace::{
+    parse_device_trace, parse_each_device, parse_snapshot_value, parse_trace, Position, Trace, TraceError,
+    TraceErrorKind, TraceOp,
+};

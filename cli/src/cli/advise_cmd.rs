@@ -7,23 +7,21 @@
 //! config tried does, advise says so instead of recommending one, and a PyTorch line that
 //! still runs out says how often.
 
-use super::args::Args;
+use super::command_line::AdviseArgs;
 use super::output::Out;
 use super::run::human;
 use super::search::{as_pytorch_conf, candidates, quieter_than_best, search, why_none_fits, Candidate, WARM_PASSES};
-use super::{capacity_option, device_option, input, Failure};
+use super::{input, run, Failure};
 
 /// How much more peak reserved memory than the best a config may take to be named for
 /// making fewer driver calls once warm.
 const QUIETER_MARGIN: f64 = 0.01;
 
-pub fn run(args: &mut Args, out: Out) -> Result<(), Failure> {
-    let json = args.flag("json");
-    let device = device_option(args)?;
-    let capacity = capacity_option(args)?;
-    args.finish(1).map_err(Failure::Usage)?;
-    let trace = input::load(args.positional(0), device)?;
-    input::check_skipped(&trace, false)?;
+pub fn run(args: &AdviseArgs, out: Out) -> Result<(), Failure> {
+    let json = args.trace.json;
+    let capacity = args.device.capacity.unwrap_or(run::DEFAULT_CAPACITY);
+    let trace = input::load(args.trace.trace.as_deref(), args.trace.device)?;
+    input::check_skipped(&trace, args.trace.strict)?;
     let start = std::time::Instant::now();
     let ranked = search(&trace, &candidates(), capacity)?;
     let secs = start.elapsed().as_secs_f64();

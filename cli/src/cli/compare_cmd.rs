@@ -6,12 +6,12 @@
 
 use cachalot_core::{Config, Policy};
 
-use super::args::Args;
+use super::command_line::CompareArgs;
 use super::output::Out;
 use super::plot_file::PlotFile;
 use super::reference::{ns_per_op, peak_reserved, PyTorchFigures};
 use super::run::{driver_calls, human, run as replay, RunReport};
-use super::{device_option, input, parse_user_configs, plot, run_options, series, Failure};
+use super::{config_from_env, input, parse_user_configs, plot, run_options, series, ConfigText, Failure};
 
 /// The configs compared when none are given.
 pub const DEFAULT_CONFIGS: [&str; 4] =
@@ -27,25 +27,37 @@ pub fn pytorch_conf_name(config: &Config) -> Option<String> {
     Some(if rest.is_empty() { "default".into() } else { rest.into() })
 }
 
-pub fn run(args: &mut Args, out: Out) -> Result<(), Failure> {
-    let json = args.flag("json");
-    let strict = args.flag("strict");
-    let plot = args.value("plot").map_err(Failure::Usage)?;
-    let mut configs = args.values("config").map_err(Failure::Usage)?;
-    let device = device_option(args)?;
-    let opts = run_options(args, false)?;
-    args.finish(1).map_err(Failure::Usage)?;
-    if configs.is_empty() {
-        configs = DEFAULT_CONFIGS.iter().map(|s| s.to_string()).collect();
+/// The configs to compare: those given, else the defaults and `$CACHALOT_ALLOC_CONF`'s.
+fn configs_to_compare(given: &[String]) -> Vec<ConfigText> {
+    if !given.is_empty() {
+        return given.iter().map(|t| ConfigText::given(t)).collect();
     }
-    let parsed = parse_user_configs(&configs)?;
-    let plot = plot.as_deref().map(PlotFile::claim).transpose()?;
-    let trace = input::load(args.positional(0), device)?;
-    input::check_skipped(&trace, strict)?;
+    let mut texts: Vec<ConfigText> = DEFAULT_CONFIGS.iter().map(|t| ConfigText::given(t)).collect();
+    if let Some(env) = config_from_env() {
+        texts.push(ConfigText { text: env, from_env: true });
+    }
+    texts
+}
+
+pub fn run(args: &CompareArgs, out: Out) -> Result<(), Failure> {
+    let json = args.trace.json;
+    let opts = run_options(&args.device, &args.passes, false);
+    let mut parsed = parse_user_configs(&configs_to_compare(&args.config))?;
+    // The environment's config may be one of the defaults: one row each.
+    let mut seen = Vec::new();
+    parsed.retain(|c| {
+        let s = c.to_config_string();
+        let new = !seen.contains(&s);
+        seen.push(s);
+        new
+    });
+    let plot = args.plot.as_deref().map(PlotFile::claim).transpose()?;
+    let trace = input::load(args.trace.trace.as_deref(), args.trace.device)?;
+    input::check_skipped(&trace, args.trace.strict)?;
     let reports: Vec<RunReport> = parsed.iter().map(|c| replay(&trace, c, &opts)).collect::<Result<_, _>>()?;
     if let Some(file) = plot {
         let all: Vec<_> = parsed.iter().map(|c| series::record(&trace, c, opts.capacity)).collect::<Result<_, _>>()?;
-        file.write(&plot::overlay(&trace.label(), &all))?;
+        super::output::wrote(&file.write(&plot::overlay(&trace.label(), &all))?);
     }
     let pytorch = PyTorchFigures::for_trace(&trace);
     let measured = |c: &Config| pytorch_conf_name(c).and_then(|n| pytorch.row(&n));
@@ -66,7 +78,13 @@ pub fn run(args: &mut Args, out: Out) -> Result<(), Failure> {
         return Ok(());
     }
     writeln!(out, "trace {} ({})", trace.label(), trace.trace.describe())?;
-    writeln!(out, "simulated device of {}; ns/op: median of warm passes on this machine\n", human(opts.capacity))?;
+    writeln!(
+        out,
+        "left of |: cachalot replaying on a simulated device of {}, ns/op its CPU cost on this machine\n\
+         (median of warm passes); right of |: PyTorch 2.11 measured on an NVIDIA H200 (real driver, that\n\
+         host's CPU). Different machines: read the two ns/op as figures of each, not as a race.\n",
+        human(opts.capacity)
+    )?;
     let shown: Vec<String> = parsed.iter().filter_map(pytorch_conf_name).collect();
     let pytorch_only: Vec<&serde_json::Value> =
         pytorch.rows().iter().filter(|v| !shown.iter().any(|s| v["conf"] == s.as_str())).collect();
@@ -76,14 +94,14 @@ pub fn run(args: &mut Args, out: Out) -> Result<(), Failure> {
     let width = labels.iter().chain(&pytorch_labels).map(|l| l.chars().count()).max().unwrap_or(0).max(24);
     writeln!(
         out,
-        "{:<width$}  {:>13}  {:>8}  {:>9}  {:>12}  {:>4}  {:>7}  |  {:>13}  {:>8}  {:>7}",
+        "{:<width$}  {:>13}  {:>8}  {:>9}  {:>12}  {:>4}  {:>9}  |  {:>13}  {:>8}  {:>7}",
         "cachalot config",
         "peak reserved",
         "resv/req",
         "segs+maps",
         "driver calls",
         "OOMs",
-        "ns/op",
+        "sim ns/op",
         "PyTorch (H200)",
         "resv/req",
         "ns/op"
@@ -100,7 +118,7 @@ pub fn run(args: &mut Args, out: Out) -> Result<(), Failure> {
         };
         writeln!(
             out,
-            "{label:<width$}  {:>13}  {:>8.3}  {:>9}  {:>12}  {:>4}  {:>7.1}  |  {theirs}",
+            "{label:<width$}  {:>13}  {:>8.3}  {:>9}  {:>12}  {:>4}  {:>9.1}  |  {theirs}",
             human(r.figures.peak_reserved_bytes),
             r.figures.reserved_over_requested,
             r.figures.device_allocs,
@@ -112,7 +130,7 @@ pub fn run(args: &mut Args, out: Out) -> Result<(), Failure> {
     for (v, label) in pytorch_only.iter().zip(&pytorch_labels) {
         writeln!(
             out,
-            "{label:<width$}  {:>13}  {:>8}  {:>9}  {:>12}  {:>4}  {:>7}  |  {:>13}  {:>8.3}  {:>7.1}",
+            "{label:<width$}  {:>13}  {:>8}  {:>9}  {:>12}  {:>4}  {:>9}  |  {:>13}  {:>8.3}  {:>7.1}",
             "",
             "",
             "",

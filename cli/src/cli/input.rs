@@ -6,10 +6,11 @@
 //! one device's events (the core's `parse_device_trace`), chosen with `--device N` when it
 //! recorded several.
 
+use std::io::Read;
 use std::path::Path;
 
-use cachalot_cli::trace_file::decode;
-use cachalot_core::{parse_device_trace, Trace, TraceErrorKind};
+use cachalot_cli::trace_file::{parse, Input, Loaded};
+use cachalot_core::Trace;
 
 use super::output::note;
 
@@ -19,6 +20,9 @@ pub const EMBEDDED: [(&str, &[u8]); 3] = [
     ("resnet50_train.csv.gz", include_bytes!("../../../traces/resnet50_train.csv.gz")),
     ("mixed_fc_conv.csv.gz", include_bytes!("../../../traces/mixed_fc_conv.csv.gz")),
 ];
+
+/// The trace name that reads stdin.
+pub const STDIN: &str = "-";
 
 /// The trace replayed when none is named.
 pub const DEFAULT_TRACE: &str = "gpt2_train.csv.gz";
@@ -31,6 +35,8 @@ pub struct NamedTrace {
     pub device: Option<usize>,
     /// The parsed trace.
     pub trace: Trace,
+    /// What it was read from.
+    pub input: Input,
 }
 
 impl NamedTrace {
@@ -48,14 +54,18 @@ impl NamedTrace {
 /// a snapshot.
 pub fn load(spec: Option<&str>, device: Option<usize>) -> Result<NamedTrace, String> {
     let spec = spec.unwrap_or(DEFAULT_TRACE);
-    let (name, text) = if let Some((n, bytes)) = EMBEDDED
+    let (name, bytes) = if spec == STDIN {
+        let mut bytes = Vec::new();
+        std::io::stdin().read_to_end(&mut bytes).map_err(|e| format!("cannot read the trace from stdin: {e}"))?;
+        ("stdin".to_string(), bytes)
+    } else if let Some((n, bytes)) = EMBEDDED
         .iter()
         .find(|(n, _)| *n == spec || n.strip_suffix(".csv.gz") == Some(spec))
         // A file of that name wins; a folder of that name (a project's own `gpt2_train/`)
         // does not hide the built-in trace.
         .filter(|_| !Path::new(spec).is_file())
     {
-        (n.to_string(), decode(bytes, n)?)
+        (n.to_string(), bytes.to_vec())
     } else {
         let path = Path::new(spec);
         let bytes = std::fs::read(path).map_err(|e| {
@@ -63,34 +73,87 @@ pub fn load(spec: Option<&str>, device: Option<usize>) -> Result<NamedTrace, Str
             format!("cannot read trace '{spec}': {e} (built-in traces: {})", names.join(", "))
         })?;
         let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| spec.into());
-        (name, decode(&bytes, spec)?)
+        (name, bytes)
     };
-    let trace = parse_device_trace(&text, device).map_err(|e| match e.kind {
-        TraceErrorKind::DeviceNotChosen { .. } => format!("{name}: {e}: choose one with --device N"),
-        TraceErrorKind::NoSuchDevice | TraceErrorKind::Invalid => format!("{name}: {e}"),
-    })?;
-    let t = NamedTrace { name, device: trace.device, trace };
+    let Loaded { trace, input } = parse(&bytes, &name, device)?;
+    let t = NamedTrace { name, device: trace.device, trace, input };
     if t.trace.ops.is_empty() {
         // Nothing to replay: any figure would be made up.
+        let unknown = match &t.trace.report.first_unknown_action {
+            Some(u) => format!(
+                "; {} event(s) had an action the reader does not know, the first '{}' at {}",
+                t.trace.report.unknown_actions, u.action, u.at
+            ),
+            None => String::new(),
+        };
         return Err(format!(
-            "{} holds no allocation events (for a snapshot: was record_history on when it was taken?)",
+            "{} holds no allocation events (for a snapshot: was record_history on when it was taken?){unknown}",
             t.label()
         ));
     }
     Ok(t)
 }
 
-/// Rows the reader skipped (unknown frees, failures, zero sizes) are reported on stderr;
-/// with `strict`, frees of pointers the trace never allocated are an error.
-pub fn check_skipped(t: &NamedTrace, strict: bool) -> Result<(), String> {
+/// What the reader skipped, each kind with where its first is: one phrase each.
+fn skipped(t: &NamedTrace) -> Vec<(String, bool)> {
     let r = &t.trace.report;
-    if strict && r.unknown_frees > 0 {
-        return Err(format!(
-            "{}: {} free(s) of pointers the trace never allocated (recording started late?); drop --strict to skip them",
-            t.name, r.unknown_frees
+    let at = |p: &Option<cachalot_core::Position>| p.map(|p| format!(" (the first at {p})")).unwrap_or_default();
+    let mut out = Vec::new();
+    // (phrase, whether --strict refuses it)
+    if r.double_frees > 0 {
+        out.push((
+            format!("{} double free(s) of a pointer already freed{}", r.double_frees, at(&r.first_double_free)),
+            true,
         ));
     }
-    if r.unknown_frees + r.alloc_failures + r.zero_size + r.implicit_frees > 0 {
+    if r.unknown_frees > 0 {
+        out.push((
+            format!(
+                "{} free(s) of pointers the trace never allocated{} (recording started late?)",
+                r.unknown_frees,
+                at(&r.first_unknown_free)
+            ),
+            true,
+        ));
+    }
+    if r.implicit_frees > 0 {
+        out.push((
+            format!(
+                "{} allocation(s) at a pointer still live, its free never logged{}: the earlier allocation is freed first",
+                r.implicit_frees,
+                at(&r.first_implicit_free)
+            ),
+            true,
+        ));
+    }
+    if let Some(u) = &r.first_unknown_action {
+        let name = if u.action.is_empty() { "no action".to_string() } else { format!("action '{}'", u.action) };
+        out.push((
+            format!(
+                "{} event(s) with an action the reader does not know skipped (the first, {name}, at {})",
+                r.unknown_actions, u.at
+            ),
+            true,
+        ));
+    }
+    out
+}
+
+/// What the reader skipped is noted on stderr, each kind with where its first is; with
+/// `strict`, double frees, frees of pointers never allocated, allocations at a live pointer
+/// and unknown snapshot actions are an error instead.
+pub fn check_skipped(t: &NamedTrace, strict: bool) -> Result<(), String> {
+    let skipped = skipped(t);
+    if strict {
+        if let Some((what, _)) = skipped.iter().find(|(_, refused)| *refused) {
+            return Err(format!("{}: {what}; drop --strict to count and skip them", t.label()));
+        }
+    }
+    let r = &t.trace.report;
+    for (what, _) in &skipped {
+        note(&format!("{}: {what}", t.label()));
+    }
+    if r.alloc_failures + r.zero_size > 0 {
         note(&format!("{}: {}", t.label(), t.trace.describe()));
     }
     Ok(())

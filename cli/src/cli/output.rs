@@ -24,13 +24,20 @@ pub fn note(msg: &str) {
     let _ = writeln!(io::stderr(), "cachalot: note: {msg}");
 }
 
+/// Prints `cachalot: wrote {path}` on stderr: a file written is said, never left to guess
+/// (stderr, so that `--json` keeps stdout to its one value).
+pub fn wrote(path: &str) {
+    let _ = writeln!(io::stderr(), "cachalot: wrote {path}");
+}
+
 /// Runs `body` with stdout as its output, then flushes it, so a write error surfaces
 /// whichever write met it.
-pub fn to_stdout(body: impl FnOnce(Out) -> Result<(), Failure>) -> Result<(), Failure> {
+pub fn to_stdout<T>(body: impl FnOnce(Out) -> Result<T, Failure>) -> Result<T, Failure> {
     let stdout = io::stdout();
     let mut out = stdout.lock();
     let result = body(&mut out);
     let flushed = out.flush();
-    result?;
-    Ok(flushed?)
+    let value = result?;
+    flushed?;
+    Ok(value)
 }

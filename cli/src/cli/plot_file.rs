@@ -38,13 +38,13 @@ impl PlotFile {
         Ok(PlotFile { path: p, file, created })
     }
 
-    /// Replaces the file's content with `svg`.
-    pub fn write(mut self, svg: &str) -> Result<(), Failure> {
+    /// Replaces the file's content with `svg`; returns the path written.
+    pub fn write(mut self, svg: &str) -> Result<String, Failure> {
         let file = &mut self.file;
         let written = file.set_len(0).and_then(|()| file.write_all(svg.as_bytes())).and_then(|()| file.flush());
         written.map_err(|e| format!("cannot write plot {}: {e}", self.path.display()))?;
         self.created = false;
-        Ok(())
+        Ok(self.path.display().to_string())
     }
 }
 

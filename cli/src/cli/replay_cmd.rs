@@ -4,12 +4,14 @@
 
 use std::io::Write;
 
-use super::args::Args;
+use super::command_line::ReplayArgs;
+use super::output::wrote;
 use super::output::Out;
 use super::plot_file::PlotFile;
 use super::run::{driver_calls, human, run as replay};
 use super::search::{candidates, search, why_none_fits};
-use super::{device_option, input, parse_user_configs, plot, run_options, series, Failure};
+use super::snapshot_file::SnapshotFile;
+use super::{input, parse_user_configs, plot, run_options, series, ConfigText, Failure, Finished};
 
 /// Which config of `advise`'s search avoids out of memory on this trace at this capacity.
 fn avoiding_config(t: &input::NamedTrace, failed: &str, capacity: u64) -> Result<String, String> {
@@ -25,19 +27,36 @@ fn avoiding_config(t: &input::NamedTrace, failed: &str, capacity: u64) -> Result
     })
 }
 
-pub fn run(args: &mut Args, out: Out) -> Result<(), Failure> {
-    let json = args.flag("json");
-    let summary = args.flag("summary");
-    let strict = args.flag("strict");
-    let plot = args.value("plot").map_err(Failure::Usage)?;
-    let config = args.value("config").map_err(Failure::Usage)?.unwrap_or_default();
-    let device = device_option(args)?;
-    let opts = run_options(args, summary)?;
-    args.finish(1).map_err(Failure::Usage)?;
-    let config = parse_user_configs(&[config])?.remove(0);
-    let plot = plot.as_deref().map(PlotFile::claim).transpose()?;
-    let trace = input::load(args.positional(0), device)?;
-    input::check_skipped(&trace, strict)?;
+/// The warm CPU cost, split where the decision memo engaged: passes it answered cost far
+/// less than those before, and one median over both would move with `--passes` unexplained.
+fn cpu_cost(r: &super::run::RunReport) -> String {
+    let answered = r.memo_answered_passes.iter().filter(|&&m| m).count();
+    // The host's CPU over a simulated device: never a GPU's figure.
+    let cold = format!("{:.1} cold; host CPU, simulated device", r.ns_per_op_cold);
+    match (r.ns_per_op_before_memo, r.ns_per_op_with_memo) {
+        (Some(before), Some(with)) => format!(
+            "{before:.1} ns/op warm before the decision memo engaged (median of {} passes),\n                \
+             {with:.1} ns/op once it answered (median of {answered}), {cold}",
+            r.memo_answered_passes.len() - answered
+        ),
+        (None, Some(with)) => format!("{with:.1} ns/op warm, every pass answered by the decision memo, {cold}"),
+        _ => format!(
+            "{:.1} ns/op warm (median of {}, decision memo {}), {cold}",
+            r.ns_per_op,
+            r.ns_per_op_passes.len(),
+            if r.figures.config.contains("decision_memo:True") { "never engaged" } else { "off" }
+        ),
+    }
+}
+
+pub fn run(args: &ReplayArgs, out: Out) -> Result<Finished, Failure> {
+    let json = args.trace.json;
+    let opts = run_options(&args.device, &args.passes, args.summary);
+    let config = parse_user_configs(&[ConfigText::resolve(args.config.as_deref())])?.remove(0);
+    let plot = args.plot.as_deref().map(PlotFile::claim).transpose()?;
+    let snapshot = args.snapshot.as_deref().map(SnapshotFile::claim).transpose()?;
+    let trace = input::load(args.trace.trace.as_deref(), args.trace.device)?;
+    input::check_skipped(&trace, args.trace.strict)?;
     let r = replay(&trace, &config, &opts)?;
     if json {
         serde_json::to_writer(&mut *out, &r).map_err(std::io::Error::from)?;
@@ -88,21 +107,19 @@ pub fn run(args: &mut Args, out: Out) -> Result<(), Failure> {
             )?;
         }
         writeln!(out, "out of memory   {}", r.figures.ooms)?;
-        writeln!(
-            out,
-            "cpu cost        {:.1} ns/op warm (median of {}), {:.1} ns/op cold",
-            r.ns_per_op,
-            r.ns_per_op_passes.len(),
-            r.ns_per_op_cold
-        )?;
-        if let Some(oom) = &r.figures.first_oom {
-            writeln!(out, "first OOM       {oom}")?;
+        writeln!(out, "cpu cost        {}", cpu_cost(&r))?;
+        if let Some(oom) = &r.first_oom {
+            writeln!(out, "first OOM       {}", oom.describe())?;
             writeln!(out, "{}", avoiding_config(&trace, &r.figures.config, opts.capacity)?)?;
         }
     }
     if let Some(file) = plot {
         let s = series::record(&trace, &config, opts.capacity)?;
-        file.write(&plot::timeline(&trace.label(), &s))?;
+        let path = file.write(&plot::timeline(&trace.label(), &s))?;
+        wrote(&path);
+    }
+    if let Some(file) = snapshot {
+        wrote(file.write(&trace, &config, opts.capacity)?);
     }
     if let (Some(peak), Some(end)) = (&r.summary_at_peak, &r.summary_at_end) {
         let text = format!(
@@ -114,5 +131,5 @@ pub fn run(args: &mut Args, out: Out) -> Result<(), Failure> {
             write!(out, "\n{text}")?;
         }
     }
-    Ok(())
+    Ok(if r.figures.ooms > 0 { Finished::RanOutOfMemory } else { Finished::Done })
 }

@@ -39,6 +39,16 @@ pub struct RunReport {
     pub ns_per_op: f64,
     pub ns_per_op_cold: f64,
     pub ns_per_op_passes: Vec<f64>,
+    /// Per warm pass: whether the decision memo (`decision_memo:True`) answered some of its
+    /// operations. Passes it answered are far cheaper, so one median over both would hide
+    /// when it engaged.
+    pub memo_answered_passes: Vec<bool>,
+    /// The median warm ns/op of the passes the memo did not answer, and of those it did
+    /// (absent when there were none of that kind).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ns_per_op_before_memo: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ns_per_op_with_memo: Option<f64>,
     /// Most blocks (allocated, free, pending or unmapped) alive at once over the cold pass
     /// and the first warm pass.
     pub blocks: usize,
@@ -55,6 +65,9 @@ pub struct RunReport {
     pub segment_placements_recorded: usize,
     pub segment_placements_followed: usize,
     pub trace_report: cachalot_core::trace::TraceReport,
+    /// The first out of memory, located in the input (an object; absent when none).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub first_oom: Option<super::oom_location::OomLocation>,
     #[serde(skip)]
     pub summary_at_peak: Option<String>,
     #[serde(skip)]
@@ -90,27 +103,38 @@ pub fn run(t: &NamedTrace, config: &Config, opts: &RunOptions) -> Result<RunRepo
     replayer.free_live(&mut alloc).map_err(|e| format!("{}: {e}", t.name))?;
     let mut passes = Vec::with_capacity(opts.warm_passes);
     let mut device_calls_warm = DeviceCalls::default();
+    let mut memo_answered = Vec::with_capacity(opts.warm_passes);
     for p in 0..opts.warm_passes.max(3) {
         let before = alloc.device().calls();
+        let memo_before = alloc.memo_counts().periods_replayed;
         progress(&format!("{} under {config_name}: warm pass {}/{}", t.name, p + 1, opts.warm_passes.max(3)));
         let start = Instant::now();
         replayer.run_ops(&mut alloc, ops).map_err(fail)?;
         passes.push(start.elapsed().as_nanos() as f64 / ops.len().max(1) as f64);
+        memo_answered.push(alloc.memo_counts().periods_replayed > memo_before);
         replayer.free_live(&mut alloc).map_err(|e| format!("{}: {e}", t.name))?;
         device_calls_warm = alloc.device().calls().since(&before);
     }
     done_progress();
     let metadata = super::metadata::measure(t, config, opts.capacity)?;
     let summary_at_peak = if opts.summary { Some(summary_at_peak(t, config, opts.capacity)?) } else { None };
-    let mut sorted = passes.clone();
-    sorted.sort_by(f64::total_cmp);
-    let median = sorted[sorted.len() / 2];
+    let median = median_of(passes.iter().copied()).unwrap_or(0.0);
+    let of_kind = |answered: bool| {
+        median_of(passes.iter().zip(&memo_answered).filter(|(_, m)| **m == answered).map(|(p, _)| *p)).map(round1)
+    };
+    let first_oom = cold.first_oom.as_ref().map(|(op, report)| super::oom_location::OomLocation::new(t, *op, report));
+    let mut figures = PassFigures::new(&t.name, &config_name, opts.capacity, &cold);
+    // The browser shows the core's one-line `first_oom`; here the located object replaces it.
+    figures.first_oom = None;
     Ok(RunReport {
-        figures: PassFigures::new(&t.name, &config_name, opts.capacity, &cold),
+        figures,
         peak_reserved_bytes_all_passes: alloc.stats().reserved_bytes.all.peak as u64,
         ns_per_op: round1(median),
         ns_per_op_cold: round1(cold_ns),
+        ns_per_op_before_memo: of_kind(false),
+        ns_per_op_with_memo: of_kind(true),
         ns_per_op_passes: passes.into_iter().map(round1).collect(),
+        memo_answered_passes: memo_answered,
         blocks: metadata.blocks,
         metadata_bytes_per_block: round1(metadata.bytes_per_block()),
         metadata_fixed_bytes: metadata.fixed_bytes,
@@ -122,7 +146,15 @@ pub fn run(t: &NamedTrace, config: &Config, opts: &RunOptions) -> Result<RunRepo
         trace_report: t.trace.report.clone(),
         summary_at_peak,
         summary_at_end,
+        first_oom,
     })
+}
+
+/// The median (the upper one of an even count), `None` of nothing.
+fn median_of(values: impl Iterator<Item = f64>) -> Option<f64> {
+    let mut sorted: Vec<f64> = values.collect();
+    sorted.sort_by(f64::total_cmp);
+    sorted.get(sorted.len() / 2).copied()
 }
 
 fn round1(x: f64) -> f64 {

@@ -221,7 +221,12 @@ impl Config {
                     .parse()
                     .map_err(|_| err(key, alloc::format!("got '{value}'; expected a number of entries (0 = off)")))?
             }
-            _ => return Err(err(key, alloc::format!("unknown key; allowed keys: {}", KEYS.join(", ")))),
+            _ => match crate::base::unsimulated_keys::check(key, value) {
+                Some(checked) => checked.map_err(|m| err(key, m))?,
+                // PyTorch's other keys stay out of this list: the C ABI's last-error buffer holds
+                // the message whole only while it is this short.
+                None => return Err(err(key, alloc::format!("unknown key; allowed keys: {}", KEYS.join(", ")))),
+            },
         }
         Ok(())
     }
@@ -252,6 +257,14 @@ impl Config {
             )
         };
         self.keys_moot_under_paging().into_iter().map(note).collect()
+    }
+
+    /// One note for each key of `text` that PyTorch takes but that changes nothing on a
+    /// simulated device (`backend`, the pinned host allocator's keys, ...): why it has no
+    /// effect. `text` is a string [`Config::parse`] accepted.
+    pub fn unsimulated_key_notes(text: &str) -> Vec<String> {
+        let policy = Config::parse(text).map(|c| c.policy.name()).unwrap_or("cachalot");
+        crate::base::unsimulated_keys::notes(text, policy)
     }
 
     /// The config as a string this parser reads back to an equal config.
@@ -544,6 +557,33 @@ mod tests {
         ] {
             let c = Config::parse(text).unwrap();
             assert_eq!(Config::parse(&c.to_config_string()).unwrap(), c, "{text}");
+        }
+    }
+
+    /// Every key PyTorch 2.11 takes is accepted; those a simulated device cannot show get a
+    /// note, and a value PyTorch refuses is a bad value of that key, not an unknown key.
+    #[test]
+    fn pytorchs_other_keys_are_accepted_with_a_note_and_their_values_checked() {
+        let text = "backend:cudaMallocAsync,pinned_use_cuda_host_register:True,release_lock_on_cudamalloc:True,\
+                    pinned_num_register_threads:8,pinned_use_background_threads:False,\
+                    pinned_reserve_segment_size_mb:64,graph_capture_record_stream_reuse:True,policy:pytorch";
+        assert_eq!(Config::parse(text).unwrap(), Config::pytorch(), "they change no decision");
+        let notes = Config::unsimulated_key_notes(text);
+        assert_eq!(notes.len(), 7, "{notes:?}");
+        assert!(notes[0].contains("does not simulate: this run replays policy:pytorch"), "{}", notes[0]);
+        assert!(Config::unsimulated_key_notes("backend:native")[0].contains("policy:pytorch reproduces it"));
+        assert!(Config::parse("release_lock_on_hipmalloc:False,pinned_use_hip_host_register:True").is_ok());
+        assert!(Config::unsimulated_key_notes("max_split_size_mb:128").is_empty());
+        for (bad, key) in [
+            ("backend:jemalloc", "backend"),
+            ("pinned_num_register_threads:3", "pinned_num_register_threads"),
+            ("pinned_num_register_threads:256", "pinned_num_register_threads"),
+            ("pinned_reserve_segment_size_mb:0", "pinned_reserve_segment_size_mb"),
+            ("release_lock_on_cudamalloc:yes", "release_lock_on_cudamalloc"),
+        ] {
+            let e = Config::parse(bad).unwrap_err();
+            assert_eq!(e.key, key, "{bad}");
+            assert!(e.message.starts_with("bad value") && !e.message.contains("unknown key"), "{bad}: {e}");
         }
     }
 }

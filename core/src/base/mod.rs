@@ -5,3 +5,4 @@ pub mod device;
 pub(crate) mod error;
 pub(crate) mod oom_report;
 pub mod size;
+pub(crate) mod unsimulated_keys;

@@ -13,6 +13,9 @@
 //! [`TraceOp::FreeCompleted`] of that lane, so a replay keeps the block from reuse exactly as
 //! long as the recorded run did.
 //!
+//! Every operation keeps the [`Position`] of the row or event it came from, and each kind of
+//! row skipped keeps the position of its first, so a report can say where to look.
+//!
 //! Invariants: a `Free` or `FreeDeferred` names a slot whose allocation is live at that point;
 //! every slot number is below `slots`, every lane below `lanes`; a lane is completed at most
 //! once after each deferred free on it, and reused only after that.
@@ -22,6 +25,7 @@ use alloc::vec::Vec;
 
 use crate::base::device::Stream;
 use crate::base::size::MAX_REQUEST;
+pub use crate::trace::position::Position;
 use crate::trace::trace_error::error;
 pub use crate::trace::trace_error::{TraceError, TraceErrorKind};
 
@@ -66,8 +70,16 @@ pub struct TraceReport {
     pub allocs: usize,
     /// Frees kept.
     pub frees: usize,
-    /// Frees of a pointer with no live allocation in the trace (recording started late).
+    /// Frees of a pointer the trace never allocated (recording started late).
     pub unknown_frees: usize,
+    /// Where the first of `unknown_frees` is.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub first_unknown_free: Option<Position>,
+    /// Frees of a pointer the trace allocated and had freed already: a double free.
+    pub double_frees: usize,
+    /// Where the first of `double_frees` is.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub first_double_free: Option<Position>,
     /// `allocate failure` rows (or `oom` entries).
     pub alloc_failures: usize,
     /// Allocations of zero bytes (skipped, as PyTorch returns no memory for them).
@@ -75,12 +87,29 @@ pub struct TraceReport {
     /// Allocations at an address still live in the trace (a free was not logged): the
     /// earlier allocation is freed first.
     pub implicit_frees: usize,
+    /// Where the first of `implicit_frees` is.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub first_implicit_free: Option<Position>,
+    /// Snapshot events whose action the reader does not know (skipped).
+    pub unknown_actions: usize,
+    /// The first of `unknown_actions`: where, and the action it named.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub first_unknown_action: Option<UnknownAction>,
     /// Allocations never freed by the end of the trace.
     pub live_at_end: usize,
     /// Frees that waited for another stream's work (kept as deferred frees).
     pub deferred_frees: usize,
     /// Distinct streams seen.
     pub streams: usize,
+}
+
+/// A snapshot event with an action the reader does not know.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct UnknownAction {
+    /// Where it is.
+    pub at: Position,
+    /// The action it named ("" when it named none).
+    pub action: String,
 }
 
 /// A parsed trace.
@@ -90,6 +119,9 @@ pub struct Trace {
     pub ops: Vec<TraceOp>,
     /// Time of each operation in microseconds (same length as `ops`).
     pub times_us: Vec<u64>,
+    /// Where each operation came from in the input (same length as `ops`; empty for a trace
+    /// made by hand, not read).
+    pub positions: Vec<Position>,
     /// Number of slots the operations use.
     pub slots: u32,
     /// Number of lanes the deferred frees use (at most this many wait at once).
@@ -116,16 +148,27 @@ struct Builder {
     /// The lane of each address whose deferred free has not completed.
     lane_of: alloc::collections::BTreeMap<u64, u32>,
     free_lanes: Vec<u32>,
+    /// Pointers freed so far, to tell a double free from a free of a pointer never seen.
+    freed: alloc::collections::BTreeSet<u64>,
+    /// The position of the row or event being read.
+    at: Position,
 }
 
 impl Builder {
     /// Makes room for one more operation, or says that memory ran out: a browser's module
     /// has 4 GiB at most, and an allocation that fails there ends the module for good.
     fn room_for_one(&mut self) -> Result<(), String> {
-        let (ops, times) = (&mut self.trace.ops, &mut self.trace.times_us);
-        ops.try_reserve(1).and_then(|()| times.try_reserve(1)).map_err(|_| {
+        let (ops, times, positions) = (&mut self.trace.ops, &mut self.trace.times_us, &mut self.trace.positions);
+        let reserved = ops.try_reserve(1).and_then(|()| times.try_reserve(1)).and_then(|()| positions.try_reserve(1));
+        reserved.map_err(|_| {
             alloc::format!("out of memory after {} operations: the trace is too large to hold here", ops.len())
         })
+    }
+
+    /// Records an operation's time and position (with room made by `room_for_one`).
+    fn push_time(&mut self, time_us: u64) {
+        self.trace.times_us.push(time_us);
+        self.trace.positions.push(self.at);
     }
 
     fn alloc(&mut self, ptr: u64, size: u64, stream: Stream, time_us: u64) -> Result<(), String> {
@@ -136,6 +179,7 @@ impl Builder {
         }
         if self.slot_of.contains_key(&ptr) {
             self.trace.report.implicit_frees += 1;
+            self.trace.report.first_implicit_free.get_or_insert(self.at);
             self.free(ptr, time_us)?;
             self.trace.report.rows -= 1;
         }
@@ -147,7 +191,7 @@ impl Builder {
         self.slot_of.insert(ptr, slot);
         self.streams.insert(stream);
         self.trace.ops.push(TraceOp::Alloc { slot, size, stream });
-        self.trace.times_us.push(time_us);
+        self.push_time(time_us);
         self.trace.report.allocs += 1;
         Ok(())
     }
@@ -155,7 +199,7 @@ impl Builder {
     fn free(&mut self, ptr: u64, time_us: u64) -> Result<(), String> {
         if let Some(slot) = self.release_slot(ptr)? {
             self.trace.ops.push(TraceOp::Free { slot });
-            self.trace.times_us.push(time_us);
+            self.push_time(time_us);
         }
         Ok(())
     }
@@ -166,9 +210,17 @@ impl Builder {
         self.trace.report.rows += 1;
         self.room_for_one()?;
         let Some(slot) = self.slot_of.remove(&ptr) else {
-            self.trace.report.unknown_frees += 1;
+            let r = &mut self.trace.report;
+            if self.freed.contains(&ptr) {
+                r.double_frees += 1;
+                r.first_double_free.get_or_insert(self.at);
+            } else {
+                r.unknown_frees += 1;
+                r.first_unknown_free.get_or_insert(self.at);
+            }
             return Ok(None);
         };
+        self.freed.insert(ptr);
         self.free_slots.push(slot);
         self.trace.report.frees += 1;
         Ok(Some(slot))
@@ -186,7 +238,7 @@ impl Builder {
             self.trace.lanes - 1
         });
         self.trace.ops.push(TraceOp::FreeDeferred { slot, lane });
-        self.trace.times_us.push(time_us);
+        self.push_time(time_us);
         self.lane_of.insert(ptr, lane);
         self.trace.report.deferred_frees += 1;
         Ok(())
@@ -198,8 +250,16 @@ impl Builder {
         self.room_for_one()?;
         self.free_lanes.push(lane);
         self.trace.ops.push(TraceOp::FreeCompleted { lane });
-        self.trace.times_us.push(time_us);
+        self.push_time(time_us);
         Ok(())
+    }
+
+    fn unknown_action(&mut self, action: &str) {
+        let r = &mut self.trace.report;
+        r.unknown_actions += 1;
+        if r.first_unknown_action.is_none() {
+            r.first_unknown_action = Some(UnknownAction { at: self.at, action: action.into() });
+        }
     }
 
     fn failure(&mut self) {
@@ -229,15 +289,20 @@ pub fn parse_trace(text: &str) -> Result<Trace, TraceError> {
 pub fn parse_device_trace(text: &str, device: Option<usize>) -> Result<Trace, TraceError> {
     let text = without_bom(text);
     if is_snapshot(text) {
-        let v = json(text)?;
-        let lists = snapshot_lists(&v)?;
-        read_lists(lists, crate::trace::snapshot_device::choose(lists, device)?)
+        parse_snapshot_value(&json(text)?, device)
     } else if let Some(d) = device {
         let message = alloc::format!("device {d} asked for, but an RMM CSV trace records one device");
         Err(TraceError { line: 0, message, kind: TraceErrorKind::NoSuchDevice })
     } else {
         parse_csv(text)
     }
+}
+
+/// Reads a snapshot already parsed into a JSON value (a pickle converted, say), as
+/// [`parse_device_trace`] reads its text: the same reader, so both give the same trace.
+pub fn parse_snapshot_value(snapshot: &serde_json::Value, device: Option<usize>) -> Result<Trace, TraceError> {
+    let lists = snapshot_lists(snapshot)?;
+    read_lists(lists, crate::trace::snapshot_device::choose(lists, device)?)
 }
 
 fn parse_hex(field: &str) -> Option<u64> {
@@ -309,6 +374,7 @@ pub fn parse_csv(text: &str) -> Result<Trace, TraceError> {
     let mut fields: Vec<&str> = Vec::with_capacity(names.len());
     for (i, line) in lines {
         let n = i + 1;
+        b.at = Position::Line(u32::try_from(n).unwrap_or(u32::MAX));
         fields.clear();
         fields.extend(line.split(','));
         if fields.len() < names.len() {
@@ -413,6 +479,7 @@ fn read_lists(lists: &[serde_json::Value], chosen: Option<usize>) -> Result<Trac
         // Older snapshots log no completions: each free then counts as completed at once.
         let logs_completions = entries.iter().any(|e| action_of(e) == "free_completed");
         for (i, e) in entries.iter().enumerate() {
+            b.at = Position::Event(u32::try_from(i).unwrap_or(u32::MAX));
             let field = |k: &str| e.get(k).and_then(|x| x.as_u64());
             let action = action_of(e);
             let need = |k: &str| {
@@ -443,7 +510,9 @@ fn read_lists(lists: &[serde_json::Value], chosen: Option<usize>) -> Result<Trac
                 "free_completed" => b.complete(need("addr")?, time).map_err(|m| error(0, m))?,
                 "oom" => b.failure(),
                 "segment_alloc" if chosen.is_some() => placements.push((need("addr")?, need("size")?)),
-                _ => {}
+                // What the replay makes anew (segments, maps) or what carries no operation.
+                "segment_alloc" | "segment_free" | "segment_map" | "segment_unmap" | "snapshot" => {}
+                other => b.unknown_action(other),
             }
         }
     }
@@ -490,6 +559,8 @@ impl Trace {
         let mut s = alloc::format!("{} operations ({} allocations, {} frees)", self.ops.len(), r.allocs, r.frees);
         for (n, what) in [
             (r.unknown_frees, "frees of unknown pointers skipped"),
+            (r.double_frees, "double frees skipped"),
+            (r.unknown_actions, "events with unknown actions skipped"),
             (r.alloc_failures, "allocation failures skipped"),
             (r.zero_size, "zero-byte allocations skipped"),
             (r.implicit_frees, "re-allocated live pointers (implicit frees)"),
@@ -684,5 +755,45 @@ mod tests {
         assert_eq!(t.report.zero_size, 1);
         assert_eq!(t.report.implicit_frees, 1);
         assert_eq!(t.ops.len(), 3);
+    }
+
+    /// Each operation keeps its line or event, and each kind of skipped row the place of its
+    /// first: a double free is told from a free of a pointer never seen, and an unknown
+    /// snapshot action is counted, not passed over in silence.
+    #[test]
+    fn operations_and_skipped_rows_keep_where_they_came_from() {
+        let t = parse_csv(
+            "Time,Action,Pointer,Size\n\
+             1,allocate,0x10,512\n\
+             \n\
+             2,free,0x10,512\n\
+             3,free,0x10,512\n\
+             4,free,0x99,512\n\
+             5,allocate,0x20,512\n\
+             6,allocate,0x20,512\n",
+        )
+        .unwrap();
+        let lines: Vec<Position> = [2, 4, 7, 8, 8].into_iter().map(Position::Line).collect();
+        assert_eq!(t.positions, lines, "the implicit free and its allocation both come from line 8");
+        let r = &t.report;
+        assert_eq!((r.double_frees, r.first_double_free), (1, Some(Position::Line(5))));
+        assert_eq!((r.unknown_frees, r.first_unknown_free), (1, Some(Position::Line(6))));
+        assert_eq!((r.implicit_frees, r.first_implicit_free), (1, Some(Position::Line(8))));
+        assert!(t.describe().contains("1 double frees skipped"), "{}", t.describe());
+        let snap = r#"{"device_traces": [[
+            {"action": "segment_map", "addr": 0, "size": 2097152},
+            {"action": "alloc", "addr": 4096, "size": 512},
+            {"action": "allocate", "addr": 8192, "size": 512},
+            {"action": "free_requested", "addr": 4096, "size": 512},
+            {"addr": 8192, "size": 512}
+        ]]}"#;
+        let t = parse_trace(snap).unwrap();
+        assert_eq!(t.positions, [Position::Event(1), Position::Event(3)]);
+        assert_eq!(t.report.unknown_actions, 2, "segment_map is known; 'allocate' and a missing action are not");
+        let first = t.report.first_unknown_action.clone().unwrap();
+        assert_eq!((first.at, first.action.as_str()), (Position::Event(2), "allocate"));
+        let value: serde_json::Value = serde_json::from_str(snap).unwrap();
+        let from_value = parse_snapshot_value(&value, None).unwrap();
+        assert_eq!((from_value.ops, from_value.report), (t.ops, t.report));
     }
 }
