@@ -5,7 +5,7 @@
 // While a pool is being allocated to (beginAllocateToPool .. endAllocateToPool), an allocation
 // on a stream its filter accepts (the capturing stream) is served by the pool; a free goes to
 // the pool that served the pointer. A pool lives while its use count (createOrIncrefPool,
-// beginAllocateToPool) is above zero or it still holds a live allocation, and is never given
+// beginAllocateToPool; each ended by releasePool) is above zero or it still holds a live allocation, and is never given
 // back before releasePool: a CUDA graph replays into its pool's memory after the capture freed
 // every block in it.
 //
@@ -131,6 +131,11 @@ class PrivatePools {
   void begin(int device, c10::cuda::MempoolId_t id, std::function<bool(cudaStream_t)> filter) {
     std::lock_guard<std::mutex> lock(mutex_);
     Pool& p = pool(device, id);
+    // As in PyTorch, allocating to a pool is a use of it, which releasePool ends: a CUDA graph's
+    // capture (its graph releases the pool when destroyed), a MemPool's use_mem_pool block, a
+    // CUDA graph tree's warm-up.
+    p.use_count += 1;
+    p.released = false;
     if (!p.routing) {
       routing_.fetch_add(1, std::memory_order_acq_rel);
     }
