@@ -4,12 +4,13 @@
     cachalot_torch.install()                  # before the first CUDA tensor
     print(cachalot_torch.memory_summary())    # after some work
 
-Role: `install()` loads libcachalot.so, plugs it in with
-`torch.cuda.memory.change_current_allocator(CUDAPluggableAllocator(...))` and wires its
-optional hooks (`torch.cuda.empty_cache`, `set_per_process_memory_fraction`,
-`Tensor.record_stream`). Under a pluggable allocator `torch.cuda.memory_stats()` and its
-relatives raise; this module reads the same figures from cachalot through its C ABI with
-ctypes: `memory_stats()` (the keys, meanings and order of `torch.cuda.memory_stats()`),
+Role: `install()` loads libcachalot.so and makes it PyTorch's CUDA allocator through a C++
+extension over PyTorch's own allocator interface (native/torch/), built on first use; where
+no compiler or headers are at hand it falls back, with a warning, to
+`torch.cuda.memory.change_current_allocator(CUDAPluggableAllocator(...))` with its optional
+hooks (`torch.cuda.empty_cache`, `set_per_process_memory_fraction`, `Tensor.record_stream`).
+On that path `torch.cuda.memory_stats()` and its relatives raise; this module reads the same
+figures from cachalot through its C ABI with ctypes, on either path: `memory_stats()` (the keys, meanings and order of `torch.cuda.memory_stats()`),
 `memory_summary()` (its table) and `snapshot()` (the schema of
 `torch.cuda.memory._snapshot()`).
 
@@ -313,16 +314,22 @@ _TOO_LATE = ("cachalot_torch.install() was called too late: {why}. PyTorch picks
              "that initialises CUDA).")
 
 
-def install(lib_path=None, config=None, extension=False):
-    """Makes cachalot PyTorch's CUDA allocator; returns the CUDAPluggableAllocator.
+def install(lib_path=None, config=None, extension=None):
+    """Makes cachalot PyTorch's CUDA allocator; returns the extension module (or, on the
+    fallback path, the CUDAPluggableAllocator).
 
-    With `extension=True`, cachalot is plugged in through PyTorch's own allocator interface
-    instead: a C++ extension (native/torch/cachalot_allocator.cpp), built on first use with
-    torch.utils.cpp_extension and cached, which makes out of memory raise
-    torch.OutOfMemoryError (after the attached observers are called) and serves
-    torch.cuda.memory_stats(), memory_summary(), max_memory_reserved(),
-    reset_peak_memory_stats() and cuDNN's cacheInfo from cachalot's own figures. It needs a
-    C++ compiler and PyTorch's and CUDA's headers; the extension module is returned.
+    cachalot is plugged in through PyTorch's own allocator interface: a C++ extension
+    (native/torch/cachalot_allocator.cpp), built on first use with torch.utils.cpp_extension
+    and cached. Out of memory raises torch.OutOfMemoryError (after the attached observers are
+    called); torch.cuda.memory_stats(), memory_summary(), max_memory_reserved(),
+    reset_peak_memory_stats(), _snapshot(), _record_memory_history() and cuDNN's cacheInfo read
+    cachalot; CUDA graphs, torch.cuda.MemPool and torch.compile's CUDA graph trees get private
+    pools. The build needs a C++ compiler and PyTorch's and CUDA's headers.
+
+    `extension=None` (the default) falls back to PyTorch's pluggable path when the extension
+    cannot be built, with a RuntimeWarning saying what that path lacks (out of memory hands back
+    a null tensor instead of raising; torch.cuda.memory_stats() raises). `extension=True`
+    raises instead of falling back; `extension=False` takes the pluggable path.
 
     `config` (PYTORCH_CUDA_ALLOC_CONF syntax plus cachalot's keys, e.g. "policy:pytorch")
     is set as $CACHALOT_ALLOC_CONF, which cachalot reads at its first allocation; without it
@@ -365,8 +372,16 @@ def install(lib_path=None, config=None, extension=False):
         _check_config(lib)
         for note in lib.config_notes():
             warnings.warn(f"cachalot: {CONFIG_ENV}: {note}", UserWarning, stacklevel=2)
-        if extension:
+        alloc = None
+        if extension is None:
+            try:
+                alloc = _build_extension(path)
+            except Exception as e:  # no compiler, no headers, a failed build: the pluggable path
+                warnings.warn(_NO_EXTENSION.format(why=f"{type(e).__name__}: {str(e)[:400]}"), RuntimeWarning,
+                              stacklevel=2)
+        elif extension:
             alloc = _build_extension(path)
+        if alloc is not None:
             try:
                 alloc.install()
             except RuntimeError as e:
@@ -394,6 +409,12 @@ def install(lib_path=None, config=None, extension=False):
         raise
     _INSTALLED, _INSTALLED_CONFIG = alloc, os.environ.get(CONFIG_ENV, "")
     return alloc
+
+
+_NO_EXTENSION = ("cachalot: the C++ extension could not be built ({why}); falling back to PyTorch's pluggable "
+                 "allocator path, where out of memory hands back a null tensor instead of raising "
+                 "torch.OutOfMemoryError and torch.cuda.memory_stats() raises (cachalot_torch.memory_stats() "
+                 "reads the figures). install(extension=True) raises instead.")
 
 
 def _build_extension(lib_path):

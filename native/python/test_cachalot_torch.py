@@ -904,6 +904,58 @@ class Install(unittest.TestCase):
         self.assertIs(cachalot_torch.install(), ext, "a second install() is a no-op")
         self.assertEqual(os.environ["CACHALOT_ALLOC_CONF"], "policy:pytorch")
 
+    def _with_cpp_extension(self, torch, load):
+        cpp_extension = types.SimpleNamespace(load=load)
+        torch.utils = types.SimpleNamespace(cpp_extension=cpp_extension)
+        sys.modules["torch.utils"], sys.modules["torch.utils.cpp_extension"] = torch.utils, cpp_extension
+        self.addCleanup(sys.modules.pop, "torch.utils", None)
+        self.addCleanup(sys.modules.pop, "torch.utils.cpp_extension", None)
+
+    def test_install_takes_the_extension_by_default(self):
+        torch = sys.modules["torch"] = fake_torch()
+
+        class Extension:
+            installed = 0
+
+            def install(self):
+                self.installed += 1
+
+        self._with_cpp_extension(torch, lambda **kwargs: Extension())
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # no fallback warning
+            ext = cachalot_torch.install(config="policy:pytorch")
+        self.assertEqual(ext.installed, 1)
+        self.assertEqual(torch.calls["swapped"], [], "no pluggable allocator was swapped in")
+
+    def test_without_a_compiler_install_falls_back_to_the_pluggable_path_and_says_what_it_lacks(self):
+        torch = sys.modules["torch"] = fake_torch()
+
+        def load(**kwargs):
+            raise RuntimeError("Error building extension: g++: command not found")
+
+        self._with_cpp_extension(torch, load)
+        with self.assertWarns(RuntimeWarning) as w:
+            alloc = cachalot_torch.install(config="policy:pytorch")
+        message = str(w.warning)
+        self.assertIn("g++: command not found", message)
+        self.assertIn("torch.OutOfMemoryError", message)
+        self.assertIn("null tensor", message)
+        self.assertEqual(torch.calls["swapped"], [alloc], "the pluggable allocator is swapped in")
+
+    def test_install_with_the_extension_asked_for_raises_when_it_cannot_be_built(self):
+        torch = sys.modules["torch"] = fake_torch()
+
+        def load(**kwargs):
+            raise RuntimeError("Error building extension: no CUDA headers")
+
+        self._with_cpp_extension(torch, load)
+        with self.assertRaises(RuntimeError) as e:
+            cachalot_torch.install(config="policy:pytorch", extension=True)
+        self.assertIn("no CUDA headers", str(e.exception))
+        self.assertEqual(torch.calls["swapped"], [])
+        self.assertIsNone(cachalot_torch._INSTALLED)
+        self.assertNotIn("CACHALOT_ALLOC_CONF", os.environ, "a failed install leaves the config as it was")
+
     def test_a_second_install_compares_with_the_config_installed(self):
         sys.modules["torch"] = fake_torch()
         alloc = cachalot_torch.install(config="policy:pytorch,max_split_size_mb:128")
@@ -948,7 +1000,8 @@ class Install(unittest.TestCase):
         sys.modules["torch"] = fake_torch()
         with warnings.catch_warnings():
             warnings.simplefilter("error")  # PyTorch's policy uses the key: nothing to say
-            cachalot_torch.install(config="policy:pytorch,max_split_size_mb:128,expandable_segments:True")
+            cachalot_torch.install(config="policy:pytorch,max_split_size_mb:128,expandable_segments:True",
+                                   extension=False)  # the stand-in torch has no cpp_extension to warn about
         lib = cachalot_torch.load_library()
         self.assertEqual(lib.config_notes("policy:pytorch"), [])
         self.assertEqual(len(lib.config_notes("expandable_segments:True,max_non_split_rounding_mb:64")), 2)
