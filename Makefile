@@ -21,7 +21,7 @@ demo:
 	@echo "cachalot in the browser: http://127.0.0.1:$(PORT)/  (Ctrl-C stops the server)"
 	python3 -m http.server $(PORT) --bind 127.0.0.1 --directory web-demo
 
-test: setup fmt-check clippy unit-tests wasm-core web-test c-abi python-test gpu-dry-run
+test: setup fmt-check clippy unit-tests wasm-core web-test c-abi python-test python-package gpu-dry-run
 
 # What a fresh machine lacks (each step idempotent, quick when already done).
 setup: rust-setup web-setup
@@ -280,9 +280,18 @@ python-test:
 	CACHALOT_LIB=$(abspath $(TARGET_DIR))/release/libcachalot.so CACHALOT_CLI=$(abspath $(TARGET_DIR))/release/cachalot \
 		CACHALOT_FAKE_CUDA=$(PY_FAKE_CUDA)/libcuda.so PYTHONDONTWRITEBYTECODE=1 python3 native/python/test_cachalot_torch.py
 
+# `pip install ./native/python` in a fresh virtual environment (setuptools-rust builds the library
+# with cargo), then native/python/package_check.py run from outside the checkout.
+PY_PACKAGE_ENV := $(abspath $(TARGET_DIR))/python-package
+python-package:
+	rm -rf $(PY_PACKAGE_ENV)
+	python3 -m venv $(PY_PACKAGE_ENV)
+	$(PY_PACKAGE_ENV)/bin/python -m pip install -q --disable-pip-version-check ./native/python
+	cd /tmp && env -u CACHALOT_LIB PYTHONDONTWRITEBYTECODE=1 $(PY_PACKAGE_ENV)/bin/python - < $(abspath native/python/package_check.py)
+
 # The two-GPU check (native/gpu/ddp_check.sh) without torch and without a GPU: its refusal, the
 # runner's arguments, the plan against a stand-in torchrun, and the report's PASS/FAIL lines.
-.PHONY: gpu-dry-run
+.PHONY: gpu-dry-run python-package
 gpu-dry-run:
 	PYTHONDONTWRITEBYTECODE=1 python3 native/gpu/test_ddp_check.py
 

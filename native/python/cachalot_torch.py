@@ -37,6 +37,7 @@ that has served nothing, `snapshot()` lists no segments and no history, and
 """
 import collections
 import ctypes
+import glob
 import json
 import operator
 import os
@@ -278,16 +279,19 @@ _INSTALLED_CONFIG = None  # the $CACHALOT_ALLOC_CONF it was plugged in with ("" 
 
 
 def find_library(lib_path=None):
-    """The library's path: `lib_path`, else $CACHALOT_LIB, else next to this module, else
-    target/release of the repository this file is in. A path given explicitly (argument or
+    """The library's path: `lib_path`, else $CACHALOT_LIB, else the one pip installed (in
+    cachalot_native beside this module), else next to this module, else target/release of the
+    repository this file is in. A path given explicitly (argument or
     variable) must exist; FileNotFoundError names every path tried."""
     if lib_path is not None or os.environ.get(LIB_ENV):
         path = lib_path if lib_path is not None else os.environ[LIB_ENV]
         tried = [f"{path} (from {'the lib_path argument' if lib_path is not None else '$' + LIB_ENV})"]
         candidates = [path]
     else:
-        candidates = [os.path.join(_HERE, LIB_NAME),
-                      os.path.join(os.path.dirname(os.path.dirname(_HERE)), "target", "release", LIB_NAME)]
+        # pip installs the library into cachalot_native, under the name setuptools-rust gives it.
+        installed = sorted(glob.glob(os.path.join(_HERE, "cachalot_native", "libcachalot*.so")))
+        candidates = installed + [os.path.join(_HERE, LIB_NAME),
+                                  os.path.join(os.path.dirname(os.path.dirname(_HERE)), "target", "release", LIB_NAME)]
         tried = list(candidates)
     for c in candidates:
         if os.path.isfile(c):
@@ -423,13 +427,17 @@ def _build_extension(lib_path):
     by torch.utils.cpp_extension into its cache the first time."""
     from torch.utils import cpp_extension
 
-    repo = os.path.dirname(os.path.dirname(_HERE))
-    source = os.path.join(repo, "native", "torch", "cachalot_allocator.cpp")
+    installed = os.path.join(_HERE, "cachalot_native")  # what pip installed, else this checkout's
+    if os.path.isfile(os.path.join(installed, "torch", "cachalot_allocator.cpp")):
+        source_dir, include_dir = os.path.join(installed, "torch"), os.path.join(installed, "include")
+    else:
+        repo = os.path.dirname(os.path.dirname(_HERE))
+        source_dir, include_dir = os.path.join(repo, "native", "torch"), os.path.join(repo, "include")
     lib_dir = os.path.dirname(os.path.realpath(lib_path))
     return cpp_extension.load(
         name="cachalot_torch_allocator",
-        sources=[source],
-        extra_include_paths=[os.path.join(repo, "include")],
+        sources=[os.path.join(source_dir, "cachalot_allocator.cpp")],
+        extra_include_paths=[include_dir],
         extra_ldflags=[os.path.realpath(lib_path), f"-Wl,-rpath,{lib_dir}"],
         with_cuda=True,
         verbose=os.environ.get("CACHALOT_TORCH_VERBOSE_BUILD") == "1",
