@@ -438,6 +438,7 @@ def _build_extension(lib_path):
         name="cachalot_torch_allocator",
         sources=[os.path.join(source_dir, "cachalot_allocator.cpp")],
         extra_include_paths=[include_dir],
+        extra_cflags=["-O2"],  # cpp_extension passes no optimisation level of its own
         extra_ldflags=[os.path.realpath(lib_path), f"-Wl,-rpath,{lib_dir}"],
         with_cuda=True,
         verbose=os.environ.get("CACHALOT_TORCH_VERBOSE_BUILD") == "1",

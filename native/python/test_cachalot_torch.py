@@ -901,6 +901,7 @@ class Install(unittest.TestCase):
         self.assertTrue(os.path.isfile(os.path.join(args["extra_include_paths"][0], "cachalot.h")))
         self.assertIn(os.path.realpath(lib.path), args["extra_ldflags"])
         self.assertTrue(args["with_cuda"])
+        self.assertIn("-O2", args["extra_cflags"], "the allocator's hot path is built optimised")
         self.assertIs(cachalot_torch.install(), ext, "a second install() is a no-op")
         self.assertEqual(os.environ["CACHALOT_ALLOC_CONF"], "policy:pytorch")
 
