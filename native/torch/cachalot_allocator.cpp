@@ -188,8 +188,22 @@ class CachalotAllocator : public Pluggable::CUDAPluggableAllocator {
   // trees free such pointers through raw_delete.
   void raw_delete(void* ptr) override {
     if (pools_.free(ptr)) {
-      std::lock_guard<std::mutex> lock(allocator_mutex_);
-      allocation_metadata_.erase(ptr);
+      size_t size = 0;
+      int device = 0;
+      cudaStream_t stream = nullptr;
+      {
+        std::lock_guard<std::mutex> lock(allocator_mutex_);
+        auto it = allocation_metadata_.find(ptr);
+        if (it != allocation_metadata_.end()) {
+          size = it->second.size;
+          device = it->second.device_idx;
+          stream = it->second.stream;
+          allocation_metadata_.erase(it);
+        }
+      }
+      if (history_.on()) {
+        history_.freed(device, ptr, size, stream, {0, 0});  // as the free hook logs the others
+      }
       return;
     }
     Pluggable::CUDAPluggableAllocator::raw_delete(ptr);
