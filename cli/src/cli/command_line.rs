@@ -137,6 +137,10 @@ pub struct CompareArgs {
     /// Overlay the configs' reserved bytes over the trace into FILE.svg.
     #[arg(long, value_name = "FILE.svg")]
     pub plot: Option<String>,
+    /// Let the tables be as wide as the configs make them, instead of wrapping long
+    /// configs to fit 100 columns.
+    #[arg(long)]
+    pub wide: bool,
 }
 
 /// `cachalot advise`.

@@ -14,6 +14,7 @@ mod input;
 mod metadata;
 mod oom_location;
 mod output;
+mod paragraph;
 mod plot;
 mod plot_file;
 mod reference;
@@ -22,6 +23,7 @@ mod run;
 mod search;
 mod series;
 mod snapshot_file;
+mod table;
 mod usage_error;
 
 use cachalot_core::Config;
