@@ -62,7 +62,7 @@ pub fn run(args: &CompareArgs, out: Out) -> Result<(), Failure> {
     let reports: Vec<RunReport> = parsed.iter().map(|c| replay(&trace, c, &opts)).collect::<Result<_, _>>()?;
     if let Some(file) = plot {
         let all: Vec<_> = parsed.iter().map(|c| series::record(&trace, c, opts.capacity)).collect::<Result<_, _>>()?;
-        super::output::wrote(&file.write(&plot::overlay(&trace.label(), &all))?);
+        super::output::wrote(&file.write(&plot::overlay(&trace.label(), &all, args.device.capacity))?);
     }
     let pytorch = PyTorchFigures::for_trace(&trace);
     let measured = |c: &Config| pytorch_conf_name(c).and_then(|n| pytorch.row(&n));

@@ -7,6 +7,7 @@
 //! every option a command is given is used, or clap refuses it naming it.
 
 mod advise_cmd;
+mod axis_ticks;
 mod byte_size;
 mod command_line;
 mod compare_cmd;
