@@ -296,9 +296,10 @@ fn compare_divides_pytorchs_reserved_by_pytorchs_requested_even_when_ours_ran_ou
     {
         let reserved = pytorch("gpt2_train.csv.gz", conf)["peak_reserved"].as_u64().unwrap() as f64;
         let want = format!("{:.3}", reserved / requested);
-        let line = table.lines().find(|l| l.starts_with(row)).unwrap_or_else(|| panic!("{row} missing:\n{table}"));
-        let theirs = line.split('|').nth(1).unwrap();
-        assert!(theirs.contains(&want), "{conf}: expected {want} in '{line}'");
+        // PyTorch's figures are in the table after its heading.
+        let theirs = table.split("PyTorch (H200)").nth(1).unwrap_or_else(|| panic!("no PyTorch table:\n{table}"));
+        let line = theirs.lines().find(|l| l.starts_with(row)).unwrap_or_else(|| panic!("{row} missing:\n{table}"));
+        assert!(line.contains(&want), "{conf}: expected {want} in '{line}'");
     }
     assert!(table.contains("1.450") && table.contains("1.044"), "{table}");
 }
@@ -415,7 +416,7 @@ fn advise_recommends_nothing_when_every_config_runs_out_of_memory() {
     assert!(!report.contains("_ALLOC_CONF="), "recommended a config that runs out:\n{report}");
     let report = text(&cachalot(&["advise", "mixed_fc_conv"]).stdout);
     assert!(report.contains("CACHALOT_ALLOC_CONF=policy:cachalot"), "{report}");
-    assert!(!report.contains("no config tried"), "{report}");
+    assert!(!report.contains("no config tried avoids"), "{report}");
 }
 
 /// Each command's help is its own: its options, not another command's, with what they
@@ -578,9 +579,15 @@ fn compare_columns_line_up_whatever_the_labels() {
     ]);
     let table = text(&out.stdout);
     assert!(out.status.success(), "{}", text(&out.stderr));
-    let bars: Vec<usize> = table.lines().filter_map(|l| l.find('|').filter(|_| l.contains("  |  "))).collect();
-    assert!(bars.len() >= 4, "{table}");
-    assert!(bars.iter().all(|&b| b == bars[0]), "columns do not line up:\n{table}");
+    // Each table: a header starting "config", then its rows, each as long as the header
+    // but for the lines a long config wraps onto (the config alone, no column gap).
+    let tables: Vec<Vec<&str>> =
+        table.split("\n\n").filter_map(|t| t.find("\nconfig ").map(|at| t[at + 1..].lines().collect())).collect();
+    assert_eq!(tables.len(), 2, "{table}");
+    for t in &tables {
+        let rows: Vec<&&str> = t.iter().filter(|l| l.contains("  ")).collect();
+        assert!(rows.len() >= 3 && rows.iter().all(|l| l.len() == t[0].len()), "columns do not line up:\n{table}");
+    }
 }
 
 #[test]

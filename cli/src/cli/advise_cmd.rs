@@ -8,10 +8,13 @@
 //! still runs out says how often.
 
 use super::command_line::AdviseArgs;
+use super::margin::{better_than, RULE};
 use super::output::Out;
+use super::paragraph::fill;
 use super::run::human;
-use super::search::{as_pytorch_conf, candidates, quieter_than_best, search, why_none_fits, Candidate, WARM_PASSES};
-use super::{input, run, Failure};
+use super::search::{as_pytorch_conf, candidates, quieter_than, search, why_none_fits, Candidate, WARM_PASSES};
+use super::table::{Align, Table, DEFAULT_WIDTH};
+use super::{equal_results, input, run, Failure};
 
 /// How much more peak reserved memory than the best a config may take to be named for
 /// making fewer driver calls once warm.
@@ -30,32 +33,61 @@ pub fn run(args: &AdviseArgs, out: Out) -> Result<(), Failure> {
         writeln!(out)?;
         return Ok(());
     }
-    writeln!(out, "trace {} ({}); simulated device of {}", trace.label(), trace.trace.describe(), human(capacity))?;
-    writeln!(out, "{} configs replayed in {secs:.2} s, best first:\n", ranked.len())?;
-    let width = ranked.iter().map(|c| c.config.len()).max().unwrap_or(20);
+    let width = (!args.wide).then_some(DEFAULT_WIDTH);
+    let fit = |text: &str| fill(text, width.unwrap_or(usize::MAX), "  ");
     writeln!(
         out,
-        "{:>4}  {:<width$}  {:>13}  {:>8}  {:>12}  {:>10}  {:>4}",
-        "rank", "config", "peak reserved", "resv/req", "driver calls", "warm calls", "OOMs"
+        "{}",
+        fit(&format!("trace {}: {}; simulated device of {}", trace.label(), trace.trace.describe(), human(capacity)))
     )?;
-    for (i, c) in ranked.iter().enumerate() {
-        writeln!(
-            out,
-            "{:>4}  {:<width$}  {:>13}  {:>8.3}  {:>12}  {:>10.0}  {:>4}",
-            i + 1,
-            c.config,
+    let groups = equal_results::group(&ranked);
+    let shown = if args.all { ranked.len() } else { groups.len() };
+    let collapsed = if shown < ranked.len() { ", configs of equal figures in one row (--all shows each)" } else { "" };
+    writeln!(out, "{}\n", fit(&format!("{} configs replayed in {secs:.2} s, best first{collapsed}:", ranked.len())))?;
+    let mut table = Table::new(&[
+        ("#", Align::Figure),
+        ("config", Align::Label),
+        ("peak resv", Align::Figure),
+        ("resv/req", Align::Figure),
+        ("drv calls", Align::Figure),
+        ("warm", Align::Figure),
+        ("OOMs", Align::Figure),
+    ]);
+    let mut row = |rank: usize, c: &Candidate, label: String| {
+        table.row(vec![
+            rank.to_string(),
+            label,
             human(c.peak_reserved_bytes),
-            c.reserved_over_requested,
-            c.device_calls,
-            c.warm_device_calls,
-            c.ooms
-        )?;
+            format!("{:.3}", c.reserved_over_requested),
+            c.device_calls.to_string(),
+            format!("{:.0}", c.warm_device_calls),
+            c.ooms.to_string(),
+        ])
+    };
+    if args.all {
+        ranked.iter().enumerate().for_each(|(i, c)| row(i + 1, c, c.config.clone()));
+    } else {
+        for g in &groups {
+            let label = match g.others.len() {
+                0 => g.first.config.clone(),
+                n => format!("{} (+{n} equal)", g.first.config),
+            };
+            row(g.rank, g.first, label);
+        }
+    }
+    for line in table.render(width) {
+        writeln!(out, "{line}")?;
     }
     writeln!(
         out,
-        "\nPeak reserved and driver calls (memory alloc, free, create, map, unmap and release calls): the\n\
-         first pass on an empty allocator; warm calls: the driver calls of the last of {WARM_PASSES} passes after\n\
-         it, on the same allocator.\n"
+        "\n{}\n",
+        fit(&format!(
+            "peak resv and drv calls (driver calls: memory alloc, free, create, map, unmap and release \
+             calls): the first pass on an empty allocator; warm: the driver calls of the last of \
+             {WARM_PASSES} passes after it, on the same allocator. {}{}.",
+            RULE[..1].to_uppercase(),
+            &RULE[1..]
+        ))
     )?;
     match ranked.first() {
         Some(best) if best.ooms > 0 => no_fit(out, best, trace.trace.peak_requested(), capacity)?,
@@ -68,45 +100,81 @@ pub fn run(args: &AdviseArgs, out: Out) -> Result<(), Failure> {
 /// Says that every config tried ran out of memory, and why, instead of recommending one.
 fn no_fit(out: Out, best: &Candidate, peak_requested: u64, capacity: u64) -> Result<(), Failure> {
     let why = why_none_fits(peak_requested, capacity);
-    writeln!(
-        out,
+    let text = format!(
         "no config tried avoids out of memory: {why}; the fewest out-of-memory events, {}, under {}",
         best.ooms, best.config
-    )?;
+    );
+    writeln!(out, "{}", fill(&text, DEFAULT_WIDTH, "  "))?;
     Ok(())
 }
 
-/// The lines to paste: the best PyTorch config, the best overall, and a quieter one.
+/// The lines to paste: a PyTorch config and a cachalot one, each only where it beats the
+/// default by the margin (see [`super::margin`]), and a quieter one. Each is said on a line
+/// of its own above the line to paste, which stays whole.
 fn recommend(out: Out, ranked: &[Candidate], best: &Candidate) -> Result<(), Failure> {
-    if let Some(p) = ranked.iter().find(|c| c.policy == "pytorch") {
-        let conf = as_pytorch_conf(&p.config).unwrap_or_default();
-        let conf = if conf.is_empty() { "(leave unset: PyTorch's default is best)".to_string() } else { conf };
-        let still = if p.ooms > 0 {
-            format!("; still {} out-of-memory events: no PyTorch config tried fits", p.ooms)
-        } else {
-            String::new()
-        };
-        writeln!(
-            out,
-            "PyTorch:   PYTORCH_CUDA_ALLOC_CONF={conf}   # peak reserved {}{still}",
-            human(p.peak_reserved_bytes)
-        )?;
+    if ranked.iter().any(|c| c.policy == "pytorch") {
+        match better_than(ranked, "policy:pytorch", |c| c.policy == "pytorch") {
+            Some(p) => {
+                let still = if p.ooms > 0 {
+                    format!("; still {} out-of-memory events: no PyTorch config tried fits", p.ooms)
+                } else {
+                    String::new()
+                };
+                writeln!(
+                    out,
+                    "PyTorch, peak reserved {}{}{still}:",
+                    human(p.peak_reserved_bytes),
+                    less(ranked, p, "policy:pytorch")
+                )?;
+                writeln!(out, "PYTORCH_CUDA_ALLOC_CONF={}", as_pytorch_conf(&p.config).unwrap_or_default())?;
+            }
+            None => {
+                writeln!(out, "PyTorch: no PyTorch config tried beats its default by the margin; leave unset:")?;
+                writeln!(out, "PYTORCH_CUDA_ALLOC_CONF=")?;
+            }
+        }
     }
-    writeln!(
-        out,
-        "cachalot:  CACHALOT_ALLOC_CONF={}   # peak reserved {}",
-        best.config,
-        human(best.peak_reserved_bytes)
-    )?;
-    if let Some(q) = quieter_than_best(ranked, QUIETER_MARGIN) {
+    let chosen = match better_than(ranked, "policy:cachalot", |_| true) {
+        Some(c) => {
+            writeln!(
+                out,
+                "cachalot, peak reserved {}{}:",
+                human(c.peak_reserved_bytes),
+                less(ranked, c, "policy:cachalot")
+            )?;
+            c
+        }
+        None => {
+            let default = ranked.iter().find(|c| c.config == "policy:cachalot").unwrap_or(best);
+            writeln!(
+                out,
+                "cachalot: no config tried beats the default by the margin; keep it (peak reserved {}):",
+                human(default.peak_reserved_bytes)
+            )?;
+            default
+        }
+    };
+    writeln!(out, "CACHALOT_ALLOC_CONF={}", chosen.config)?;
+    if let Some(q) = quieter_than(chosen, ranked, QUIETER_MARGIN) {
         writeln!(
             out,
-            "fewer driver calls once warm: CACHALOT_ALLOC_CONF={}   # {:.0} calls a warm pass instead of {:.0}, peak reserved {}",
-            q.config,
+            "fewer driver calls once warm, {:.0} a warm pass instead of {:.0}, peak reserved {}:",
             q.warm_device_calls,
-            best.warm_device_calls,
+            chosen.warm_device_calls,
             human(q.peak_reserved_bytes)
         )?;
+        writeln!(out, "CACHALOT_ALLOC_CONF={}", q.config)?;
     }
     Ok(())
+}
+
+/// ", N% less than the default's" for `c` against the candidate of config `baseline`.
+fn less(ranked: &[Candidate], c: &Candidate, baseline: &str) -> String {
+    match ranked.iter().find(|b| b.config == baseline) {
+        Some(b) if b.peak_reserved_bytes > 0 => {
+            let saved = 1.0 - c.peak_reserved_bytes as f64 / b.peak_reserved_bytes as f64;
+            format!(", {:.1}% less than the default's", saved * 100.0)
+        }
+        _ => String::new(),
+    }
 }

@@ -53,7 +53,7 @@ pub enum Command {
     ///
     /// Configs that give the same figures are shown as one row (--all shows each). A config
     /// is recommended over PyTorch's default (or, for cachalot, over its default policy) only
-    /// when it has no more out-of-memory events and at least 1% less peak reserved memory,
+    /// with fewer out-of-memory events, or as many and at least 1% less peak reserved memory
     /// with at most 10% more driver calls in the first pass; otherwise advise says to keep
     /// the default.
     #[command(after_help = AFTER_HELP)]
@@ -137,6 +137,10 @@ pub struct CompareArgs {
     /// Overlay the configs' reserved bytes over the trace into FILE.svg.
     #[arg(long, value_name = "FILE.svg")]
     pub plot: Option<String>,
+    /// Let the tables be as wide as the configs make them, instead of wrapping long
+    /// configs to fit 100 columns.
+    #[arg(long)]
+    pub wide: bool,
 }
 
 /// `cachalot advise`.
@@ -149,6 +153,10 @@ pub struct AdviseArgs {
     /// Print every config replayed, not only one row per distinct result.
     #[arg(long)]
     pub all: bool,
+    /// Let the tables be as wide as the configs make them, instead of wrapping long
+    /// configs to fit 100 columns.
+    #[arg(long)]
+    pub wide: bool,
 }
 
 /// `--capacity`: a size a simulated device can have.

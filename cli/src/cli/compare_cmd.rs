@@ -1,16 +1,21 @@
 //! `cachalot compare`: one trace under several configs side by side, with PyTorch's own
 //! figures for the same trace (measured on an H200) where the trace is a reference trace.
 //!
-//! Invariant: the table's first column is as wide as the widest label it prints (config
-//! strings as normalised, and PyTorch's rows), so every row lines up.
+//! Two tables, cachalot's simulated figures and then PyTorch's measured ones, each row named
+//! by its config, so that figures of different machines never share a row.
+//!
+//! Invariant: each table's rows line up (see [`Table`]) and, unless `--wide`, fit 100
+//! columns.
 
 use cachalot_core::{Config, Policy};
 
 use super::command_line::CompareArgs;
 use super::output::Out;
+use super::paragraph::fill;
 use super::plot_file::PlotFile;
 use super::reference::{ns_per_op, peak_reserved, PyTorchFigures};
 use super::run::{driver_calls, human, run as replay, RunReport};
+use super::table::{Align, Table, DEFAULT_WIDTH};
 use super::{config_from_env, input, parse_user_configs, plot, run_options, series, ConfigText, Failure};
 
 /// The configs compared when none are given.
@@ -57,7 +62,7 @@ pub fn run(args: &CompareArgs, out: Out) -> Result<(), Failure> {
     let reports: Vec<RunReport> = parsed.iter().map(|c| replay(&trace, c, &opts)).collect::<Result<_, _>>()?;
     if let Some(file) = plot {
         let all: Vec<_> = parsed.iter().map(|c| series::record(&trace, c, opts.capacity)).collect::<Result<_, _>>()?;
-        super::output::wrote(&file.write(&plot::overlay(&trace.label(), &all))?);
+        super::output::wrote(&file.write(&plot::overlay(&trace.label(), &all, args.device.capacity))?);
     }
     let pytorch = PyTorchFigures::for_trace(&trace);
     let measured = |c: &Config| pytorch_conf_name(c).and_then(|n| pytorch.row(&n));
@@ -77,76 +82,87 @@ pub fn run(args: &CompareArgs, out: Out) -> Result<(), Failure> {
         writeln!(out)?;
         return Ok(());
     }
-    writeln!(out, "trace {} ({})", trace.label(), trace.trace.describe())?;
+    let width = (!args.wide).then_some(DEFAULT_WIDTH);
+    let fit = |text: &str| fill(text, width.unwrap_or(usize::MAX), "  ");
+    writeln!(out, "{}", fit(&format!("trace {}: {}", trace.label(), trace.trace.describe())))?;
     writeln!(
         out,
-        "left of |: cachalot replaying on a simulated device of {}, ns/op its CPU cost on this machine\n\
-         (median of warm passes); right of |: PyTorch 2.11 measured on an NVIDIA H200 (real driver, that\n\
-         host's CPU). Different machines: read the two ns/op as figures of each, not as a race.\n",
-        human(opts.capacity)
+        "\n{}",
+        fit(&format!(
+            "cachalot, replaying on a simulated device of {}; sim ns/op: its CPU cost on this \
+             machine (median of warm passes):",
+            human(opts.capacity)
+        ))
     )?;
-    let shown: Vec<String> = parsed.iter().filter_map(pytorch_conf_name).collect();
-    let pytorch_only: Vec<&serde_json::Value> =
-        pytorch.rows().iter().filter(|v| !shown.iter().any(|s| v["conf"] == s.as_str())).collect();
     let labels: Vec<String> = parsed.iter().map(Config::to_config_string).collect();
-    let pytorch_labels: Vec<String> =
-        pytorch_only.iter().map(|v| format!("(PyTorch {})", v["conf"].as_str().unwrap_or("?"))).collect();
-    let width = labels.iter().chain(&pytorch_labels).map(|l| l.chars().count()).max().unwrap_or(0).max(24);
-    writeln!(
-        out,
-        "{:<width$}  {:>13}  {:>8}  {:>9}  {:>12}  {:>4}  {:>9}  |  {:>13}  {:>8}  {:>7}",
-        "cachalot config",
-        "peak reserved",
-        "resv/req",
-        "segs+maps",
-        "driver calls",
-        "OOMs",
-        "sim ns/op",
-        "PyTorch (H200)",
-        "resv/req",
-        "ns/op"
-    )?;
-    for ((r, c), label) in reports.iter().zip(&parsed).zip(&labels) {
-        let theirs = match measured(c) {
-            Some(v) => format!(
-                "{:>13}  {:>8.3}  {:>7.1}",
-                human(peak_reserved(v)),
-                pytorch.reserved_over_requested(v),
-                ns_per_op(v)
-            ),
-            None => format!("{:>13}  {:>8}  {:>7}", "-", "-", "-"),
-        };
-        writeln!(
-            out,
-            "{label:<width$}  {:>13}  {:>8.3}  {:>9}  {:>12}  {:>4}  {:>9.1}  |  {theirs}",
+    let mut ours = Table::new(&[
+        ("config", Align::Label),
+        ("peak resv", Align::Figure),
+        ("resv/req", Align::Figure),
+        ("segs+maps", Align::Figure),
+        ("drv calls", Align::Figure),
+        ("OOMs", Align::Figure),
+        ("sim ns/op", Align::Figure),
+    ]);
+    for (r, label) in reports.iter().zip(&labels) {
+        ours.row(vec![
+            label.clone(),
             human(r.figures.peak_reserved_bytes),
-            r.figures.reserved_over_requested,
-            r.figures.device_allocs,
-            driver_calls(&r.device_calls_cold),
-            r.figures.ooms,
-            r.ns_per_op,
-        )?;
+            format!("{:.3}", r.figures.reserved_over_requested),
+            r.figures.device_allocs.to_string(),
+            driver_calls(&r.device_calls_cold).to_string(),
+            r.figures.ooms.to_string(),
+            format!("{:.1}", r.ns_per_op),
+        ]);
     }
-    for (v, label) in pytorch_only.iter().zip(&pytorch_labels) {
+    for line in ours.render(width) {
+        writeln!(out, "{line}")?;
+    }
+    // PyTorch's own figures: those of the configs above that it was measured under, then
+    // those of its configs cachalot cannot run (cudaMallocAsync).
+    let shown: Vec<String> = parsed.iter().filter_map(pytorch_conf_name).collect();
+    let mut theirs = Table::new(&[
+        ("config", Align::Label),
+        ("peak resv", Align::Figure),
+        ("resv/req", Align::Figure),
+        ("ns/op", Align::Figure),
+    ]);
+    let mut row = |label: String, v: &serde_json::Value| {
+        theirs.row(vec![
+            label,
+            human(peak_reserved(v)),
+            format!("{:.3}", pytorch.reserved_over_requested(v)),
+            format!("{:.1}", ns_per_op(v)),
+        ])
+    };
+    let mut any = false;
+    for (c, label) in parsed.iter().zip(&labels) {
+        if let Some(v) = measured(c) {
+            row(label.clone(), v);
+            any = true;
+        }
+    }
+    for v in pytorch.rows().iter().filter(|v| !shown.iter().any(|s| v["conf"] == s.as_str())) {
+        row(format!("(PyTorch {})", v["conf"].as_str().unwrap_or("?")), v);
+        any = true;
+    }
+    if any {
         writeln!(
             out,
-            "{label:<width$}  {:>13}  {:>8}  {:>9}  {:>12}  {:>4}  {:>9}  |  {:>13}  {:>8.3}  {:>7.1}",
-            "",
-            "",
-            "",
-            "",
-            "",
-            "",
-            human(peak_reserved(v)),
-            pytorch.reserved_over_requested(v),
-            ns_per_op(v)
+            "\n{}",
+            fit("PyTorch (H200): PyTorch 2.11 measured on an NVIDIA H200 (real driver, that host's CPU); \
+                 a different machine: read the two ns/op as figures of each, not as a race:")
         )?;
+        for line in theirs.render(width) {
+            writeln!(out, "{line}")?;
+        }
     }
     writeln!(
         out,
-        "\nsegs+maps: segments allocated, or spans of pages mapped, new or moved (num_device_alloc); driver\n\
-         calls: memory alloc, free, create, map, unmap and release calls; both of the first pass. PyTorch's\n\
-         resv/req is over the peak its own run requested."
+        "\n{}",
+        fit("segs+maps: segments allocated, or spans of pages mapped, new or moved (num_device_alloc); \
+             drv calls: driver calls, the memory alloc, free, create, map, unmap and release calls; both \
+             of the first pass. PyTorch's resv/req is over the peak its own run requested.")
     )?;
     Ok(())
 }

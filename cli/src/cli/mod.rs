@@ -7,13 +7,17 @@
 //! every option a command is given is used, or clap refuses it naming it.
 
 mod advise_cmd;
+mod axis_ticks;
 mod byte_size;
 mod command_line;
 mod compare_cmd;
+mod equal_results;
 mod input;
+mod margin;
 mod metadata;
 mod oom_location;
 mod output;
+mod paragraph;
 mod plot;
 mod plot_file;
 mod reference;
@@ -22,6 +26,7 @@ mod run;
 mod search;
 mod series;
 mod snapshot_file;
+mod table;
 mod usage_error;
 
 use cachalot_core::Config;

@@ -115,7 +115,7 @@ pub fn run(args: &ReplayArgs, out: Out) -> Result<Finished, Failure> {
     }
     if let Some(file) = plot {
         let s = series::record(&trace, &config, opts.capacity)?;
-        let path = file.write(&plot::timeline(&trace.label(), &s))?;
+        let path = file.write(&plot::timeline(&trace.label(), &s, args.device.capacity))?;
         wrote(&path);
     }
     if let Some(file) = snapshot {

@@ -153,8 +153,7 @@ pub fn search(t: &NamedTrace, configs: &[String], capacity: u64) -> Result<Vec<C
 /// The candidate making the fewest driver calls per warm pass among those with the best's
 /// out-of-memory count and within `margin` (a fraction) of its peak reserved bytes, when that
 /// is not the best itself: the trade of a little memory for a quieter steady state.
-pub fn quieter_than_best(ranked: &[Candidate], margin: f64) -> Option<&Candidate> {
-    let best = ranked.first()?;
+pub fn quieter_than<'a>(best: &Candidate, ranked: &'a [Candidate], margin: f64) -> Option<&'a Candidate> {
     let limit = best.peak_reserved_bytes as f64 * (1.0 + margin);
     let quietest = ranked
         .iter()
@@ -220,8 +219,8 @@ mod tests {
             candidate("quieter but larger", 1011, 10.0, 0),
             candidate("quietest but failing", 1000, 0.0, 1),
         ];
-        assert_eq!(quieter_than_best(&ranked, 0.01).map(|c| c.config.as_str()), Some("quiet"));
+        assert_eq!(quieter_than(&ranked[0], &ranked, 0.01).map(|c| c.config.as_str()), Some("quiet"));
         let settled = [candidate("best", 1000, 0.0, 0), candidate("other", 1001, 0.0, 0)];
-        assert!(quieter_than_best(&settled, 0.01).is_none());
+        assert!(quieter_than(&settled[0], &settled, 0.01).is_none());
     }
 }
