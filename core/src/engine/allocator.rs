@@ -730,6 +730,24 @@ impl<D: Device> Allocator<D> {
         if !RECALLED {
             self.live.insert(addr, id, &self.blocks);
         }
+        self.count_allocation::<PLAIN>(pool, addr, size, requested, stream);
+        if in_vm && self.vm.mode == VmMode::Paged {
+            self.paged.peak_in_use = self.paged.peak_in_use.max(self.paged.pages_in_use(self.vm.mapped_pages));
+        }
+        (addr, id)
+    }
+
+    /// Counts an allocation of `size` bytes at `addr`, asked for as `requested` bytes, in the
+    /// statistics and the history; `PLAIN` as [`Allocator::plain`] says.
+    #[inline(always)]
+    pub(crate) fn count_allocation<const PLAIN: bool>(
+        &mut self,
+        pool: Pool,
+        addr: u64,
+        size: u64,
+        requested: u64,
+        stream: Stream,
+    ) {
         let s = &mut self.stats;
         s.allocation.increase(pool, 1);
         s.allocated_bytes.increase(pool, size);
@@ -739,10 +757,6 @@ impl<D: Device> Allocator<D> {
             s.oversize_allocations.increase(1);
         }
         self.record_if::<PLAIN>(Action::Alloc, addr, requested, stream);
-        if in_vm && self.vm.mode == VmMode::Paged {
-            self.paged.peak_in_use = self.paged.peak_in_use.max(self.paged.pages_in_use(self.vm.mapped_pages));
-        }
-        (addr, id)
     }
 
     /// Caches a block whose free has completed: merges it with free neighbours and puts it

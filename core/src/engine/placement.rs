@@ -17,7 +17,6 @@ use crate::base::size::{Pool, MIN_BLOCK};
 use crate::data::block::{Block, BlockState, NIL};
 use crate::engine::allocator::Allocator;
 use crate::engine::vrange::VmMode;
-use crate::report::history::Action;
 
 impl<D: Device> Allocator<D> {
     /// Allocates exactly the `size` bytes at `addr`, asked for as `requested` bytes, out of the
@@ -65,15 +64,7 @@ impl<D: Device> Allocator<D> {
         b.set_requested(requested);
         let stream = self.streams.handle(b.stream_index);
         self.live.insert(addr, id, &self.blocks);
-        let s = &mut self.stats;
-        s.allocation.increase(pool, 1);
-        s.allocated_bytes.increase(pool, size);
-        s.allocation_rose(pool);
-        s.requested_bytes.increase(pool, requested);
-        if size >= self.config.max_split_size {
-            s.oversize_allocations.increase(1);
-        }
-        self.record(Action::Alloc, addr, requested, stream);
+        self.count_allocation::<false>(pool, addr, size, requested, stream);
         Ok(addr)
     }
 
