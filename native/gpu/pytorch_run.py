@@ -4,8 +4,9 @@ cachalot plugged in through native/python/cachalot_torch.py; prints what it meas
 usage: python3 pytorch_run.py WORKLOAD native|cachalot [--config CONF] [--lib PATH]
                               [--cli PATH] [--record FILE.json]
 
-workloads.py runs unchanged, as `__main__` (runpy): its seeds, model code and timed span are
-its own, and `secs` and the final loss are read from its globals. For cachalot,
+WORKLOAD is one of workloads.py's three or more_workloads.py's five. For native, CONF is
+PyTorch's PYTORCH_CUDA_ALLOC_CONF (empty: PyTorch's default). The workload's file runs
+unchanged, as `__main__` (runpy): its seeds, model code and timed span are its own, and `secs` and the final loss are read from its globals. For cachalot,
 cachalot_torch.install() plugs cachalot in first (config CONF, i.e. CACHALOT_ALLOC_CONF) and
 CACHALOT_LIB is cleared for workloads.py, which would otherwise swap in a second, hookless
 CUDAPluggableAllocator over the same library. Peak figures come from torch.cuda.memory_stats()
@@ -33,7 +34,9 @@ KEEP = ("reserved_bytes.all.peak", "allocated_bytes.all.peak", "requested_bytes.
         "allocation.all.allocated")
 
 ap = argparse.ArgumentParser()
-ap.add_argument("workload", choices=["gpt2_train", "resnet50_train", "mixed_fc_conv"])
+FIRST_THREE = ["gpt2_train", "resnet50_train", "mixed_fc_conv"]  # workloads.py's
+MORE = ["bert_large_ckpt", "vit_side_stream", "moe_train", "t5_train", "llm_decode"]  # more_workloads.py's
+ap.add_argument("workload", choices=FIRST_THREE + MORE)
 ap.add_argument("allocator", choices=["native", "cachalot"])
 ap.add_argument("--config", default="")
 ap.add_argument("--lib", default=os.path.join(ROOT, "target", "release", "libcachalot.so"))
@@ -43,6 +46,8 @@ args = ap.parse_args()
 
 os.environ.pop("CACHALOT_LIB", None)
 os.environ.pop("PYTORCH_CUDA_ALLOC_CONF", None)  # PyTorch's default config for the native runs
+if args.allocator == "native" and args.config:
+    os.environ["PYTORCH_CUDA_ALLOC_CONF"] = args.config
 if args.allocator == "cachalot":
     import cachalot_torch
     cachalot_torch.install(args.lib, config=args.config)
@@ -50,7 +55,8 @@ if args.allocator == "cachalot":
 import torch  # noqa: E402  (after install, as a user would)
 
 with tempfile.TemporaryDirectory() as tmp:
-    sys.argv = [os.path.join(HERE, "workloads.py"), args.workload, tmp]
+    script = "workloads.py" if args.workload in FIRST_THREE else "more_workloads.py"
+    sys.argv = [os.path.join(HERE, script), args.workload, tmp]
     ns = runpy.run_path(sys.argv[0], run_name="__main__")
 torch.cuda.synchronize()
 gc.collect()  # tensors in reference cycles go now, not between two of the reads below
