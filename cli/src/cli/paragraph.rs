@@ -25,6 +25,25 @@ pub fn fill(text: &str, width: usize, indent: &str) -> String {
     out
 }
 
+/// A report's `key value` line filled to `width`: `value`'s words after `key`, the lines
+/// after the first indented to where the value starts, so the keys stay a column. A line
+/// break in `value` is kept (a phrase a reader, or a script, looks for stays whole on its line).
+pub fn field(key: &str, value: &str, width: usize) -> String {
+    let indent = " ".repeat(key.chars().count());
+    let body_width = width.saturating_sub(indent.len()).max(20);
+    let body: Vec<String> = value.lines().map(|part| fill(part, body_width, "")).collect();
+    let body = body.join("\n");
+    let mut out = String::from(key);
+    for (i, line) in body.lines().enumerate() {
+        if i > 0 {
+            out.push('\n');
+            out.push_str(&indent);
+        }
+        out.push_str(line);
+    }
+    out
+}
+
 /// Byte units: a word that is one (with its punctuation) joins the figure before it.
 const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
 
@@ -48,6 +67,20 @@ fn words(text: &str) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::fill;
+
+    #[test]
+    fn a_field_s_value_wraps_under_itself() {
+        let text =
+            super::field("cpu cost        ", "109.7 ns/op warm (median of 5, decision memo off), 158.2 cold", 40);
+        assert_eq!(text, "cpu cost        109.7 ns/op warm (median\n                of 5, decision memo\n                off), 158.2 cold");
+        assert!(text.lines().all(|l| l.chars().count() <= 40), "{text}");
+    }
+
+    #[test]
+    fn a_field_keeps_the_value_s_own_line_breaks() {
+        let text = super::field("cpu cost  ", "9.5 ns/op warm, 80.1 cold;\nhost CPU, simulated device", 60);
+        assert_eq!(text, "cpu cost  9.5 ns/op warm, 80.1 cold;\n          host CPU, simulated device");
+    }
 
     #[test]
     fn lines_break_between_words_within_the_width() {

@@ -148,12 +148,12 @@ fn capacity(out: &mut String, f: &Frame, row: usize, capacity: Option<u64>) {
     }
 }
 
-/// Height of a line of label text: peak labels closer than this would overlap.
-const LABEL_GAP: f64 = 13.0;
+/// Height of a line of label text and a little air: peak labels closer than this touch.
+const LABEL_GAP: f64 = 15.0;
 
 /// Where each series' peak label sits: just above its peak, pushed down where it would
 /// overwrite the label above it (configs often peak at the same operation with close values).
-fn peak_label_ys(f: &Frame, all: &[Series]) -> Vec<f64> {
+fn peak_label_ys(f: &Frame, all: &[&Series]) -> Vec<f64> {
     let mut ys: Vec<f64> = all.iter().map(|s| f.y(s.peak_reserved.1) - 6.0).collect();
     let mut order: Vec<usize> = (0..ys.len()).collect();
     order.sort_by(|&a, &b| ys[a].total_cmp(&ys[b]));
@@ -174,7 +174,8 @@ fn mark_peak_and_ooms(out: &mut String, f: &Frame, s: &Series, colour: &str, lab
     let dx = if x > W / 2.0 { -8.0 } else { 8.0 };
     let _ = writeln!(
         out,
-        r#"<text x="{:.1}" y="{:.1}" text-anchor="{anchor}" fill="{colour}">peak reserved {}</text>"#,
+        // The white outline keeps a label readable where another config's line runs through it.
+        r#"<text x="{:.1}" y="{:.1}" text-anchor="{anchor}" fill="{colour}" stroke="white" stroke-width="3" paint-order="stroke">peak reserved {}</text>"#,
         x + dx,
         label_y,
         human(v)
@@ -223,12 +224,25 @@ pub fn overlay(trace: &str, all: &[Series], capacity: Option<u64>) -> String {
         let peak_req = first.points.iter().map(|p| p.1).max().unwrap_or(0);
         legend(&mut out, &f, 0, "#2ca02c", &format!("requested (peak {}, dashed)", human(peak_req)));
     }
-    let label_ys = peak_label_ys(&f, all);
+    // A config whose line is another's exactly is drawn under it: its legend says so, and
+    // only the first of them gets a peak label.
+    let same_as: Vec<Option<usize>> = (0..all.len())
+        .map(|i| (0..i).find(|&j| all[j].points.iter().map(|p| p.3).eq(all[i].points.iter().map(|p| p.3))))
+        .collect();
+    let shown: Vec<&Series> = all.iter().zip(&same_as).filter(|(_, same)| same.is_none()).map(|(s, _)| s).collect();
+    let mut label_ys = peak_label_ys(&f, &shown).into_iter();
     for (i, s) in all.iter().enumerate() {
         let colour = COLOURS[i % COLOURS.len()];
         polyline(&mut out, &f, s.points.iter().map(|p| (p.0, p.3)), colour, 1.4, None);
-        mark_peak_and_ooms(&mut out, &f, s, colour, label_ys[i]);
-        legend(&mut out, &f, i + 1, colour, &format!("{} (peak {})", s.label, human(s.peak_reserved.1)));
+        let same = same_as[i].map_or(String::new(), |j| format!("; the same line as {}", all[j].label));
+        legend(&mut out, &f, i + 1, colour, &format!("{} (peak {}{same})", s.label, human(s.peak_reserved.1)));
+    }
+    // Labels after every line, so no line runs over a label.
+    for (i, s) in all.iter().enumerate() {
+        if same_as[i].is_none() {
+            let y = label_ys.next().unwrap_or(0.0);
+            mark_peak_and_ooms(&mut out, &f, s, COLOURS[i % COLOURS.len()], y);
+        }
     }
     self::capacity(&mut out, &f, all.len() + 1, capacity);
     out.push_str("</svg>\n");

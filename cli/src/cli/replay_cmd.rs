@@ -7,21 +7,29 @@ use std::io::Write;
 use super::command_line::ReplayArgs;
 use super::output::wrote;
 use super::output::Out;
+use super::paragraph::field;
 use super::plot_file::PlotFile;
 use super::run::{driver_calls, human, run as replay};
 use super::search::{candidates, search, why_none_fits};
 use super::snapshot_file::SnapshotFile;
+use super::table::DEFAULT_WIDTH as WIDTH;
 use super::{input, parse_user_configs, plot, run_options, series, ConfigText, Failure, Finished};
 
-/// Which config of `advise`'s search avoids out of memory on this trace at this capacity.
+/// Which config of `advise`'s search avoids out of memory on this trace at this capacity: the
+/// report's `avoided by` line, filled to the report's width. Where no config does, the reason
+/// stays on one line (scripts and tests find it whole), up to 112 columns.
 fn avoiding_config(t: &input::NamedTrace, failed: &str, capacity: u64) -> Result<String, String> {
     let ranked = search(t, &candidates(), capacity)?;
     Ok(match ranked.iter().find(|c| c.ooms == 0) {
-        Some(c) => format!(
-            "avoided by     {} on this trace (peak reserved {}, no out-of-memory); {} ran out",
-            c.config,
-            human(c.peak_reserved_bytes),
-            failed
+        Some(c) => field(
+            "avoided by     ",
+            &format!(
+                "{} on this trace (peak reserved {}, no out-of-memory); {} ran out",
+                c.config,
+                human(c.peak_reserved_bytes),
+                failed
+            ),
+            WIDTH,
         ),
         None => format!("avoided by     no config tried: {}", why_none_fits(t.trace.peak_requested(), capacity)),
     })
@@ -31,11 +39,12 @@ fn avoiding_config(t: &input::NamedTrace, failed: &str, capacity: u64) -> Result
 /// less than those before, and one median over both would move with `--passes` unexplained.
 fn cpu_cost(r: &super::run::RunReport) -> String {
     let answered = r.memo_answered_passes.iter().filter(|&&m| m).count();
-    // The host's CPU over a simulated device: never a GPU's figure.
-    let cold = format!("{:.1} cold; host CPU, simulated device", r.ns_per_op_cold);
+    // The host's CPU over a simulated device: never a GPU's figure. The line breaks keep each
+    // phrase whole within 100 columns.
+    let cold = format!("{:.1} cold;\nhost CPU, simulated device", r.ns_per_op_cold);
     match (r.ns_per_op_before_memo, r.ns_per_op_with_memo) {
         (Some(before), Some(with)) => format!(
-            "{before:.1} ns/op warm before the decision memo engaged (median of {} passes),\n                \
+            "{before:.1} ns/op warm before the decision memo engaged (median of {} passes),\n\
              {with:.1} ns/op once it answered (median of {answered}), {cold}",
             r.memo_answered_passes.len() - answered
         ),
@@ -62,9 +71,9 @@ pub fn run(args: &ReplayArgs, out: Out) -> Result<Finished, Failure> {
         serde_json::to_writer(&mut *out, &r).map_err(std::io::Error::from)?;
         writeln!(out)?;
     } else {
-        writeln!(out, "trace     {} ({})", trace.label(), trace.trace.describe())?;
-        writeln!(out, "config    {}", r.figures.config)?;
-        writeln!(out, "device    simulated, {}", human(r.figures.capacity_bytes))?;
+        writeln!(out, "{}", field("trace     ", &format!("{} ({})", trace.label(), trace.trace.describe()), WIDTH))?;
+        writeln!(out, "{}", field("config    ", &r.figures.config.to_string(), WIDTH))?;
+        writeln!(out, "{}", field("device    ", &format!("simulated, {}", human(r.figures.capacity_bytes)), WIDTH))?;
         writeln!(out, "peak requested  {:>12}", human(r.figures.peak_requested_bytes))?;
         writeln!(out, "peak allocated  {:>12}", human(r.figures.peak_allocated_bytes))?;
         writeln!(
@@ -80,36 +89,46 @@ pub fn run(args: &ReplayArgs, out: Out) -> Result<Finished, Failure> {
             human(r.peak_reserved_bytes_all_passes),
             r.peak_reserved_bytes_all_passes as f64 / r.figures.peak_requested_bytes.max(1) as f64
         )?;
-        writeln!(
-            out,
-            "segments+maps   {} obtained, {} given back (num_device_alloc/free: segments, or spans of pages mapped and unmapped)",
+        writeln!(out, "{}", field("segments+maps   ", &format!("{} obtained, {} given back (num_device_alloc/free: segments, or spans of pages mapped and unmapped)",
             r.figures.device_allocs, r.figures.device_frees
-        )?;
+        ), WIDTH))?;
         writeln!(
             out,
-            "driver calls    {} in the first pass, {} in a warm pass (memory alloc, free, create, map, unmap, release)",
-            driver_calls(&r.device_calls_cold),
-            driver_calls(&r.device_calls_warm)
+            "{}",
+            field(
+                "driver calls    ",
+                &format!(
+                    "{} in the first pass, {} in a warm pass (memory alloc, free, create, map, unmap, release)",
+                    driver_calls(&r.device_calls_cold),
+                    driver_calls(&r.device_calls_warm)
+                ),
+                WIDTH
+            )
         )?;
         if r.segment_placements_recorded > 0 {
             writeln!(
                 out,
-                "placements      {} of the {} segments the snapshot recorded placed where the run placed them",
-                r.segment_placements_followed, r.segment_placements_recorded
+                "{}",
+                field(
+                    "placements      ",
+                    &format!(
+                        "{} of the {} segments the snapshot recorded placed where the run placed them",
+                        r.segment_placements_followed, r.segment_placements_recorded
+                    ),
+                    WIDTH
+                )
             )?;
         }
         if r.virtual_memory {
             let (c, w) = (&r.device_calls_cold, &r.device_calls_warm);
-            writeln!(
-                out,
-                "virtual memory  first pass: {} physical handles created, {} mapped, {} unmap calls; a warm pass: {} mapped, {} unmap calls",
+            writeln!(out, "{}", field("virtual memory  ", &format!("first pass: {} physical handles created, {} mapped, {} unmap calls; a warm pass: {} mapped, {} unmap calls",
                 c.vm_creates, c.vm_maps, c.vm_unmaps, w.vm_maps, w.vm_unmaps
-            )?;
+            ), WIDTH))?;
         }
-        writeln!(out, "out of memory   {}", r.figures.ooms)?;
-        writeln!(out, "cpu cost        {}", cpu_cost(&r))?;
+        writeln!(out, "{}", field("out of memory   ", &r.figures.ooms.to_string(), WIDTH))?;
+        writeln!(out, "{}", field("cpu cost        ", &cpu_cost(&r).to_string(), WIDTH))?;
         if let Some(oom) = &r.first_oom {
-            writeln!(out, "first OOM       {}", oom.describe())?;
+            writeln!(out, "{}", field("first OOM       ", &oom.describe().to_string(), WIDTH))?;
             writeln!(out, "{}", avoiding_config(&trace, &r.figures.config, opts.capacity)?)?;
         }
     }
