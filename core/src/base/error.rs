@@ -52,6 +52,11 @@ pub enum AllocError {
         /// Bytes of the range.
         size: u64,
     },
+    /// No private pool has this id: never created, or dropped after its last release.
+    UnknownPool {
+        /// The id given.
+        pool: u32,
+    },
     /// The device refused a call for a reason other than memory.
     Device(DeviceError),
 }
@@ -81,6 +86,11 @@ impl fmt::Display for AllocError {
                 f,
                 "no cached free block of a classic segment holds the {size} bytes at {addr:#x} \
                  (both must be multiples of 512)"
+            ),
+            AllocError::UnknownPool { pool } => write!(
+                f,
+                "private pool {pool} does not exist: it was never created, or was released and has \
+                 given its memory back"
             ),
             AllocError::Device(e) => write!(f, "device error: {e}"),
         }

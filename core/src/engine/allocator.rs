@@ -29,6 +29,7 @@ use crate::data::streams::StreamTable;
 use crate::engine::memo::decision_memo::DecisionMemo;
 use crate::engine::paged::paged_state::PagedState;
 use crate::engine::paged::recurrence::Signature;
+use crate::engine::private_pool::PrivatePools;
 use crate::engine::split_rule::{SplitClause, SplitRule};
 use crate::engine::vrange::{VirtualMemory, VmMode};
 use crate::report::explain::{Decision, Explainer};
@@ -62,6 +63,7 @@ pub struct Allocator<D: Device> {
     pub(in crate::engine) vm: VirtualMemory,
     pub(in crate::engine) paged: PagedState,
     pub(in crate::engine) memo: DecisionMemo,
+    pub(in crate::engine) pools: PrivatePools,
 }
 
 impl<D: Device> Allocator<D> {
@@ -91,6 +93,7 @@ impl<D: Device> Allocator<D> {
             history: History::new(config.history_entries),
             explainer: Explainer::default(),
             memo: DecisionMemo::default(),
+            pools: PrivatePools::default(),
             config,
         };
         if let Some(f) = a.config.per_process_memory_fraction {
@@ -219,6 +222,9 @@ impl<D: Device> Allocator<D> {
     /// ([`Allocator::malloc_after_release`]) could serve the request.
     #[inline(always)]
     pub fn malloc_short_of_release(&mut self, size: u64, stream: Stream) -> Result<Option<u64>, AllocError> {
+        if let Some(pool) = self.pools.route(stream) {
+            return self.malloc_in_pool(pool, size, stream).map(Some);
+        }
         // A replay runs only where the plain copy does: every call that could change that
         // settles first (`recall.rs`).
         if self.memo.replaying() {
@@ -372,7 +378,7 @@ impl<D: Device> Allocator<D> {
                 return Err(e);
             }
         }
-        if !PLAIN && self.learns_layout() {
+        if !PLAIN && self.learns_layout() && self.streams.owner(self.blocks[id].stream_index) == 0 {
             self.log_free(id);
         }
         let b = &mut self.blocks[id];
@@ -426,7 +432,8 @@ impl<D: Device> Allocator<D> {
         self.noting_releases("emptying the cache", |a| {
             a.synchronize_and_free_events()?;
             a.release_unsplit_blocks(Pool::Large)?;
-            a.release_unsplit_blocks(Pool::Small)
+            a.release_unsplit_blocks(Pool::Small)?;
+            a.release_unused_pools()
         })?;
         for index in &mut self.free {
             index.drop_empty_streams();
@@ -479,11 +486,14 @@ impl<D: Device> Allocator<D> {
         if !PLAIN && self.gc_enabled() {
             self.lookups[pool.index()] = self.lookups[pool.index()].wrapping_add(1);
         }
-        let found = self.free[pool.index()].find(stream, rounded);
+        // The plain copy never serves a private pool (`malloc_in_pool` takes the general one).
+        debug_assert!(!PLAIN || self.pools.serving == 0);
+        let found =
+            if PLAIN { &self.free[pool.index()] } else { &*self.serving_free_index(pool) }.find(stream, rounded);
         // The position of the best fit, so taking it needs no second search, unless PyTorch's
         // expandable-segment rule picks another block.
         let mut taken = found.map(|f| (f.key, f.id, Some(f)));
-        if let (false, VmMode::Expandable, Some((key, id, _))) = (PLAIN, self.vm.mode, taken) {
+        if let (false, VmMode::Expandable, 0, Some((key, id, _))) = (PLAIN, self.vm.mode, self.pools.serving, taken) {
             let (k, other) = self.prefer_expandable(pool, stream, rounded, (key, id));
             if other != id {
                 taken = Some((k, other, None));
@@ -512,7 +522,7 @@ impl<D: Device> Allocator<D> {
         }
         match position {
             Some(f) => {
-                self.free[pool.index()].take(&f);
+                if PLAIN { &mut self.free[pool.index()] } else { self.serving_free_index(pool) }.take(&f);
                 if !PLAIN {
                     self.uncounted_idle(id);
                 }
@@ -534,8 +544,11 @@ impl<D: Device> Allocator<D> {
     fn cache_as<const PLAIN: bool>(&mut self, id: u32) {
         let b = &self.blocks[id];
         if PLAIN || !self.is_parked(b) {
-            self.free[b.pool.index()].insert(self.streams.handle(b.stream_index), b.size, b.addr, id);
+            let (lane, pool, stream, size, addr) =
+                (b.stream_index, b.pool, self.streams.handle(b.stream_index), b.size, b.addr);
+            self.lane_free_index(lane, pool).insert(stream, size, addr, id);
         }
+        let b = &self.blocks[id];
         if !PLAIN && b.in_vm && self.vm.mode == VmMode::Paged {
             self.paged.idle_pages += self.paged.whole_page_count(b.addr, b.size);
         }
@@ -552,7 +565,9 @@ impl<D: Device> Allocator<D> {
     fn uncache_as<const PLAIN: bool>(&mut self, id: u32) {
         let b = &self.blocks[id];
         if PLAIN || !self.is_parked(b) {
-            let removed = self.free[b.pool.index()].remove(self.streams.handle(b.stream_index), b.size, b.addr);
+            let (lane, pool, stream, size, addr) =
+                (b.stream_index, b.pool, self.streams.handle(b.stream_index), b.size, b.addr);
+            let removed = self.lane_free_index(lane, pool).remove(stream, size, addr);
             debug_assert!(removed, "uncached block was in the free index");
         }
         if !PLAIN {
@@ -582,7 +597,8 @@ impl<D: Device> Allocator<D> {
         if is_retry {
             self.stats.num_alloc_retries += 1;
         }
-        let expandable = self.vm.mode == VmMode::Expandable;
+        // A private pool's segments are classic ones (`private_pool.rs`).
+        let expandable = self.vm.mode == VmMode::Expandable && self.pools.serving == 0;
         if let Some(allowed) = self.allowed_here() {
             if self.reserved + size > allowed {
                 let reason = "it would exceed the memory fraction";
@@ -610,7 +626,7 @@ impl<D: Device> Allocator<D> {
         };
         self.explainer.note(|| Decision::NewSegment { addr, size });
         self.reserved += size;
-        let stream_index = self.streams.index_of(stream);
+        let stream_index = self.streams.index_in(stream, self.pools.serving);
         let id = self.blocks.insert(Block::new(addr, size, stream_index, BlockState::Free, pool, false));
         let oversize_segments = (size >= self.config.max_split_size) as i64;
         self.count_held(HeldChange { pool, segments: 1, bytes: size as i64, oversize_segments });
@@ -1029,7 +1045,7 @@ impl<D: Device> Allocator<D> {
 
 /// Refuses a request of 0 bytes or of more than any device holds.
 #[inline(always)]
-fn check_request(size: u64) -> Result<(), AllocError> {
+pub(crate) fn check_request(size: u64) -> Result<(), AllocError> {
     if size == 0 {
         return Err(AllocError::ZeroSize);
     }

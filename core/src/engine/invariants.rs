@@ -65,13 +65,23 @@ impl<D: Device> Allocator<D> {
 
     /// [`Allocator::check_invariants`] with the free index and address table given.
     fn check_against(&self, free: &[FreeIndex; 2], live: &AddrTable) -> Result<(), String> {
-        let mut indexed: Map<(Pool, Key)> = Map::default();
-        for pool in [Pool::Small, Pool::Large] {
-            free[pool.index()].check_streams()?;
-            for (key, id) in free[pool.index()].iter() {
-                if indexed.insert(id, (pool, key)).is_some() {
+        let mut indexed: Map<(u32, Pool, Key)> = Map::default();
+        let pools = [Pool::Small, Pool::Large];
+        let own = free.iter().zip(pools).map(|(index, pool)| (0, pool, index));
+        let pooled =
+            self.pools.iter().flat_map(|p| p.free.iter().zip(pools).map(move |(index, pool)| (p.id, pool, index)));
+        for (owner, pool, index) in own.chain(pooled) {
+            index.check_streams()?;
+            for (key, id) in index.iter() {
+                if indexed.insert(id, (owner, pool, key)).is_some() {
                     return Err(format!("block {id} is in a free index twice"));
                 }
+            }
+        }
+        for (id, b) in self.blocks.iter() {
+            let owner = self.streams.owner(b.stream_index);
+            if owner != 0 && (b.in_vm || self.pools.get(owner).is_none()) {
+                return Err(format!("block {id} of private pool {owner}: in virtual memory, or the pool is gone"));
             }
         }
         let mut unmapped_index: Map<(Pool, Stream, u64)> = Map::default();
@@ -316,14 +326,18 @@ impl<D: Device> Allocator<D> {
     fn check_block_membership(
         &self,
         id: u32,
-        (indexed, live): (&Map<(Pool, Key)>, &AddrTable),
+        (indexed, live): (&Map<(u32, Pool, Key)>, &AddrTable),
         unmapped: &Map<(Pool, Stream, u64)>,
         queued: &Map<usize>,
     ) -> Result<(), String> {
         let b = &self.blocks[id];
         let in_index = match indexed.get(&id) {
             None => false,
-            Some(&(pool, key)) if pool == b.pool && key == (self.streams.handle(b.stream_index), b.size, b.addr) => {
+            Some(&(owner, pool, key))
+                if owner == self.streams.owner(b.stream_index)
+                    && pool == b.pool
+                    && key == (self.streams.handle(b.stream_index), b.size, b.addr) =>
+            {
                 true
             }
             Some(entry) => return Err(format!("block {id} is indexed as {entry:?}, not under its own pool and key")),

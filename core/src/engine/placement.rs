@@ -24,6 +24,19 @@ impl<D: Device> Allocator<D> {
     /// block keeps the stream of the segment it lies in. Classic segments only: under virtual
     /// memory the answer is [`AllocError::NotCached`].
     pub fn allocate_at(&mut self, addr: u64, size: u64, requested: u64) -> Result<u64, AllocError> {
+        self.place(0, addr, size, requested)
+    }
+
+    /// [`Allocator::allocate_at`] in private pool `pool`: the range must lie in a cached block
+    /// of that pool, as it does when the pool is set back to its own checkpoint.
+    pub fn allocate_in_pool_at(&mut self, pool: u32, addr: u64, size: u64, requested: u64) -> Result<u64, AllocError> {
+        self.pools.get(pool).ok_or(AllocError::UnknownPool { pool })?;
+        self.place(pool, addr, size, requested)
+    }
+
+    /// [`Allocator::allocate_at`] in the memory of `owner`: a private pool, or 0 for the
+    /// allocator's own.
+    fn place(&mut self, owner: u32, addr: u64, size: u64, requested: u64) -> Result<u64, AllocError> {
         self.settle();
         if size == 0 || requested == 0 {
             return Err(AllocError::ZeroSize);
@@ -31,11 +44,11 @@ impl<D: Device> Allocator<D> {
         if size % MIN_BLOCK != 0 || addr % MIN_BLOCK != 0 || requested > size {
             return Err(AllocError::NotCached { addr, size });
         }
-        let id = match self.free_block_holding(addr, size) {
+        let id = match self.free_block_holding(owner, addr, size) {
             Some(id) => id,
             None if !self.events.is_empty() => {
                 self.synchronize_and_free_events()?;
-                self.free_block_holding(addr, size).ok_or(AllocError::NotCached { addr, size })?
+                self.free_block_holding(owner, addr, size).ok_or(AllocError::NotCached { addr, size })?
             }
             None => return Err(AllocError::NotCached { addr, size }),
         };
@@ -68,14 +81,16 @@ impl<D: Device> Allocator<D> {
         Ok(addr)
     }
 
-    /// The cached free block of a classic segment that holds `[addr, addr + size)`.
-    fn free_block_holding(&self, addr: u64, size: u64) -> Option<u32> {
-        if self.vm.mode != VmMode::Off {
+    /// The cached free block of a classic segment of `owner`'s memory that holds
+    /// `[addr, addr + size)`.
+    fn free_block_holding(&self, owner: u32, addr: u64, size: u64) -> Option<u32> {
+        if owner == 0 && self.vm.mode != VmMode::Off {
             return None;
         }
         let end = addr.checked_add(size)?;
         [Pool::Small, Pool::Large].into_iter().find_map(|pool| {
-            self.free[pool.index()].iter().find_map(|(_, id)| {
+            let index = if owner == 0 { &self.free[pool.index()] } else { self.pools.free_index(owner, pool) };
+            index.iter().find_map(|(_, id)| {
                 let b = &self.blocks[id];
                 (b.state == BlockState::Free && !b.in_vm && b.addr <= addr && end <= b.end()).then_some(id)
             })

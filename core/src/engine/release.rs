@@ -77,7 +77,10 @@ impl<D: Device> Allocator<D> {
             // As PyTorch returns every cached segment and retries: idle pages that could not
             // be moved under the request (over the memory fraction, or in chunks too large
             // for the span) are returned, and new ones created in their place.
-            self.noting_releases("release every idle page and retry", |a| a.release_idle_pages(0))?;
+            self.noting_releases("release every idle page and retry", |a| {
+                a.release_unused_pools()?;
+                a.release_idle_pages(0)
+            })?;
             if let Some(id) = self.grow_paged(pool, stream, rounded)? {
                 return Ok(Some(id));
             }
@@ -129,7 +132,7 @@ impl<D: Device> Allocator<D> {
 
     /// Releases one cached oversize segment large enough for the request, or else oversize
     /// segments from the largest down until enough is released. True if that succeeded.
-    fn release_available_cached_blocks(
+    pub(crate) fn release_available_cached_blocks(
         &mut self,
         pool: Pool,
         stream: Stream,
@@ -140,7 +143,7 @@ impl<D: Device> Allocator<D> {
             return Ok(false);
         }
         let target = rounded.max(max_split);
-        let index = &self.free[pool.index()];
+        let index = self.serving_free_index_ref(pool);
         if let Some((_, id)) = index.best_fit(stream, target) {
             if !self.blocks[id].is_split() && !self.blocks[id].in_vm {
                 self.release_block(id)?;
@@ -168,7 +171,8 @@ impl<D: Device> Allocator<D> {
     pub(crate) fn release_cached_blocks(&mut self) -> Result<(), AllocError> {
         self.synchronize_and_free_events()?;
         self.release_unsplit_blocks(Pool::Large)?;
-        self.release_unsplit_blocks(Pool::Small)
+        self.release_unsplit_blocks(Pool::Small)?;
+        self.release_unused_pools()
     }
 
     /// Returns every cached segment of `pool` that is one whole free block, and unmaps the

@@ -45,6 +45,7 @@ impl<D: Device> Allocator<D> {
                     stream: self.streams.handle(c.stream_index),
                     segment_type: c.pool.name().into(),
                     is_expandable: c.in_vm,
+                    private_pool: self.streams.owner(c.stream_index),
                     blocks: Vec::new(),
                     frames: Vec::new(),
                 });

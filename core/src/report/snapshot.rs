@@ -48,6 +48,10 @@ pub struct SegmentInfo {
     pub segment_type: String,
     /// True for a growing virtual range (expandable segments).
     pub is_expandable: bool,
+    /// The private pool the segment belongs to (`Allocator::create_pool`); 0, and left out of
+    /// the JSON, for the allocator's own memory.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub private_pool: u32,
     /// The blocks, by address.
     pub blocks: Vec<BlockInfo>,
     /// Call stacks (always empty).
@@ -87,4 +91,9 @@ impl From<&TraceEntry> for TraceEntryInfo {
         let action = serde_json::to_value(e.action).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default();
         TraceEntryInfo { action, addr: e.addr, size: e.size, stream: e.stream, time_us: e.time_us, frames: Vec::new() }
     }
+}
+
+/// True for 0: a field serde leaves out then.
+fn is_zero(v: &u32) -> bool {
+    *v == 0
 }

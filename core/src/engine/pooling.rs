@@ -1,0 +1,199 @@
+//! The allocator's calls on its private pools (`private_pool.rs`): making, using and
+//! releasing a pool, routing allocations to one, PyTorch's malloc within a pool, and giving
+//! unused pools' memory back as part of releasing the cache.
+//!
+//! Invariants: those of `private_pool.rs`; a failing call changes nothing but what PyTorch's
+//! out-of-memory recovery releases.
+
+use alloc::vec::Vec;
+
+use crate::base::device::{Device, Stream};
+use crate::base::error::AllocError;
+use crate::base::size::{round_size, segment_size, Pool};
+use crate::data::block::NIL;
+use crate::data::free_index::FreeIndex;
+use crate::engine::allocator::{check_request, Allocator};
+use crate::engine::private_pool::PrivatePool;
+
+impl<D: Device> Allocator<D> {
+    /// Makes a private pool, with one use, and returns its id (never 0, never given before).
+    pub fn create_pool(&mut self) -> u32 {
+        // The decision memo records no pool's decisions: none may be replaying from here on.
+        self.settle();
+        self.pools.last_id += 1;
+        let id = self.pools.last_id;
+        self.pools.pools.push(PrivatePool { id, uses: 1, free: Default::default(), routed: None });
+        id
+    }
+
+    /// Adds a use to pool `pool` (one that had none takes allocations again).
+    pub fn retain_pool(&mut self, pool: u32) -> Result<(), AllocError> {
+        let p = self.pools.get_mut(pool).ok_or(AllocError::UnknownPool { pool })?;
+        p.uses += 1;
+        Ok(())
+    }
+
+    /// Ends a use of pool `pool`. At no use left it takes no allocation, and the next release
+    /// of cached memory gives its cached segments back; allocations still live in it stay
+    /// valid, and their frees cache their blocks in it until then.
+    pub fn release_pool(&mut self, pool: u32) -> Result<(), AllocError> {
+        let p = self.pools.get_mut(pool).ok_or(AllocError::UnknownPool { pool })?;
+        p.uses = p.uses.saturating_sub(1);
+        if p.uses == 0 {
+            self.pools.unroute(pool);
+            self.forget_pool_if_done(pool);
+        }
+        Ok(())
+    }
+
+    /// Uses of pool `pool` not yet ended; `None` when no such pool exists (any more).
+    pub fn pool_use_count(&self, pool: u32) -> Option<u32> {
+        self.pools.get(pool).map(|p| p.uses)
+    }
+
+    /// Ids of the pools that exist, in the order they were made.
+    pub fn pool_ids(&self) -> Vec<u32> {
+        self.pools.iter().map(|p| p.id).collect()
+    }
+
+    /// Sends every later [`Allocator::malloc`] on `stream` to pool `pool`, until
+    /// [`Allocator::end_allocate_to_pool`] or the pool's last use ends (a pool takes one
+    /// stream at a time: routing it again moves it to the new stream).
+    pub fn begin_allocate_to_pool(&mut self, pool: u32, stream: Stream) -> Result<(), AllocError> {
+        let p = self.pools.get_mut(pool).filter(|p| p.uses > 0).ok_or(AllocError::UnknownPool { pool })?;
+        if p.routed.replace(stream).is_none() {
+            self.pools.routes += 1;
+        }
+        Ok(())
+    }
+
+    /// Ends the routing [`Allocator::begin_allocate_to_pool`] began.
+    pub fn end_allocate_to_pool(&mut self, pool: u32) -> Result<(), AllocError> {
+        self.pools.get(pool).ok_or(AllocError::UnknownPool { pool })?;
+        self.pools.unroute(pool);
+        Ok(())
+    }
+
+    /// Allocates `size` bytes for use on `stream` out of pool `pool`'s memory, by PyTorch's
+    /// rules within the pool; out of memory as [`Allocator::malloc`].
+    pub fn malloc_in_pool(&mut self, pool: u32, size: u64, stream: Stream) -> Result<u64, AllocError> {
+        self.pools.get(pool).filter(|p| p.uses > 0).ok_or(AllocError::UnknownPool { pool })?;
+        self.settle();
+        self.pools.serving = pool;
+        let served = self.malloc_served_in_pool(size, stream);
+        self.pools.serving = 0;
+        served
+    }
+
+    /// Returns the unsplit cached segments of pool `pool` to the device (after waiting for
+    /// pending frees), as `torch.cuda.MemPool`'s `empty_cache` does.
+    pub fn empty_pool_cache(&mut self, pool: u32) -> Result<(), AllocError> {
+        self.pools.get(pool).ok_or(AllocError::UnknownPool { pool })?;
+        self.settle();
+        self.synchronize_and_free_events()?;
+        self.release_pool_segments(pool)?;
+        self.forget_pool_if_done(pool);
+        Ok(())
+    }
+
+    /// [`Allocator::malloc_in_pool`]'s work, with `serving` set: PyTorch's `malloc` for a
+    /// private pool, which always takes classic segments.
+    fn malloc_served_in_pool(&mut self, size: u64, stream: Stream) -> Result<u64, AllocError> {
+        check_request(size)?;
+        if !self.events.is_empty() {
+            self.process_events()?;
+        }
+        let rounded = round_size(size, &self.config.roundup_power2_divisions);
+        let pool = Pool::for_size(rounded);
+        let segment = segment_size(rounded);
+        let id = match self.take_free_block::<false>(pool, stream, rounded) {
+            Some(id) => id,
+            None => match self.allocate_segment(pool, stream, rounded, segment, false)? {
+                Some(id) => id,
+                None => {
+                    let released = self.noting_releases("release oversize cached segments", |a| {
+                        a.release_available_cached_blocks(pool, stream, rounded)
+                    })?;
+                    let retried =
+                        if released { self.allocate_segment(pool, stream, rounded, segment, false)? } else { None };
+                    match retried {
+                        Some(id) => id,
+                        None => {
+                            self.noting_releases("release every unsplit cached segment and retry", |a| {
+                                a.release_cached_blocks()
+                            })?;
+                            match self.allocate_segment(pool, stream, rounded, segment, true)? {
+                                Some(id) => id,
+                                None => return Err(self.out_of_memory(size, rounded, stream)),
+                            }
+                        }
+                    }
+                }
+            },
+        };
+        Ok(self.hand_out::<false, false>(id, rounded, size, NIL).0)
+    }
+
+    /// Gives back the cached segments of every pool no longer in use, and forgets the pools
+    /// that then hold none: part of PyTorch's release of every cached block.
+    pub(crate) fn release_unused_pools(&mut self) -> Result<(), AllocError> {
+        let unused: Vec<u32> = self.pools.iter().filter(|p| p.uses == 0).map(|p| p.id).collect();
+        for id in unused {
+            self.release_pool_segments(id)?;
+            self.forget_pool_if_done(id);
+        }
+        Ok(())
+    }
+
+    /// Returns every unsplit cached segment of pool `id` to the device.
+    fn release_pool_segments(&mut self, id: u32) -> Result<(), AllocError> {
+        for pool in [Pool::Large, Pool::Small] {
+            let cached = self.pools.free_index(id, pool).ids();
+            for block in cached {
+                if !self.blocks[block].is_split() {
+                    self.release_block(block)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Forgets pool `id` once it has no use and holds no segment.
+    fn forget_pool_if_done(&mut self, id: u32) {
+        let unused = self.pools.get(id).is_some_and(|p| p.uses == 0);
+        if unused && !self.blocks.iter().any(|(_, b)| self.streams.owner(b.stream_index) == id) {
+            self.pools.pools.retain(|p| p.id != id);
+        }
+    }
+
+    /// The free index a block of lane `stream_index` is cached in: its pool's, or the
+    /// allocator's own.
+    #[inline(always)]
+    pub(crate) fn lane_free_index(&mut self, stream_index: u32, pool: Pool) -> &mut FreeIndex {
+        // While no pool exists, every lane is the allocator's own: no look-up on the hot path.
+        if self.pools.is_empty() {
+            return &mut self.free[pool.index()];
+        }
+        match self.streams.owner(stream_index) {
+            0 => &mut self.free[pool.index()],
+            owner => self.pools.free_index_mut(owner, pool),
+        }
+    }
+
+    /// The free index the malloc under way takes blocks from.
+    #[inline(always)]
+    pub(crate) fn serving_free_index(&mut self, pool: Pool) -> &mut FreeIndex {
+        match self.pools.serving {
+            0 => &mut self.free[pool.index()],
+            owner => self.pools.free_index_mut(owner, pool),
+        }
+    }
+
+    /// [`Allocator::serving_free_index`], to read.
+    pub(crate) fn serving_free_index_ref(&self, pool: Pool) -> &FreeIndex {
+        match self.pools.serving {
+            0 => &self.free[pool.index()],
+            owner => self.pools.free_index(owner, pool),
+        }
+    }
+}
