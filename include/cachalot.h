@@ -178,9 +178,10 @@ typedef struct {
    */
   uint32_t is_expandable;
   /**
-   * Always 0: keeps the struct's bytes fully defined.
+   * The private pool the segment belongs to (`cachalot_pool_create`); 0 for the
+   * allocator's own memory.
    */
-  uint32_t reserved;
+  uint32_t pool;
 } cachalot_block_info;
 
 /**
@@ -503,6 +504,99 @@ size_t cachalot_last_error_message(char *buf,
                                    size_t buf_len);
 
 /**
+ * Makes a private pool, with one use, and stores its id (never 0, never given twice) in
+ * `*out_pool`.
+ *
+ * # Safety
+ * `allocator` must be NULL or a live handle; `out_pool` must be NULL or writable.
+ */
+cachalot_status cachalot_pool_create(cachalot_allocator *allocator, uint32_t *out_pool);
+
+/**
+ * Adds a use to `pool` (PyTorch's `ensureExistsAndIncrefPool`).
+ *
+ * # Safety
+ * `allocator` must be NULL or a live handle.
+ */
+cachalot_status cachalot_pool_retain(cachalot_allocator *allocator, uint32_t pool);
+
+/**
+ * Ends a use of `pool` (PyTorch's `releasePool`). With no use left the pool takes no
+ * allocation; its allocations still live stay valid, and the next `cachalot_empty_cache` (or a
+ * request that needs the memory) returns its cached segments to the device.
+ *
+ * # Safety
+ * `allocator` must be NULL or a live handle.
+ */
+cachalot_status cachalot_pool_release(cachalot_allocator *allocator, uint32_t pool);
+
+/**
+ * Stores the uses of `pool` not yet ended in `*out_count` (PyTorch's `getPoolUseCount`).
+ *
+ * # Safety
+ * `allocator` must be NULL or a live handle; `out_count` must be NULL or writable.
+ */
+cachalot_status cachalot_pool_use_count(cachalot_allocator *allocator,
+                                        uint32_t pool,
+                                        uint32_t *out_count);
+
+/**
+ * Sends every later `cachalot_malloc` on `stream` to `pool`, until
+ * `cachalot_pool_end_allocate` or the pool's last use ends. A pool takes one stream at a time.
+ *
+ * # Safety
+ * `allocator` must be NULL or a live handle.
+ */
+cachalot_status cachalot_pool_begin_allocate(cachalot_allocator *allocator,
+                                             uint32_t pool,
+                                             void *stream);
+
+/**
+ * Ends the routing `cachalot_pool_begin_allocate` began.
+ *
+ * # Safety
+ * `allocator` must be NULL or a live handle.
+ */
+cachalot_status cachalot_pool_end_allocate(cachalot_allocator *allocator, uint32_t pool);
+
+/**
+ * Allocates `size` bytes for use on `stream` out of `pool` and stores the address in
+ * `*out_ptr`; fails as `cachalot_malloc` does, and for a pool with no use left.
+ *
+ * # Safety
+ * `allocator` must be NULL or a live handle; `out_ptr` must be NULL or writable; for a CUDA
+ * allocator `stream` must be NULL or a live stream of its device.
+ */
+cachalot_status cachalot_pool_malloc(cachalot_allocator *allocator,
+                                     uint32_t pool,
+                                     size_t size,
+                                     void *stream,
+                                     void **out_ptr);
+
+/**
+ * Returns the unsplit cached segments of `pool` to the device, after waiting for pending
+ * frees (`torch.cuda.MemPool`'s `empty_cache`).
+ *
+ * # Safety
+ * `allocator` must be NULL or a live handle.
+ */
+cachalot_status cachalot_pool_empty_cache(cachalot_allocator *allocator, uint32_t pool);
+
+/**
+ * `cachalot_allocate_at` within `pool`: the `size` bytes at `ptr` are cut out of a cached block
+ * of that pool (setting it back to a checkpoint, as CUDA graph trees do), else it fails with
+ * `CACHALOT_STATUS_INVALID_ARGUMENT`, changing nothing.
+ *
+ * # Safety
+ * `allocator` must be NULL or a live handle.
+ */
+cachalot_status cachalot_pool_allocate_at(cachalot_allocator *allocator,
+                                          uint32_t pool,
+                                          void *ptr,
+                                          size_t size,
+                                          size_t requested);
+
+/**
  * Writes the memory summary table (NUL-terminated) into `buf` and the bytes it takes, NUL
  * included, into `*out_len`. With `buf` NULL and `buf_len` 0 only `*out_len` is written.
  * A buffer too small fails with `CACHALOT_STATUS_BUFFER_TOO_SMALL` and writes nothing.
@@ -653,6 +747,19 @@ void cachalot_torch_record_stream(void *ptr, void *stream);
  * `out` must be NULL or point to a writable `cachalot_allocator *`.
  */
 cachalot_status cachalot_torch_allocator(int device, cachalot_allocator **out);
+
+/**
+ * Stores in `*out` the process-wide allocator of CUDA device `device`, creating it on first
+ * use as `cachalot_torch_malloc` does: for PyTorch's allocator interface (`native/torch/`),
+ * whose private pools (`cachalot_pool_create`) may be made before the device's first
+ * allocation. The handle is borrowed, as `cachalot_torch_allocator`'s. Fails with
+ * `CACHALOT_STATUS_NO_DEVICE` for a device ordinal outside 0 to 63 or without a usable driver,
+ * and `CACHALOT_STATUS_INVALID_CONFIG` for a bad `CACHALOT_ALLOC_CONF`.
+ *
+ * # Safety
+ * `out` must be NULL or point to a writable `cachalot_allocator *`.
+ */
+cachalot_status cachalot_torch_device_allocator(int device, cachalot_allocator **out);
 
 /**
  * The library's version, e.g. `"0.1.0"`. The string is static: never free it.

@@ -45,8 +45,9 @@ pub struct BlockInfo {
     pub is_large: u32,
     /// 1 when the segment is part of a virtual range (expandable segments, cachalot's policy).
     pub is_expandable: u32,
-    /// Always 0: keeps the struct's bytes fully defined.
-    pub reserved: u32,
+    /// The private pool the segment belongs to (`cachalot_pool_create`); 0 for the
+    /// allocator's own memory.
+    pub pool: u32,
 }
 
 /// Writes every block into `out` (`capacity` rows) and their count into `*out_count`. With
@@ -106,7 +107,7 @@ fn rows(segments: &[cachalot_core::snapshot::SegmentInfo]) -> Vec<BlockInfo> {
                 },
                 is_large: (s.segment_type == "large") as u32,
                 is_expandable: s.is_expandable as u32,
-                reserved: 0,
+                pool: s.private_pool,
             });
         }
     }

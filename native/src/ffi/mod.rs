@@ -6,7 +6,7 @@
 //! inside [`boundary`]'s panic boundary, so no panic crosses into C; the message of a
 //! failure kept per thread for [`last_error_message::cachalot_last_error_message`]. Each file holds
 //! one group of functions: [`handle`] (create, destroy), [`allocation`] (malloc, free,
-//! streams, cache, limits), [`blocks`] (every block, and placing one at an address), [`stats`], [`report`] (summary, snapshot), [`config`] (what a
+//! streams, cache, limits), [`blocks`] (every block, and placing one at an address), [`pool`] (private pools), [`stats`], [`report`] (summary, snapshot), [`config`] (what a
 //! config string leaves without effect), [`torch`] (PyTorch's pluggable-allocator entry
 //! points), [`version`].
 
@@ -18,6 +18,7 @@ pub mod config;
 pub mod handle;
 pub mod last_error;
 pub mod last_error_message;
+pub mod pool;
 pub mod report;
 pub mod stats;
 pub mod status;

@@ -60,9 +60,10 @@ impl Status {
                 AllocError::UnknownPointer { .. } => Status::UnknownPointer,
                 AllocError::DoubleFree { .. } => Status::DoubleFree,
                 AllocError::InteriorPointer { .. } => Status::InteriorPointer,
-                AllocError::InvalidFraction(_) | AllocError::TooManyStreams { .. } | AllocError::NotCached { .. } => {
-                    Status::InvalidArgument
-                }
+                AllocError::InvalidFraction(_)
+                | AllocError::TooManyStreams { .. }
+                | AllocError::NotCached { .. }
+                | AllocError::UnknownPool { .. } => Status::InvalidArgument,
                 AllocError::Device(DeviceError::OutOfMemory) => Status::OutOfMemory,
                 AllocError::Device(DeviceError::Driver { .. }) => Status::Driver,
                 AllocError::Device(DeviceError::Unsupported(_)) => Status::Unsupported,

@@ -15,8 +15,8 @@
 //! report it. Invariant: no panic crosses into
 //! PyTorch; a malloc that fails returns NULL.
 //!
-//! `cachalot_torch_allocator` hands out a borrowed handle to a device's process-wide
-//! allocator, so the statistics, summary and snapshot functions of the C ABI can read what
+//! `cachalot_torch_allocator` (and `cachalot_torch_device_allocator`, which creates it) hands
+//! out a borrowed handle to a device's process-wide allocator, so the statistics, summary and snapshot functions of the C ABI can read what
 //! PyTorch's allocations did (`native/python/cachalot_torch.py` does).
 
 use std::ffi::{c_int, c_void};
@@ -190,6 +190,28 @@ pub unsafe extern "C" fn cachalot_torch_allocator(device: c_int, out: *mut *mut 
             .map_or(std::ptr::null_mut(), |a| a as *const SharedAllocator as *mut SharedAllocator);
         // SAFETY: checked non-NULL; the caller promises it is writable.
         unsafe { *out = handle };
+        Ok(())
+    })
+}
+
+/// Stores in `*out` the process-wide allocator of CUDA device `device`, creating it on first
+/// use as `cachalot_torch_malloc` does: for PyTorch's allocator interface (`native/torch/`),
+/// whose private pools (`cachalot_pool_create`) may be made before the device's first
+/// allocation. The handle is borrowed, as `cachalot_torch_allocator`'s. Fails with
+/// `CACHALOT_STATUS_NO_DEVICE` for a device ordinal outside 0 to 63 or without a usable driver,
+/// and `CACHALOT_STATUS_INVALID_CONFIG` for a bad `CACHALOT_ALLOC_CONF`.
+///
+/// # Safety
+/// `out` must be NULL or point to a writable `cachalot_allocator *`.
+#[no_mangle]
+pub unsafe extern "C" fn cachalot_torch_device_allocator(device: c_int, out: *mut *mut SharedAllocator) -> Status {
+    boundary::status(|| {
+        if out.is_null() {
+            return Err(Error::NullPointer("out"));
+        }
+        let a = registry::get(device)?;
+        // SAFETY: checked non-NULL; the caller promises it is writable.
+        unsafe { *out = a as *const SharedAllocator as *mut SharedAllocator };
         Ok(())
     })
 }

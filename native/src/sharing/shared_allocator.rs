@@ -50,7 +50,7 @@ pub enum DeviceKind {
 
 /// A thread-safe caching allocator for one device.
 pub struct SharedAllocator {
-    shards: StreamShards,
+    pub(super) shards: StreamShards,
     kind: DeviceKind,
 }
 

@@ -338,7 +338,7 @@ static int call_blocks(struct fixture *fx, const struct abi_args *in) {
         for (size_t i = 0; i < count; i++) {
             const cachalot_block_info *b = &out[i];
             if (b->address < b->segment_address || b->address + b->size > b->segment_address + b->segment_size ||
-                b->state > CACHALOT_BLOCK_CACHED || b->reserved != 0 || (i > 0 && b->address < out[i - 1].address)) {
+                b->state > CACHALOT_BLOCK_CACHED || b->pool != 0 || (i > 0 && b->address < out[i - 1].address)) {
                 result = wrong(WRONG_OUTPUT, "a row is not a block of its segment, by address");
             }
             allocated += b->state == CACHALOT_BLOCK_ALLOCATED;
@@ -366,6 +366,88 @@ static int call_allocate_at(struct fixture *fx, const struct abi_args *in, cacha
         return wrong(WRONG_RETURN, classic ? "classic segments refused a cached range" : "virtual memory placed a block");
     }
     return s;
+}
+
+/* The cachalot_pool_* functions. `in->number` is the pool: 0 makes one for the call (and the
+ * adapter frees what the call allocated in it and gives the pool back afterwards, so only the
+ * statistics' counters of a row that allocated may move), any other id is passed as it is. */
+static int call_pool(struct fixture *fx, const struct abi_row *row, cachalot_allocator *a, void *ptr) {
+    const struct abi_args *in = &row->in;
+    uint32_t pool = (uint32_t)in->number;
+    bool made = false;
+    if (pool == 0 && row->fn != F_POOL_CREATE) {
+        if (cachalot_pool_create(fx->a, &pool) != CACHALOT_STATUS_OK || pool == 0) {
+            return wrong(WRONG_OUTPUT, "the adapter could not make a pool");
+        }
+        made = true;
+    }
+    cachalot_status s;
+    int result;
+    switch (row->fn) {
+    case F_POOL_CREATE: {
+        uint32_t made_here = 0x5e5e;
+        s = cachalot_pool_create(a, in->out == O_NULL ? NULL : &made_here);
+        result = s;
+        if (s != CACHALOT_STATUS_OK && made_here != 0x5e5e) {
+            result = wrong(WRONG_OUTPUT, "a failing cachalot_pool_create wrote *out_pool");
+        } else if (s == CACHALOT_STATUS_OK) {
+            pool = made_here;
+            made = true;
+        }
+        break;
+    }
+    case F_POOL_RETAIN:
+        result = s = cachalot_pool_retain(a, pool);
+        if (s == CACHALOT_STATUS_OK) {
+            cachalot_pool_release(fx->a, pool);
+        }
+        break;
+    case F_POOL_RELEASE:
+        result = s = cachalot_pool_release(a, pool);
+        if (s == CACHALOT_STATUS_OK) {
+            made = false; /* its one use is ended */
+        }
+        break;
+    case F_POOL_USE_COUNT: {
+        uint32_t uses = 0x5e5e;
+        result = s = cachalot_pool_use_count(a, pool, in->out == O_NULL ? NULL : &uses);
+        if (s != CACHALOT_STATUS_OK && uses != 0x5e5e) {
+            result = wrong(WRONG_OUTPUT, "a failing cachalot_pool_use_count wrote *out_count");
+        } else if (s == CACHALOT_STATUS_OK && uses != 1) {
+            result = wrong(WRONG_OUTPUT, "a pool just made has one use");
+        }
+        break;
+    }
+    case F_POOL_BEGIN:
+        result = s = cachalot_pool_begin_allocate(a, pool, stream_of(in));
+        if (s == CACHALOT_STATUS_OK) {
+            cachalot_pool_end_allocate(fx->a, pool);
+        }
+        break;
+    case F_POOL_END: result = s = cachalot_pool_end_allocate(a, pool); break;
+    case F_POOL_MALLOC: {
+        void *p = SENTINEL;
+        result = s = cachalot_pool_malloc(a, pool, in->size, stream_of(in), in->out == O_NULL ? NULL : &p);
+        if (s != CACHALOT_STATUS_OK && p != SENTINEL) {
+            result = wrong(WRONG_OUTPUT, "a failing cachalot_pool_malloc wrote *out_ptr");
+        } else if (s == CACHALOT_STATUS_OK && cachalot_free(fx->a, p) != CACHALOT_STATUS_OK) {
+            result = wrong(WRONG_OUTPUT, "the pool's allocation could not be freed");
+        }
+        break;
+    }
+    case F_POOL_EMPTY_CACHE: result = s = cachalot_pool_empty_cache(a, pool); break;
+    case F_POOL_ALLOCATE_AT: result = s = cachalot_pool_allocate_at(a, pool, ptr, in->size, in->size); break;
+    default: return wrong(WRONG_RETURN, "not a pool function");
+    }
+    /* Calls that succeed leave the last error alone: the call's own message stays. Emptying a
+     * pool waits for pending frees, which counts in the statistics: only the row that allocated
+     * in it does (it may change them); a pool that holds nothing goes at its release. */
+    bool emptied = row->fn != F_POOL_MALLOC || s != CACHALOT_STATUS_OK ||
+                   cachalot_pool_empty_cache(fx->a, pool) == CACHALOT_STATUS_OK;
+    if (made && (!emptied || cachalot_pool_release(fx->a, pool) != CACHALOT_STATUS_OK)) {
+        return wrong(WRONG_OUTPUT, "the pool made for the call could not be given back");
+    }
+    return result;
 }
 
 int abi_call(struct fixture *fx, const struct abi_row *row) {
@@ -404,6 +486,20 @@ int abi_call(struct fixture *fx, const struct abi_row *row) {
     }
     case F_BLOCKS: return call_blocks(fx, in);
     case F_ALLOCATE_AT: return call_allocate_at(fx, in, a, ptr);
+    case F_TORCH_DEVICE_ALLOCATOR: {
+        cachalot_allocator *got = SENTINEL;
+        cachalot_status s = cachalot_torch_device_allocator(in->number, in->out == O_NULL ? NULL : &got);
+        return s != CACHALOT_STATUS_OK && got != SENTINEL ? wrong(WRONG_OUTPUT, "a failing call wrote *out") : s;
+    }
+    case F_POOL_CREATE:
+    case F_POOL_RETAIN:
+    case F_POOL_RELEASE:
+    case F_POOL_USE_COUNT:
+    case F_POOL_BEGIN:
+    case F_POOL_END:
+    case F_POOL_MALLOC:
+    case F_POOL_EMPTY_CACHE:
+    case F_POOL_ALLOCATE_AT: return call_pool(fx, row, a, ptr);
     case F_STATUS_NAME: {
         const char *name = cachalot_status_name(in->number);
         return name != NULL && strcmp(name, in->text) == 0 ? RETURNED : wrong(WRONG_RETURN, name ? name : "NULL");

@@ -28,6 +28,8 @@ enum abi_fn {
     F_TORCH_MALLOC, F_TORCH_FREE, F_TORCH_EMPTY_CACHE, F_TORCH_SET_MEMORY_FRACTION,
     F_TORCH_RECORD_STREAM, F_TORCH_ALLOCATOR, F_VERSION, F_CONFIG_NOTES,
     F_RESET_ACCUMULATED_STATS, F_LARGEST_CACHED_BLOCK, F_TORCH_MALLOC_STATUS, F_BLOCKS, F_ALLOCATE_AT,
+    F_TORCH_DEVICE_ALLOCATOR, F_POOL_CREATE, F_POOL_RETAIN, F_POOL_RELEASE, F_POOL_USE_COUNT, F_POOL_BEGIN,
+    F_POOL_END, F_POOL_MALLOC, F_POOL_EMPTY_CACHE, F_POOL_ALLOCATE_AT,
     F_COUNT
 };
 
@@ -76,7 +78,8 @@ struct abi_args {
     size_t size;           /* cachalot_malloc, cachalot_allocate_at; buf_len for cachalot_last_error_message */
     ptrdiff_t ssize;       /* the torch functions */
     uintptr_t stream;      /* a stream handle value (opaque; any value is a stream here) */
-    int number;            /* a device ordinal, or the code for cachalot_status_name */
+    int number;            /* a device ordinal, or the code for cachalot_status_name; for the pool
+                              functions a pool id, 0 meaning one the adapter makes for the call */
     double fraction;       /* cachalot_set_memory_fraction; the limit an IN_FRACTION row checks */
     uint64_t capacity;     /* 0 means 1 GiB in F_NEW_SIMULATED rows unless zero_capacity */
     bool zero_capacity;
