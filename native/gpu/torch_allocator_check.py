@@ -39,7 +39,11 @@ def check(name):
 
 @check("install")
 def _():
-    ext = cachalot_torch.install(extension=True)
+    try:
+        ext = cachalot_torch.install(extension=True)
+    except Exception as e:
+        print(e, file=sys.stderr)  # the compiler's whole output, which the JSON line cuts short
+        raise
     return {"module": getattr(ext, "__name__", str(ext))}
 
 
@@ -186,6 +190,43 @@ def _():
     want = theirs.stdout.split()
     return {"ok": [str(ours), str(during)] == want, "cachalot": [ours, during], "pytorch": want,
             "pytorch_stderr": theirs.stderr[-300:]}
+
+
+@check("private pools live in cachalot's core: counted exactly, in the snapshot, given back after release")
+def _():
+    torch.cuda.synchronize()
+    torch.cuda.empty_cache()
+    base = torch.cuda.memory_stats()["reserved_bytes.all.current"]
+    x = torch.ones(8 << 20, device=dev)
+    g = torch.cuda.CUDAGraph()
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        y = x * 2
+    torch.cuda.current_stream().wait_stream(s)
+    with torch.cuda.graph(g):
+        y = x * 2 + 1  # a 32 MiB block of the graph's pool
+    pool = torch.cuda.MemPool()
+    with torch.cuda.use_mem_pool(pool):
+        t = torch.ones(24 << 20, dtype=torch.uint8, device=dev)
+    torch.cuda.synchronize()
+    stats, snap = torch.cuda.memory_stats(), torch.cuda.memory_snapshot()
+    in_segments = sum(seg["total_size"] for seg in snap)
+    pools = {tuple(seg["segment_pool_id"]) for seg in snap}
+    exact = stats["reserved_bytes.all.current"] == in_segments and stats == cachalot_torch.memory_stats()
+    with_pools = stats["reserved_bytes.all.current"]
+    g.replay()
+    torch.cuda.synchronize()
+    replayed = bool(torch.all(y == 3.0))
+    del g, y, t, pool
+    torch.cuda.synchronize()
+    torch.cuda.empty_cache()
+    after = torch.cuda.memory_stats()["reserved_bytes.all.current"]
+    del x
+    torch.cuda.empty_cache()
+    ok = exact and replayed and len(pools) >= 3 and after <= base + (32 << 20)
+    return {"ok": ok, "reserved_before": base, "reserved_with_pools": with_pools, "in_snapshot_segments": in_segments,
+            "pool_ids_in_snapshot": sorted(pools), "reserved_after_release": after, "replayed": replayed}
 
 
 checkpoint_calls = {"get": 0, "set": 0, "check_live": 0}

@@ -12,7 +12,8 @@
 //     reset_peak_memory_stats() work unchanged;
 //   - cacheInfo gives the largest cached block (cuDNN's benchmark mode asks for it);
 //   - emptyCache, the memory fraction and recordStream go to cachalot.
-//   - private pools (CUDA graphs, torch.compile's CUDA graph trees, MemPool): private_pools.h.
+//   - private pools (CUDA graphs, torch.compile's CUDA graph trees, MemPool), held by cachalot's
+//     core and counted in its statistics; PyTorch's routing filters stay here (private_pools.h);
 //   - CUDA graph trees' checkpoint states: getCheckpointState and setCheckpointPoolState set a
 //     private pool back to its live blocks at their own addresses;
 //   - snapshot, recordHistory and trace trackers: torch.cuda.memory._snapshot(),
@@ -32,10 +33,12 @@
 #include <c10/util/Exception.h>
 #include <cuda_runtime_api.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <limits>
 #include <mutex>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 extern "C" {
@@ -71,9 +74,7 @@ class CachalotAllocator : public Pluggable::CUDAPluggableAllocator {
               if (history_.on()) {
                 history_.freed(device, ptr, size, stream, {0, 0});
               }
-              if (!pools_.free(ptr)) {
-                cachalot_torch_free(ptr, static_cast<ptrdiff_t>(size), device, stream);
-              }
+              cachalot_torch_free(ptr, static_cast<ptrdiff_t>(size), device, stream);
             }) {
     set_memory_fraction_fn([](double fraction, int device) { cachalot_torch_set_memory_fraction(fraction, device); });
     set_record_stream_fn([](void* ptr, cudaStream_t stream) { cachalot_torch_record_stream(ptr, stream); });
@@ -118,8 +119,8 @@ class CachalotAllocator : public Pluggable::CUDAPluggableAllocator {
   }
 
   // A pool PyTorch may fall back on when the default pool runs out (MemPool's use_on_oom):
-  // cachalot's pools are separate allocators, so this changes nothing; accepted rather than
-  // refused, because MemPool's destructor calls it, and a refusal there ends the process.
+  // cachalot's default memory never borrows a pool's, so this changes nothing; accepted rather
+  // than refused, because MemPool's destructor calls it, and a refusal there ends the process.
   void setUseOnOOM(c10::DeviceIndex, c10::cuda::MempoolId_t, bool) override {}
 
   // MemPool's no_split: cachalot's pools split blocks by PyTorch's rule; accepted, changing nothing.
@@ -151,16 +152,7 @@ class CachalotAllocator : public Pluggable::CUDAPluggableAllocator {
       add(d, s);
       d.max_split_size = s.max_split_size;
     }
-    // Private pools' memory counts too, as PyTorch counts its pools' blocks (their peaks
-    // add up, an upper bound of the peak of the sum).
-    pools_.each(device, [&](cachalot_allocator* pool) {
-      cachalot_stats p{};
-      p.struct_size = sizeof(p);
-      if (cachalot_get_stats(pool, &p) == CACHALOT_STATUS_OK) {
-        add(d, p);
-      }
-    });
-    return d;
+    return d;  // private pools' memory included, as in PyTorch: the core counts it
   }
 
   void resetPeakStats(c10::DeviceIndex device) override {
@@ -170,7 +162,6 @@ class CachalotAllocator : public Pluggable::CUDAPluggableAllocator {
     }
     cachalot_status s = cachalot_reset_peak_stats(a);
     TORCH_CHECK(s == CACHALOT_STATUS_OK, "cachalot: reset_peak_memory_stats: ", error_message());
-    pools_.each(device, [](cachalot_allocator* pool) { cachalot_reset_peak_stats(pool); });
   }
 
   void resetAccumulatedStats(c10::DeviceIndex device) override {
@@ -180,31 +171,33 @@ class CachalotAllocator : public Pluggable::CUDAPluggableAllocator {
     }
     cachalot_status s = cachalot_reset_accumulated_stats(a);
     TORCH_CHECK(s == CACHALOT_STATUS_OK, "cachalot: reset_accumulated_memory_stats: ", error_message());
-    pools_.each(device, [](cachalot_allocator* pool) { cachalot_reset_accumulated_stats(pool); });
   }
 
-  // A pointer a private pool serves is freed there: the blocks a checkpoint set back
-  // (setCheckpointPoolState) are not in the pluggable allocator's bookkeeping, and CUDA graph
-  // trees free such pointers through raw_delete.
+  // The blocks a checkpoint set back (setCheckpointPoolState) are not in the pluggable
+  // allocator's bookkeeping, and CUDA graph trees free them through raw_delete: those are
+  // freed here. Every other pointer takes the pluggable path, which checks `placed_count_`
+  // only: no lock while nothing placed is live.
   void raw_delete(void* ptr) override {
-    if (pools_.free(ptr)) {
-      size_t size = 0;
-      int device = 0;
-      cudaStream_t stream = nullptr;
+    if (placed_count_.load(std::memory_order_acquire) > 0) {
+      Placed placed;
+      bool found = false;
       {
-        std::lock_guard<std::mutex> lock(allocator_mutex_);
-        auto it = allocation_metadata_.find(ptr);
-        if (it != allocation_metadata_.end()) {
-          size = it->second.size;
-          device = it->second.device_idx;
-          stream = it->second.stream;
-          allocation_metadata_.erase(it);
+        std::lock_guard<std::mutex> lock(placed_mutex_);
+        auto it = placed_.find(ptr);
+        if (it != placed_.end()) {
+          placed = it->second;
+          found = true;
+          placed_.erase(it);
+          placed_count_.fetch_sub(1, std::memory_order_acq_rel);
         }
       }
-      if (history_.on()) {
-        history_.freed(device, ptr, size, stream, {0, 0});  // as the free hook logs the others
+      if (found) {
+        if (history_.on()) {
+          history_.freed(placed.device, ptr, placed.size, placed.stream, {0, 0});  // as the free hook logs the others
+        }
+        cachalot_torch_free(ptr, static_cast<ptrdiff_t>(placed.size), placed.device, placed.stream);
+        return;
       }
-      return;
     }
     Pluggable::CUDAPluggableAllocator::raw_delete(ptr);
   }
@@ -235,6 +228,21 @@ class CachalotAllocator : public Pluggable::CUDAPluggableAllocator {
         allocation_metadata_.erase(ptr);
       }
     }
+    {
+      std::lock_guard<std::mutex> lock(placed_mutex_);
+      for (void* ptr : delta.ptrs_freed) {
+        if (placed_.erase(ptr) > 0) {
+          placed_count_.fetch_sub(1, std::memory_order_acq_rel);
+        }
+      }
+      for (const auto& b : placed) {
+        void* ptr = reinterpret_cast<void*>(b.address);
+        Placed p{b.size, static_cast<int>(device), reinterpret_cast<cudaStream_t>(b.stream)};
+        if (placed_.insert_or_assign(ptr, p).second) {
+          placed_count_.fetch_add(1, std::memory_order_acq_rel);
+        }
+      }
+    }
     for (const auto& b : placed) {
       void* ptr = reinterpret_cast<void*>(b.address);
       delta.dataptrs_allocd.emplace_back(ptr, ptr, raw_deleter(), c10::Device(c10::DeviceType::CUDA, device));
@@ -244,7 +252,8 @@ class CachalotAllocator : public Pluggable::CUDAPluggableAllocator {
 
   // PyTorch's snapshot (torch.cuda.memory._snapshot(), _dump_snapshot(), memory_viz): every
   // segment with its blocks, from cachalot's own state (the private pools' segments carry their
-  // pool's id), the stacks of live allocations and the trace when history is on.
+  // pool's PyTorch id; a pool's id asks for that pool's segments only), the stacks of live
+  // allocations and the trace when history is on.
   CCA::SnapshotInfo snapshot(c10::cuda::MempoolId_t mempool, bool include_traces) override {
     CCA::SnapshotInfo info;
     bool any_pool = mempool.first == 0 && mempool.second == 0;
@@ -254,17 +263,10 @@ class CachalotAllocator : public Pluggable::CUDAPluggableAllocator {
       devices = 0;
     }
     for (int d = 0; d < devices; d++) {
-      if (any_pool) {
-        cachalot_allocator* a = nullptr;
-        if (cachalot_torch_allocator(d, &a) == CACHALOT_STATUS_OK && a != nullptr) {
-          add_segments(info, d, a, {0, 0});
-        }
+      cachalot_allocator* a = nullptr;
+      if (cachalot_torch_allocator(d, &a) == CACHALOT_STATUS_OK && a != nullptr) {
+        add_segments(info, d, a, any_pool, mempool);
       }
-      pools_.each_pool(d, [&](c10::cuda::MempoolId_t id, cachalot_allocator* pool) {
-        if (any_pool || id == mempool) {
-          add_segments(info, d, pool, id);
-        }
-      });
     }
     if (include_traces) {
       info.device_traces = history_.traces(static_cast<size_t>(devices));
@@ -309,24 +311,18 @@ class CachalotAllocator : public Pluggable::CUDAPluggableAllocator {
       return nullptr;  // PyTorch asks for no memory; cachalot refuses 0 bytes
     }
     void* ptr = nullptr;
-    cachalot_torch::PoolKey key;
-    cachalot_allocator* pool = pools_.route(device, stream, &key);
+    uint32_t pool = pools_.route(device, stream);
     cachalot_status s;
     {
       // Device memory may be obtained while a stream is being captured into a CUDA graph, as
       // PyTorch's own allocator does: relaxed capture mode allows it.
       c10::cuda::CUDAStreamCaptureModeGuard relaxed{cudaStreamCaptureModeRelaxed};
-      s = pool != nullptr ? cachalot_malloc(pool, size, stream, &ptr)
-                          : cachalot_torch_malloc_status(size, device, stream, &ptr);
+      s = pool != 0 ? cachalot_pool_malloc(cachalot_torch::allocator_of(device), pool, size, stream, &ptr)
+                    : cachalot_torch_malloc_status(size, device, stream, &ptr);
     }
     if (s == CACHALOT_STATUS_OK) {
-      if (pool != nullptr) {
-        pools_.allocated(key, ptr);
-      }
       if (history_.on()) {
-        c10::cuda::MempoolId_t id = pool != nullptr ? c10::cuda::MempoolId_t(std::get<1>(key), std::get<2>(key))
-                                                    : c10::cuda::MempoolId_t(0, 0);
-        history_.allocated(device, ptr, size, stream, id);
+        history_.allocated(device, ptr, size, stream, pools_.name_of(device, pool));
       }
       return ptr;
     }
@@ -362,10 +358,16 @@ class CachalotAllocator : public Pluggable::CUDAPluggableAllocator {
     }
   }
 
-  // The segments of `alloc` (device `device`, pool `pool`) in PyTorch's schema: blocks tile
-  // each segment in address order, as PyTorch's snapshot reader assumes.
-  void add_segments(CCA::SnapshotInfo& info, int device, const cachalot_allocator* alloc, c10::cuda::MempoolId_t pool) {
+  // The segments of `alloc` (device `device`) in PyTorch's schema, every pool's (`any_pool`) or
+  // those of PyTorch's pool `only`: blocks tile each segment in address order, as PyTorch's
+  // snapshot reader assumes.
+  void add_segments(CCA::SnapshotInfo& info, int device, const cachalot_allocator* alloc, bool any_pool,
+                    c10::cuda::MempoolId_t only) {
     for (const auto& b : cachalot_torch::blocks_of(alloc)) {
+      c10::cuda::MempoolId_t pool = pools_.name_of(device, b.pool);
+      if (!any_pool && pool != only) {
+        continue;
+      }
       if (info.segments.empty() || info.segments.back().address != b.segment_address ||
           info.segments.back().device != device) {
         c10::CachingDeviceAllocator::SegmentInfo seg;
@@ -435,8 +437,18 @@ class CachalotAllocator : public Pluggable::CUDAPluggableAllocator {
     std::vector<cachalot_block_info> live;
   };
 
+  // A block a checkpoint set back, until freed: what the pluggable bookkeeping would hold.
+  struct Placed {
+    size_t size = 0;
+    int device = 0;
+    cudaStream_t stream = nullptr;
+  };
+
   cachalot_torch::PrivatePools pools_;
   cachalot_torch::MemoryHistory history_;
+  std::mutex placed_mutex_;
+  std::unordered_map<void*, Placed> placed_;
+  std::atomic<int> placed_count_{0};
   std::mutex observers_mutex_;
   std::vector<CCA::OutOfMemoryObserver> observers_;
 };

@@ -1,23 +1,22 @@
-// Private memory pools (CUDA graphs, torch.compile's CUDA graph trees, torch.cuda.MemPool):
-// each pool is a cachalot allocator of its own on the pool's device, so a pool's blocks are
-// reused only within it and its memory goes back to the device when the pool is released.
+// Private memory pools (CUDA graphs, torch.compile's CUDA graph trees, torch.cuda.MemPool),
+// held by cachalot's core: each PyTorch pool id in use on a device names one cachalot pool of
+// that device's allocator (cachalot_pool_create). The core keeps a pool's blocks apart, reuses
+// them only for allocations made into it, counts them in the device's statistics, and gives its
+// cached memory back once its last use has ended, at the next empty_cache or request that needs
+// the memory, as PyTorch does.
 //
-// While a pool is being allocated to (beginAllocateToPool .. endAllocateToPool), an allocation
-// on a stream its filter accepts (the capturing stream) is served by the pool; a free goes to
-// the pool that served the pointer. A pool lives while its use count (createOrIncrefPool,
-// beginAllocateToPool; each ended by releasePool) is above zero or it still holds a live allocation, and is never given
-// back before releasePool: a CUDA graph replays into its pool's memory after the capture freed
-// every block in it.
-//
-// Pools decide by PyTorch's rules (policy:pytorch, classic segments): what PyTorch's own
-// allocator does inside a capture.
+// What stays here is what only PyTorch knows: the filter that says which streams allocate into
+// a pool while it is being allocated to (a CUDA graph capture covers every stream it forks
+// into), so the routing is decided here and the allocation goes to cachalot_pool_malloc. A free
+// needs nothing from here: cachalot_free finds a block's pool from the block.
 //
 // A checkpoint (getCheckpointState) is the pool's live blocks; setting the pool back to it frees
-// what is live now and allocates each checkpointed block again at its own address
-// (cachalot_allocate_at), as PyTorch's CUDA graph trees need.
+// what is live in the pool now and allocates each checkpointed block again at its own address
+// (cachalot_pool_allocate_at), as PyTorch's CUDA graph trees need.
 //
-// Invariants: `owner_` maps exactly the live pointers of every pool; `routing_` counts the
-// pools being allocated to, so the common case (no capture) costs one atomic load.
+// Invariants: `pools_` maps each PyTorch pool id with a use left to its cachalot pool, and
+// `names_` every cachalot pool made to its PyTorch id; `routing_` counts the pools being
+// allocated to, so the common case (no capture) costs one atomic load.
 #pragma once
 
 #include <c10/cuda/CUDACachingAllocator.h>
@@ -30,7 +29,6 @@
 #include <mutex>
 #include <string>
 #include <tuple>
-#include <unordered_map>
 #include <unordered_set>
 #include <vector>
 
@@ -53,6 +51,15 @@ inline std::string hex(uint64_t v) {
   char buf[32];
   snprintf(buf, sizeof buf, "0x%llx", static_cast<unsigned long long>(v));
   return buf;
+}
+
+// The process-wide allocator of CUDA device `device`, created on first use.
+inline cachalot_allocator* allocator_of(int device) {
+  cachalot_allocator* a = nullptr;
+  cachalot_status s = cachalot_torch_device_allocator(device, &a);
+  TORCH_CHECK(s == CACHALOT_STATUS_OK, "cachalot: no allocator for CUDA device " + std::to_string(device) + ": " +
+                                           error_message());
+  return a;
 }
 
 // Every block of `alloc` (cachalot_blocks), by address; empty if it cannot be read.
@@ -80,120 +87,108 @@ inline PoolKey pool_key(int device, c10::cuda::MempoolId_t id) {
 
 class PrivatePools {
  public:
-  // The pool that serves an allocation of `device` on `stream` now, or null (and `key` left).
-  cachalot_allocator* route(int device, cudaStream_t stream, PoolKey* key) {
+  // The cachalot pool that serves an allocation of `device` on `stream` now, or 0.
+  uint32_t route(int device, cudaStream_t stream) {
     if (routing_.load(std::memory_order_acquire) == 0) {
-      return nullptr;
+      return 0;
     }
     std::lock_guard<std::mutex> lock(mutex_);
     for (auto& [k, pool] : pools_) {
-      if (std::get<0>(k) == device && pool.routing && pool.filter && pool.filter(stream)) {
-        *key = k;
-        return pool.alloc;
+      if (std::get<0>(k) == device && pool.filter && pool.filter(stream)) {
+        return pool.id;
       }
     }
-    return nullptr;
+    return 0;
   }
 
-  // `ptr` was allocated from pool `key`.
-  void allocated(const PoolKey& key, void* ptr) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    owner_[ptr] = key;
-    pools_[key].live.insert(ptr);
-  }
-
-  // Frees `ptr` if a pool served it; false when none did (the caller frees it elsewhere).
-  bool free(void* ptr) {
-    if (any_pool_.load(std::memory_order_acquire) == 0) {
-      return false;
+  // PyTorch's id of cachalot pool `pool` of `device` ({0, 0} for none).
+  c10::cuda::MempoolId_t name_of(int device, uint32_t pool) {
+    if (pool == 0) {
+      return {0, 0};
     }
     std::lock_guard<std::mutex> lock(mutex_);
-    auto it = owner_.find(ptr);
-    if (it == owner_.end()) {
-      return false;
-    }
-    PoolKey key = it->second;
-    owner_.erase(it);
-    Pool& pool = pools_[key];
-    pool.live.erase(ptr);
-    cachalot_free(pool.alloc, ptr);
-    drop_if_done(key);  // a released pool goes once its last block does
-    return true;
+    auto it = names_.find({device, pool});
+    return it == names_.end() ? c10::cuda::MempoolId_t{0, 0} : it->second;
   }
 
   void create_or_incref(int device, c10::cuda::MempoolId_t id) {
     std::lock_guard<std::mutex> lock(mutex_);
-    Pool& p = pool(device, id);
-    p.use_count += 1;
-    p.released = false;
+    use(device, id);
   }
 
   void begin(int device, c10::cuda::MempoolId_t id, std::function<bool(cudaStream_t)> filter) {
     std::lock_guard<std::mutex> lock(mutex_);
-    Pool& p = pool(device, id);
     // As in PyTorch, allocating to a pool is a use of it, which releasePool ends: a CUDA graph's
     // capture (its graph releases the pool when destroyed), a MemPool's use_mem_pool block, a
     // CUDA graph tree's warm-up.
-    p.use_count += 1;
-    p.released = false;
-    if (!p.routing) {
+    Pool& p = use(device, id);
+    if (!p.filter) {
       routing_.fetch_add(1, std::memory_order_acq_rel);
     }
-    p.routing = true;
     p.filter = std::move(filter);
   }
 
   void end(int device, c10::cuda::MempoolId_t id) {
     std::lock_guard<std::mutex> lock(mutex_);
     auto it = pools_.find(pool_key(device, id));
-    if (it != pools_.end() && it->second.routing) {
-      it->second.routing = false;
-      it->second.filter = nullptr;
-      routing_.fetch_sub(1, std::memory_order_acq_rel);
+    if (it != pools_.end()) {
+      stop_routing(it->second);
     }
   }
 
+  // Ends a use; at the last, PyTorch's id takes no more allocations, and the core gives the
+  // pool's memory back once its allocations are freed and the cache is next released (or at
+  // emptyCache of the pool). Never throws: CUDA graphs and MemPool call it from destructors.
   void release(int device, c10::cuda::MempoolId_t id) {
     std::lock_guard<std::mutex> lock(mutex_);
-    PoolKey key = pool_key(device, id);
-    auto it = pools_.find(key);
-    if (it == pools_.end()) {
+    auto it = pools_.find(pool_key(device, id));
+    cachalot_allocator* a = nullptr;
+    if (it == pools_.end() || cachalot_torch_device_allocator(device, &a) != CACHALOT_STATUS_OK) {
       return;
     }
-    if (it->second.use_count > 0) {
-      it->second.use_count -= 1;
+    uint32_t uses = 0;
+    if (cachalot_pool_release(a, it->second.id) != CACHALOT_STATUS_OK ||
+        cachalot_pool_use_count(a, it->second.id, &uses) != CACHALOT_STATUS_OK || uses == 0) {
+      stop_routing(it->second);
+      pools_.erase(it);
     }
-    if (it->second.use_count == 0) {
-      it->second.released = true;
-    }
-    drop_if_done(key);
   }
 
   int use_count(int device, c10::cuda::MempoolId_t id) {
     std::lock_guard<std::mutex> lock(mutex_);
     auto it = pools_.find(pool_key(device, id));
-    return it == pools_.end() ? 0 : it->second.use_count;
+    uint32_t uses = 0;
+    if (it == pools_.end() || cachalot_pool_use_count(allocator_of(device), it->second.id, &uses) != CACHALOT_STATUS_OK) {
+      return 0;
+    }
+    return static_cast<int>(uses);
+  }
+
+  // The cachalot pool of PyTorch's `id` on `device`, or 0 when it has none.
+  uint32_t id_of(int device, c10::cuda::MempoolId_t id) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = pools_.find(pool_key(device, id));
+    return it == pools_.end() ? 0 : it->second.id;
   }
 
   bool live_allocations_are(int device, c10::cuda::MempoolId_t id, const std::unordered_set<void*>& expected) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    auto it = pools_.find(pool_key(device, id));
-    if (it == pools_.end()) {
-      return expected.empty();
+    std::unordered_set<void*> live;
+    for (const auto& b : live_blocks(device, id)) {
+      live.insert(reinterpret_cast<void*>(b.address));
     }
-    return it->second.live == expected;
+    return live == expected;
   }
 
   // The allocated blocks of pool `id` on `device`: its checkpoint (CUDA graph trees).
   std::vector<cachalot_block_info> live_blocks(int device, c10::cuda::MempoolId_t id) {
-    std::lock_guard<std::mutex> lock(mutex_);
+    uint32_t pool = id_of(device, id);
     std::vector<cachalot_block_info> live;
-    auto it = pools_.find(pool_key(device, id));
-    if (it != pools_.end()) {
-      for (const auto& b : blocks_of(it->second.alloc)) {
-        if (b.state == CACHALOT_BLOCK_ALLOCATED) {
-          live.push_back(b);
-        }
+    if (pool == 0) {
+      return live;
+    }
+    for (const auto& b : blocks_of(allocator_of(device))) {
+      if (b.pool == pool && b.state == CACHALOT_BLOCK_ALLOCATED) {
+        live.push_back(b);
       }
     }
     return live;
@@ -204,102 +199,95 @@ class PrivatePools {
   // address (into `placed`). A block that cannot be placed again throws, naming it.
   void restore(int device, c10::cuda::MempoolId_t id, const std::vector<cachalot_block_info>& live,
                std::vector<void*>* freed, std::vector<cachalot_block_info>* placed) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    PoolKey key = pool_key(device, id);
-    Pool& p = pool(device, id);
-    for (void* ptr : p.live) {
-      owner_.erase(ptr);
-      cachalot_free(p.alloc, ptr);
+    uint32_t pool = id_of(device, id);
+    TORCH_CHECK(pool != 0, "cachalot: private pool (" + std::to_string(id.first) + ", " + std::to_string(id.second) +
+                               ") has no use left to set back to a checkpoint");
+    cachalot_allocator* a = allocator_of(device);
+    for (const auto& b : live_blocks(device, id)) {
+      void* ptr = reinterpret_cast<void*>(b.address);
+      check(cachalot_free(a, ptr), "setCheckpointPoolState");
       freed->push_back(ptr);
     }
-    p.live.clear();
     for (const auto& b : live) {
       void* ptr = reinterpret_cast<void*>(b.address);
-      cachalot_status s = cachalot_allocate_at(p.alloc, ptr, b.size, b.requested_size);
+      cachalot_status s = cachalot_pool_allocate_at(a, pool, ptr, b.size, b.requested_size);
       TORCH_CHECK(s == CACHALOT_STATUS_OK, "cachalot: cannot set private pool (" + std::to_string(id.first) + ", " +
                                                std::to_string(id.second) + ") back to its checkpoint: the block of " +
                                                std::to_string(b.size) + " bytes at " + hex(b.address) + ": " +
                                                error_message());
-      owner_[ptr] = key;
-      p.live.insert(ptr);
       placed->push_back(b);
     }
   }
 
-  // Calls `f` with each pool of `device` and its allocator.
-  void each_pool(int device, const std::function<void(c10::cuda::MempoolId_t, cachalot_allocator*)>& f) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    for (auto& [k, pool] : pools_) {
-      if (std::get<0>(k) == device) {
-        f(c10::cuda::MempoolId_t(std::get<1>(k), std::get<2>(k)), pool.alloc);
-      }
-    }
-  }
-
-  // Returns the cached memory of pool `id` on `device` to the device.
+  // Returns the cached memory of pool `id` on `device` to the device, also after its last use
+  // ended (MemPool's destructor releases the pool, then empties its cache). Never throws: a
+  // failure is a warning.
   void empty_cache(int device, c10::cuda::MempoolId_t id) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    auto it = pools_.find(pool_key(device, id));
-    if (it != pools_.end()) {
-      cachalot_empty_cache(it->second.alloc);
-    }
-  }
-
-  // Calls `f` with each pool allocator of `device`.
-  void each(int device, const std::function<void(cachalot_allocator*)>& f) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    for (auto& [k, pool] : pools_) {
-      if (std::get<0>(k) == device) {
-        f(pool.alloc);
+    uint32_t pool = 0;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      auto it = pools_.find(pool_key(device, id));
+      if (it != pools_.end()) {
+        pool = it->second.id;
+      } else {
+        for (const auto& [k, name] : names_) {  // the latest cachalot pool PyTorch's id named
+          if (k.first == device && name == id) {
+            pool = k.second;
+          }
+        }
       }
+    }
+    cachalot_allocator* a = nullptr;
+    if (pool == 0 || cachalot_torch_device_allocator(device, &a) != CACHALOT_STATUS_OK) {
+      return;
+    }
+    cachalot_status s = cachalot_pool_empty_cache(a, pool);
+    if (s != CACHALOT_STATUS_OK && s != CACHALOT_STATUS_INVALID_ARGUMENT) {  // gone: nothing was left
+      TORCH_WARN("cachalot: emptying a private pool's cache: ", error_message());
     }
   }
 
  private:
   struct Pool {
-    cachalot_allocator* alloc = nullptr;
-    int use_count = 0;
-    bool routing = false;
+    uint32_t id = 0;
+    // While set, the pool is being allocated to, from the streams it accepts.
     std::function<bool(cudaStream_t)> filter;
-    std::unordered_set<void*> live;
-    // releasePool brought the use count to zero: the pool goes once it is empty.
-    bool released = false;
   };
 
-  // The pool `id` of `device`, made with its allocator if new. Called with the lock held.
-  Pool& pool(int device, c10::cuda::MempoolId_t id) {
-    Pool& p = pools_[pool_key(device, id)];
-    if (p.alloc == nullptr) {
-      cachalot_status s = cachalot_allocator_new_cuda(device, "policy:pytorch", &p.alloc);
+  static void check(cachalot_status s, const char* call) {
+    TORCH_CHECK(s == CACHALOT_STATUS_OK, std::string("cachalot: ") + call + ": " + error_message());
+  }
+
+  // Adds a use to PyTorch's pool `id` of `device`, making its cachalot pool if it has none.
+  // Called with the lock held.
+  Pool& use(int device, c10::cuda::MempoolId_t id) {
+    cachalot_allocator* a = allocator_of(device);
+    auto [it, fresh] = pools_.try_emplace(pool_key(device, id));
+    if (fresh) {
+      cachalot_status s = cachalot_pool_create(a, &it->second.id);
       if (s != CACHALOT_STATUS_OK) {
-        pools_.erase(pool_key(device, id));
+        pools_.erase(it);
         TORCH_CHECK(false, "cachalot: cannot make a private pool on CUDA device " + std::to_string(device) + ": " +
                                error_message());
       }
+      names_[{device, it->second.id}] = id;
+    } else {
+      check(cachalot_pool_retain(a, it->second.id), "a pool's use");
     }
-    any_pool_.store(1, std::memory_order_release);
-    return p;
+    return it->second;
   }
 
-  // Destroys pool `key` once it was released, is not being allocated to and holds no live
-  // allocation: its cached segments go back to the device. Called with the lock held.
-  void drop_if_done(const PoolKey& key) {
-    auto it = pools_.find(key);
-    if (it == pools_.end() || !it->second.released || it->second.use_count > 0 || it->second.routing ||
-        !it->second.live.empty()) {
-      return;
+  void stop_routing(Pool& p) {
+    if (p.filter) {
+      p.filter = nullptr;
+      routing_.fetch_sub(1, std::memory_order_acq_rel);
     }
-    cachalot_empty_cache(it->second.alloc);
-    cachalot_allocator_free(it->second.alloc);
-    pools_.erase(it);
   }
 
   std::mutex mutex_;
   std::map<PoolKey, Pool> pools_;
-  std::unordered_map<void*, PoolKey> owner_;
+  std::map<std::pair<int, uint32_t>, c10::cuda::MempoolId_t> names_;
   std::atomic<int> routing_{0};
-  // 1 once any pool was made: until then, frees skip the lock.
-  std::atomic<int> any_pool_{0};
 };
 
 }  // namespace cachalot_torch
