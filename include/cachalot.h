@@ -575,7 +575,9 @@ cachalot_status cachalot_pool_malloc(cachalot_allocator *allocator,
 
 /**
  * Returns the unsplit cached segments of `pool` to the device, after waiting for pending
- * frees (`torch.cuda.MemPool`'s `empty_cache`).
+ * frees, once the pool has no use left (PyTorch's `emptyCache` of a pool, which
+ * `torch.cuda.MemPool`'s destructor calls after releasing it). A pool still in use keeps its
+ * cache, as in PyTorch: a CUDA graph replays into it.
  *
  * # Safety
  * `allocator` must be NULL or a live handle.

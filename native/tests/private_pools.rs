@@ -84,10 +84,12 @@ fn a_graph_s_pool_through_the_c_abi() {
             assert_eq!(cachalot_free(a, b.address as usize as *mut c_void), Status::Ok);
         }
         assert_eq!(cachalot_pool_release(a, pool), Status::Ok);
+        assert_eq!(cachalot_pool_empty_cache(a, pool), Status::Ok);
+        assert!(blocks(a).iter().any(|b| b.pool == pool), "a pool in use keeps its cache");
         assert_eq!(cachalot_pool_release(a, pool), Status::Ok);
         assert_eq!(pool_malloc(a, pool, MIB, 0), Err(Status::InvalidArgument), "no use left");
         assert_eq!(cachalot_pool_empty_cache(a, pool), Status::Ok);
-        assert_eq!(cachalot_empty_cache(a), Status::Ok);
+        assert!(blocks(a).iter().all(|b| b.pool != pool), "released and emptied: its memory is back");
         assert_eq!(cachalot_pool_use_count(a, pool, &mut uses), Status::InvalidArgument);
         assert!(last_error().contains(&format!("private pool {pool} does not exist")), "{}", last_error());
         assert_eq!(cachalot_free(a, own), Status::Ok);

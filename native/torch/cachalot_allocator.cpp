@@ -88,9 +88,7 @@ class CachalotAllocator : public Pluggable::CUDAPluggableAllocator {
     if (mempool_id.first == 0 && mempool_id.second == 0) {
       cachalot_torch_empty_cache();
     } else {
-      int device = 0;
-      cudaGetDevice(&device);
-      pools_.empty_cache(device, mempool_id);
+      pools_.empty_cache(mempool_id);
     }
   }
 
@@ -221,20 +219,21 @@ class CachalotAllocator : public Pluggable::CUDAPluggableAllocator {
                                              " cannot be set on device " + std::to_string(device));
     CCA::CheckpointDelta delta;
     std::vector<cachalot_block_info> placed;
-    pools_.restore(device, state->id, state->live, &delta.ptrs_freed, &placed);
-    {
-      std::lock_guard<std::mutex> lock(allocator_mutex_);
-      for (void* ptr : delta.ptrs_freed) {
+    // A freed pointer leaves the bookkeeping at once, so a throw half-way leaves none behind.
+    auto forget = [&](void* ptr) {
+      delta.ptrs_freed.push_back(ptr);
+      {
+        std::lock_guard<std::mutex> lock(allocator_mutex_);
         allocation_metadata_.erase(ptr);
       }
-    }
+      std::lock_guard<std::mutex> lock(placed_mutex_);
+      if (placed_.erase(ptr) > 0) {
+        placed_count_.fetch_sub(1, std::memory_order_acq_rel);
+      }
+    };
+    pools_.restore(device, state->id, state->live, forget, &placed);
     {
       std::lock_guard<std::mutex> lock(placed_mutex_);
-      for (void* ptr : delta.ptrs_freed) {
-        if (placed_.erase(ptr) > 0) {
-          placed_count_.fetch_sub(1, std::memory_order_acq_rel);
-        }
-      }
       for (const auto& b : placed) {
         void* ptr = reinterpret_cast<void*>(b.address);
         Placed p{b.size, static_cast<int>(device), reinterpret_cast<cudaStream_t>(b.stream)};

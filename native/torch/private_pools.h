@@ -195,10 +195,12 @@ class PrivatePools {
   }
 
   // Sets pool `id` of `device` back to the checkpoint `live`: frees every allocation live in it
-  // now (their pointers go into `freed`) and allocates each checkpointed block again at its own
-  // address (into `placed`). A block that cannot be placed again throws, naming it.
+  // now (calling `on_freed` with each pointer as soon as it is freed, so no bookkeeping keeps a
+  // freed pointer) and allocates each checkpointed block again at its own address (into
+  // `placed`). A block that cannot be placed again throws, naming it, after freeing the blocks
+  // placed before it: the pool then holds no allocation its caller does not know of.
   void restore(int device, c10::cuda::MempoolId_t id, const std::vector<cachalot_block_info>& live,
-               std::vector<void*>* freed, std::vector<cachalot_block_info>* placed) {
+               const std::function<void(void*)>& on_freed, std::vector<cachalot_block_info>* placed) {
     uint32_t pool = id_of(device, id);
     TORCH_CHECK(pool != 0, "cachalot: private pool (" + std::to_string(id.first) + ", " + std::to_string(id.second) +
                                ") has no use left to set back to a checkpoint");
@@ -206,44 +208,48 @@ class PrivatePools {
     for (const auto& b : live_blocks(device, id)) {
       void* ptr = reinterpret_cast<void*>(b.address);
       check(cachalot_free(a, ptr), "setCheckpointPoolState");
-      freed->push_back(ptr);
+      on_freed(ptr);
     }
     for (const auto& b : live) {
       void* ptr = reinterpret_cast<void*>(b.address);
       cachalot_status s = cachalot_pool_allocate_at(a, pool, ptr, b.size, b.requested_size);
-      TORCH_CHECK(s == CACHALOT_STATUS_OK, "cachalot: cannot set private pool (" + std::to_string(id.first) + ", " +
-                                               std::to_string(id.second) + ") back to its checkpoint: the block of " +
-                                               std::to_string(b.size) + " bytes at " + hex(b.address) + ": " +
-                                               error_message());
+      if (s != CACHALOT_STATUS_OK) {
+        std::string why = error_message();
+        for (const auto& p : *placed) {
+          cachalot_free(a, reinterpret_cast<void*>(p.address));
+        }
+        placed->clear();
+        TORCH_CHECK(false, "cachalot: cannot set private pool (" + std::to_string(id.first) + ", " +
+                               std::to_string(id.second) + ") back to its checkpoint: the block of " +
+                               std::to_string(b.size) + " bytes at " + hex(b.address) + ": " + why);
+      }
       placed->push_back(b);
     }
   }
 
-  // Returns the cached memory of pool `id` on `device` to the device, also after its last use
-  // ended (MemPool's destructor releases the pool, then empties its cache). Never throws: a
+  // Returns the cached memory of PyTorch's pool `id` to the device, on every device that has
+  // one by that id, once its last use has ended (MemPool's destructor releases the pool, then
+  // empties its cache); a pool in use keeps its cache (the core's rule). Never throws: a
   // failure is a warning.
-  void empty_cache(int device, c10::cuda::MempoolId_t id) {
-    uint32_t pool = 0;
+  void empty_cache(c10::cuda::MempoolId_t id) {
+    std::vector<std::pair<int, uint32_t>> named;
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      auto it = pools_.find(pool_key(device, id));
-      if (it != pools_.end()) {
-        pool = it->second.id;
-      } else {
-        for (const auto& [k, name] : names_) {  // the latest cachalot pool PyTorch's id named
-          if (k.first == device && name == id) {
-            pool = k.second;
-          }
+      for (const auto& [k, name] : names_) {  // every cachalot pool PyTorch's id named
+        if (name == id) {
+          named.push_back(k);
         }
       }
     }
-    cachalot_allocator* a = nullptr;
-    if (pool == 0 || cachalot_torch_device_allocator(device, &a) != CACHALOT_STATUS_OK) {
-      return;
-    }
-    cachalot_status s = cachalot_pool_empty_cache(a, pool);
-    if (s != CACHALOT_STATUS_OK && s != CACHALOT_STATUS_INVALID_ARGUMENT) {  // gone: nothing was left
-      TORCH_WARN("cachalot: emptying a private pool's cache: ", error_message());
+    for (const auto& [device, pool] : named) {
+      cachalot_allocator* a = nullptr;
+      if (cachalot_torch_device_allocator(device, &a) != CACHALOT_STATUS_OK) {
+        continue;
+      }
+      cachalot_status s = cachalot_pool_empty_cache(a, pool);
+      if (s != CACHALOT_STATUS_OK && s != CACHALOT_STATUS_INVALID_ARGUMENT) {  // gone: nothing was left
+        TORCH_WARN("cachalot: emptying a private pool's cache: ", error_message());
+      }
     }
   }
 

@@ -86,9 +86,14 @@ impl<D: Device> Allocator<D> {
     }
 
     /// Returns the unsplit cached segments of pool `pool` to the device (after waiting for
-    /// pending frees), as `torch.cuda.MemPool`'s `empty_cache` does.
+    /// pending frees) once the pool has no use left, as PyTorch's `emptyCache` of a pool does
+    /// (`torch.cuda.MemPool`'s destructor calls it after releasing the pool). A pool still in
+    /// use keeps its cache: a CUDA graph replays into it.
     pub fn empty_pool_cache(&mut self, pool: u32) -> Result<(), AllocError> {
-        self.pools.get(pool).ok_or(AllocError::UnknownPool { pool })?;
+        let p = self.pools.get(pool).ok_or(AllocError::UnknownPool { pool })?;
+        if p.uses > 0 {
+            return Ok(());
+        }
         self.settle();
         self.synchronize_and_free_events()?;
         self.release_pool_segments(pool)?;

@@ -61,7 +61,7 @@ impl SharedAllocator {
         self.with_pools(|a| a.malloc_in_pool(pool, size, stream))
     }
 
-    /// Returns pool `pool`'s unsplit cached segments to the device.
+    /// Returns pool `pool`'s unsplit cached segments to the device once it has no use left.
     pub fn empty_pool_cache(&self, pool: u32) -> Result<(), Error> {
         self.with_pools(|a| a.empty_pool_cache(pool))
     }
