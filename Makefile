@@ -21,7 +21,7 @@ demo:
 	@echo "cachalot in the browser: http://127.0.0.1:$(PORT)/  (Ctrl-C stops the server)"
 	python3 -m http.server $(PORT) --bind 127.0.0.1 --directory web-demo
 
-test: setup fmt-check clippy unit-tests wasm-core web-test c-abi python-test python-package gpu-dry-run
+test: setup fmt-check clippy unit-tests wasm-core web-test c-abi python-test python-package torch-extension gpu-dry-run
 
 # What a fresh machine lacks (each step idempotent, quick when already done).
 setup: rust-setup web-setup
@@ -292,6 +292,23 @@ python-package:
 # The two-GPU check (native/gpu/ddp_check.sh) without torch and without a GPU: its refusal, the
 # runner's arguments, the plan against a stand-in torchrun, and the report's PASS/FAIL lines.
 .PHONY: gpu-dry-run python-package
+
+# The PyTorch extension (native/torch/) compiled against PyTorch's and the CUDA runtime's headers,
+# taken from their wheels on PyPI (no GPU, no torch install): what install() builds on a GPU
+# machine. A syntax-only compile, warnings as errors; the headers stay in the target folder.
+TORCH_VERSION := 2.11.0
+CUDA_HEADERS_VERSION := 13.0.*
+TORCH_HEADERS := $(TARGET_DIR)/torch-headers
+PYTHON_INCLUDE = $(shell python3 -c "import sysconfig; print(sysconfig.get_paths()['include'])")
+torch-extension: header-check
+	python3 native/torch/fetch_headers.py $(TORCH_HEADERS) $(TORCH_VERSION) '$(CUDA_HEADERS_VERSION)'
+	$(CXX) -fsyntax-only -std=c++17 -Wall -Wextra -Werror -DTORCH_EXTENSION_NAME=cachalot_torch_allocator \
+		-DTORCH_API_INCLUDE_EXTENSION_H -Iinclude -isystem $(TORCH_HEADERS)/torch/include \
+		-isystem $(TORCH_HEADERS)/torch/include/torch/csrc/api/include -isystem $(TORCH_HEADERS)/cuda/include \
+		-isystem $(PYTHON_INCLUDE) native/torch/cachalot_allocator.cpp
+	@echo "the PyTorch extension compiles against torch $(TORCH_VERSION)'s headers"
+.PHONY: torch-extension
+
 gpu-dry-run:
 	PYTHONDONTWRITEBYTECODE=1 python3 native/gpu/test_ddp_check.py
 
