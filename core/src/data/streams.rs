@@ -3,8 +3,9 @@
 //! named by a small index, so that a block record stores 4 bytes for its stream and pool
 //! instead of the 8-byte handle and the pool id.
 //!
-//! Invariants: an index, once given to a lane, names it for the allocator's lifetime;
-//! distinct lanes get distinct indexes, so comparing indexes compares (stream, pool) pairs.
+//! Invariants: an index, once given to a lane, names it until the lane's pool is retired (no
+//! block is in it then), after which a new lane may take the index; distinct live lanes have
+//! distinct indexes, so comparing indexes compares (stream, pool) pairs.
 
 use alloc::vec::Vec;
 
@@ -15,6 +16,9 @@ use crate::base::device::Stream;
 pub struct StreamTable {
     lanes: Vec<(Stream, u32)>,
 }
+
+/// The pool of a retired lane, whose index a new lane may take.
+const RETIRED: u32 = u32::MAX;
 
 impl StreamTable {
     /// The index of `stream` in the allocator's own memory, giving it the next one if new.
@@ -27,12 +31,26 @@ impl StreamTable {
     /// the lane the next one if it is new.
     #[inline]
     pub fn index_in(&mut self, stream: Stream, owner: u32) -> u32 {
-        match self.lanes.iter().position(|&lane| lane == (stream, owner)) {
-            Some(i) => i as u32,
+        if let Some(i) = self.lanes.iter().position(|&lane| lane == (stream, owner)) {
+            return i as u32;
+        }
+        match self.lanes.iter().position(|&(_, o)| o == RETIRED) {
+            Some(i) => {
+                self.lanes[i] = (stream, owner);
+                i as u32
+            }
             None => {
                 self.lanes.push((stream, owner));
                 (self.lanes.len() - 1) as u32
             }
+        }
+    }
+
+    /// Retires every lane of private pool `owner` (not 0), which holds no block any more, so
+    /// that pools made and dropped over a long run do not grow the table.
+    pub fn retire(&mut self, owner: u32) {
+        for lane in self.lanes.iter_mut().filter(|(_, o)| *o == owner) {
+            *lane = (0, RETIRED);
         }
     }
 
@@ -68,5 +86,15 @@ mod tests {
         assert_ne!(own, pooled);
         assert_eq!((t.handle(pooled), t.owner(pooled), t.owner(own)), (5, 3, 0));
         assert_eq!(t.index_in(5, 3), pooled);
+    }
+
+    #[test]
+    fn a_retired_pool_s_lanes_are_taken_again() {
+        let mut t = StreamTable::default();
+        let own = t.index_of(5);
+        let pooled = (t.index_in(5, 3), t.index_in(6, 3));
+        t.retire(3);
+        assert_eq!((t.index_in(7, 4), t.index_in(5, 4), t.index_in(8, 4)), (pooled.0, pooled.1, 3));
+        assert_eq!((t.index_of(5), t.handle(pooled.0), t.owner(pooled.1)), (own, 7, 4));
     }
 }

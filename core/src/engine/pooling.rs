@@ -168,6 +168,7 @@ impl<D: Device> Allocator<D> {
         let unused = self.pools.get(id).is_some_and(|p| p.uses == 0);
         if unused && !self.blocks.iter().any(|(_, b)| self.streams.owner(b.stream_index) == id) {
             self.pools.pools.retain(|p| p.id != id);
+            self.streams.retire(id);
         }
     }
 
