@@ -6,7 +6,7 @@
 use std::ffi::{c_void, CString};
 use std::ptr;
 
-use cachalot::ffi::allocation::{cachalot_empty_cache, cachalot_free, cachalot_malloc};
+use cachalot::ffi::allocation::{cachalot_free, cachalot_malloc};
 use cachalot::ffi::blocks::{cachalot_blocks, BlockInfo, CACHALOT_BLOCK_ALLOCATED};
 use cachalot::ffi::handle::{cachalot_allocator_free, cachalot_allocator_new_simulated};
 use cachalot::ffi::last_error::get as last_error;
