@@ -314,7 +314,7 @@ gpu-dry-run:
 
 # What the GPU check (native/gpu/run.sh) needs, built here: carry target/release/libcachalot.so,
 # target/release/cachalot and target/release/examples/trace_ops to the GPU machine (the tool and
-# trace_ops are the crate cachalot-cli, in cli/).
+# trace_ops are the crate cachalot-cli, in native/cli/).
 gpu-build:
 	$(CARGO) build --release -p cachalot --lib
 	$(CARGO) build --release -p cachalot-cli --bin cachalot --example trace_ops

@@ -5,7 +5,7 @@
 #   OUT=dir bash native/gpu/memory_viz_check.sh FILE.pickle...
 #
 # Make the files here first, e.g.
-#   target/release/cachalot replay cli/tests/fixtures/pytorch_snapshot.pickle --snapshot target/vizcheck/fixture_replayed.pickle
+#   target/release/cachalot replay native/cli/tests/fixtures/pytorch_snapshot.pickle --snapshot target/vizcheck/fixture_replayed.pickle
 #   target/release/cachalot replay mixed_fc_conv --config policy:pytorch --snapshot target/vizcheck/mixed_replayed.pickle
 # and carry target/vizcheck. For each file: `python3 -m torch.cuda._memory_viz` trace_plot,
 # segment_plot and stats, each of which must exit 0 and (for the plots) write a page that embeds

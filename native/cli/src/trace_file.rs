@@ -189,7 +189,8 @@ mod tests {
 
     #[test]
     fn a_snapshot_of_two_gpus_needs_a_device() {
-        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../traces/recorded/two_gpus.policy_pytorch.snapshot.json.gz");
+        let path =
+            concat!(env!("CARGO_MANIFEST_DIR"), "/../../traces/recorded/two_gpus.policy_pytorch.snapshot.json.gz");
         let e = read(path, None).unwrap_err();
         assert!(e.contains("devices 0 and 1") && e.ends_with("choose one with --device N"), "{e}");
         let (zero, one) = (read(path, Some(0)).unwrap(), read(path, Some(1)).unwrap());

@@ -9,7 +9,7 @@ fn cachalot(args: &[&str]) -> Output {
 }
 
 fn traces() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../traces")
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../traces")
 }
 
 fn json(out: &Output) -> serde_json::Value {
@@ -256,7 +256,7 @@ fn a_closed_stdout_ends_quietly_and_a_full_one_is_one_error() {
 
 #[test]
 fn the_readme_out_of_memory_example_runs_out_of_memory_and_explains_it() {
-    let readme = std::fs::read_to_string(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../README.md")).unwrap();
+    let readme = std::fs::read_to_string(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../README.md")).unwrap();
     let line = readme.lines().find(|l| l.contains("# out of memory, explained")).expect("the README's example");
     let command = line.split('#').next().unwrap();
     let args: Vec<&str> = command.split_whitespace().skip(1).chain(["--passes", "3"]).collect();

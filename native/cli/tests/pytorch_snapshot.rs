@@ -81,7 +81,7 @@ fn an_out_of_memory_is_located_by_event_pointer_and_frames() {
 /// In a CSV the line named is the row of the refused allocation: its pointer and size.
 #[test]
 fn a_csv_out_of_memory_names_the_line_of_its_row() {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../traces/mixed_fc_conv.csv.gz");
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../traces/mixed_fc_conv.csv.gz");
     let v =
         json_with(&cachalot(&["replay", path.to_str().unwrap(), "--capacity", "1GiB", "--json", "--passes", "3"]), 3);
     let oom = &v["first_oom"];

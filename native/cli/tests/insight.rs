@@ -22,7 +22,7 @@ fn stdout_after_oom(out: &Output) -> String {
 }
 
 fn traces() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../traces")
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../traces")
 }
 
 fn load(name: &str) -> cachalot_core::Trace {
