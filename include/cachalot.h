@@ -504,8 +504,8 @@ size_t cachalot_last_error_message(char *buf,
                                    size_t buf_len);
 
 /**
- * Makes a private pool, with one use, and stores its id (never 0, never given twice) in
- * `*out_pool`.
+ * Makes a private pool, with one use, and stores its id in `*out_pool`: never 0, and given
+ * again only after every other id (about 4 billion pools later), once that first pool is gone.
  *
  * # Safety
  * `allocator` must be NULL or a live handle; `out_pool` must be NULL or writable.

@@ -17,8 +17,8 @@ pub struct StreamTable {
     lanes: Vec<(Stream, u32)>,
 }
 
-/// The pool of a retired lane, whose index a new lane may take.
-const RETIRED: u32 = u32::MAX;
+/// The pool of a retired lane, whose index a new lane may take: no pool has this id.
+pub const RETIRED: u32 = u32::MAX;
 
 impl StreamTable {
     /// The index of `stream` in the allocator's own memory, giving it the next one if new.

@@ -12,16 +12,24 @@ use crate::base::error::AllocError;
 use crate::base::size::{round_size, segment_size, Pool};
 use crate::data::block::NIL;
 use crate::data::free_index::FreeIndex;
+use crate::data::streams::RETIRED;
 use crate::engine::allocator::{check_request, Allocator};
 use crate::engine::private_pool::PrivatePool;
 
 impl<D: Device> Allocator<D> {
-    /// Makes a private pool, with one use, and returns its id (never 0, never given before).
+    /// Makes a private pool, with one use, and returns its id: never 0, and given again only
+    /// after every other id (about 4 billion pools later), to a pool made once the first is gone.
     pub fn create_pool(&mut self) -> u32 {
         // The decision memo records no pool's decisions: none may be replaying from here on.
         self.settle();
-        self.pools.last_id += 1;
-        let id = self.pools.last_id;
+        let mut id = self.pools.last_id;
+        loop {
+            id = id.wrapping_add(1);
+            if id != 0 && id != RETIRED && self.pools.get(id).is_none() {
+                break;
+            }
+        }
+        self.pools.last_id = id;
         self.pools.pools.push(PrivatePool { id, uses: 1, free: Default::default(), routed: None });
         id
     }
@@ -29,7 +37,7 @@ impl<D: Device> Allocator<D> {
     /// Adds a use to pool `pool` (one that had none takes allocations again).
     pub fn retain_pool(&mut self, pool: u32) -> Result<(), AllocError> {
         let p = self.pools.get_mut(pool).ok_or(AllocError::UnknownPool { pool })?;
-        p.uses += 1;
+        p.uses = p.uses.saturating_add(1);
         Ok(())
     }
 
@@ -201,5 +209,20 @@ impl<D: Device> Allocator<D> {
             0 => &self.free[pool.index()],
             owner => self.pools.free_index(owner, pool),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::{Allocator, Config, SimDevice};
+
+    #[test]
+    fn ids_wrap_past_the_reserved_ones_and_skip_those_in_use() {
+        let mut a = Allocator::new(SimDevice::new(1 << 30), Config::pytorch());
+        let live = a.create_pool();
+        a.pools.last_id = u32::MAX - 2;
+        let ids: [u32; 3] = [a.create_pool(), a.create_pool(), a.create_pool()];
+        assert_eq!(ids, [u32::MAX - 1, 2, 3], "0, u32::MAX (a retired lane's) and {live} (in use) skipped");
+        assert_eq!(live, 1);
     }
 }

@@ -25,7 +25,7 @@
 //!
 //! Invariants: a block's pool is its lane's, and every pool a lane names exists while a block
 //! is in that lane; a pool's free index holds exactly its free blocks; a pool is routed to
-//! only while it has a use; ids are never given twice; `serving` is 0 but within
+//! only while it has a use; no two pools share an id; `serving` is 0 but within
 //! [`Allocator::malloc_in_pool`].
 
 use alloc::vec::Vec;

@@ -17,8 +17,8 @@ use super::status::Status;
 use crate::error::Error;
 use crate::sharing::SharedAllocator;
 
-/// Makes a private pool, with one use, and stores its id (never 0, never given twice) in
-/// `*out_pool`.
+/// Makes a private pool, with one use, and stores its id in `*out_pool`: never 0, and given
+/// again only after every other id (about 4 billion pools later), once that first pool is gone.
 ///
 /// # Safety
 /// `allocator` must be NULL or a live handle; `out_pool` must be NULL or writable.
