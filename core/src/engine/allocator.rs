@@ -244,7 +244,7 @@ impl<D: Device> Allocator<D> {
     /// device is worth making (mapping and unmapping pages for it cost tens of thousands).
     /// PyTorch's policy asks the device and releases its cache first, as PyTorch does.
     #[inline]
-    fn beyond_reach(&self, rounded: u64) -> bool {
+    pub(crate) fn beyond_reach(&self, rounded: u64) -> bool {
         self.config.policy == crate::base::config::Policy::Cachalot
             && rounded > self.allowed.unwrap_or(u64::MAX).min(self.device.total_memory())
     }
@@ -429,12 +429,7 @@ impl<D: Device> Allocator<D> {
     /// for pending frees. Segments that still hold an allocation stay.
     pub fn empty_cache(&mut self) -> Result<(), AllocError> {
         self.settle();
-        self.noting_releases("emptying the cache", |a| {
-            a.synchronize_and_free_events()?;
-            a.release_unsplit_blocks(Pool::Large)?;
-            a.release_unsplit_blocks(Pool::Small)?;
-            a.release_unused_pools()
-        })?;
+        self.noting_releases("emptying the cache", |a| a.release_cached_blocks())?;
         for index in &mut self.free {
             index.drop_empty_streams();
         }

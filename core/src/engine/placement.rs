@@ -89,8 +89,7 @@ impl<D: Device> Allocator<D> {
         }
         let end = addr.checked_add(size)?;
         [Pool::Small, Pool::Large].into_iter().find_map(|pool| {
-            let index = if owner == 0 { &self.free[pool.index()] } else { self.pools.free_index(owner, pool) };
-            index.iter().find_map(|(_, id)| {
+            self.owner_free_index(owner, pool).iter().find_map(|(_, id)| {
                 let b = &self.blocks[id];
                 (b.state == BlockState::Free && !b.in_vm && b.addr <= addr && end <= b.end()).then_some(id)
             })

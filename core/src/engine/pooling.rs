@@ -9,7 +9,7 @@ use alloc::vec::Vec;
 
 use crate::base::device::{Device, Stream};
 use crate::base::error::AllocError;
-use crate::base::size::{round_size, segment_size, Pool};
+use crate::base::size::{round_size, Pool};
 use crate::data::block::NIL;
 use crate::data::free_index::FreeIndex;
 use crate::data::streams::RETIRED;
@@ -109,8 +109,9 @@ impl<D: Device> Allocator<D> {
         Ok(())
     }
 
-    /// [`Allocator::malloc_in_pool`]'s work, with `serving` set: PyTorch's `malloc` for a
-    /// private pool, which always takes classic segments.
+    /// [`Allocator::malloc_in_pool`]'s work, with `serving` set: PyTorch's `malloc` within a
+    /// private pool. The steps are the allocator's own (`release.rs`), which take classic
+    /// segments while a pool is served.
     fn malloc_served_in_pool(&mut self, size: u64, stream: Stream) -> Result<u64, AllocError> {
         check_request(size)?;
         if !self.events.is_empty() {
@@ -118,33 +119,18 @@ impl<D: Device> Allocator<D> {
         }
         let rounded = round_size(size, &self.config.roundup_power2_divisions);
         let pool = Pool::for_size(rounded);
-        let segment = segment_size(rounded);
-        let id = match self.take_free_block::<false>(pool, stream, rounded) {
-            Some(id) => id,
-            None => match self.allocate_segment(pool, stream, rounded, segment, false)? {
-                Some(id) => id,
-                None => {
-                    let released = self.noting_releases("release oversize cached segments", |a| {
-                        a.release_available_cached_blocks(pool, stream, rounded)
-                    })?;
-                    let retried =
-                        if released { self.allocate_segment(pool, stream, rounded, segment, false)? } else { None };
-                    match retried {
-                        Some(id) => id,
-                        None => {
-                            self.noting_releases("release every unsplit cached segment and retry", |a| {
-                                a.release_cached_blocks()
-                            })?;
-                            match self.allocate_segment(pool, stream, rounded, segment, true)? {
-                                Some(id) => id,
-                                None => return Err(self.out_of_memory(size, rounded, stream)),
-                            }
-                        }
-                    }
-                }
+        let found = match self.take_free_block::<false>(pool, stream, rounded) {
+            Some(id) => Some(id),
+            None if self.beyond_reach(rounded) => None,
+            None => match self.grow_short_of_release(pool, stream, rounded)? {
+                Some(id) => Some(id),
+                None => self.grow_after_release(pool, stream, rounded)?,
             },
         };
-        Ok(self.hand_out::<false, false>(id, rounded, size, NIL).0)
+        match found {
+            Some(id) => Ok(self.hand_out::<false, false>(id, rounded, size, NIL).0),
+            None => Err(self.out_of_memory(size, rounded, stream)),
+        }
     }
 
     /// Gives back the cached segments of every pool no longer in use, and forgets the pools
@@ -180,35 +166,37 @@ impl<D: Device> Allocator<D> {
         }
     }
 
-    /// The free index a block of lane `stream_index` is cached in: its pool's, or the
-    /// allocator's own.
+    /// The free index of `owner`'s memory for `pool`: a private pool's, or (0) the allocator's
+    /// own.
     #[inline(always)]
-    pub(crate) fn lane_free_index(&mut self, stream_index: u32, pool: Pool) -> &mut FreeIndex {
-        // While no pool exists, every lane is the allocator's own: no look-up on the hot path.
-        if self.pools.is_empty() {
-            return &mut self.free[pool.index()];
+    pub(crate) fn owner_free_index(&self, owner: u32, pool: Pool) -> &FreeIndex {
+        match owner {
+            0 => &self.free[pool.index()],
+            owner => self.pools.free_index(owner, pool),
         }
-        match self.streams.owner(stream_index) {
+    }
+
+    /// [`Allocator::owner_free_index`], mutably.
+    #[inline(always)]
+    fn owner_free_index_mut(&mut self, owner: u32, pool: Pool) -> &mut FreeIndex {
+        match owner {
             0 => &mut self.free[pool.index()],
             owner => self.pools.free_index_mut(owner, pool),
         }
+    }
+
+    /// The free index a block of lane `stream_index` is cached in.
+    #[inline(always)]
+    pub(crate) fn lane_free_index(&mut self, stream_index: u32, pool: Pool) -> &mut FreeIndex {
+        // While no pool exists, every lane is the allocator's own: no look-up on the hot path.
+        let owner = if self.pools.is_empty() { 0 } else { self.streams.owner(stream_index) };
+        self.owner_free_index_mut(owner, pool)
     }
 
     /// The free index the malloc under way takes blocks from.
     #[inline(always)]
     pub(crate) fn serving_free_index(&mut self, pool: Pool) -> &mut FreeIndex {
-        match self.pools.serving {
-            0 => &mut self.free[pool.index()],
-            owner => self.pools.free_index_mut(owner, pool),
-        }
-    }
-
-    /// [`Allocator::serving_free_index`], to read.
-    pub(crate) fn serving_free_index_ref(&self, pool: Pool) -> &FreeIndex {
-        match self.pools.serving {
-            0 => &self.free[pool.index()],
-            owner => self.pools.free_index(owner, pool),
-        }
+        self.owner_free_index_mut(self.pools.serving, pool)
     }
 }
 

@@ -44,7 +44,8 @@ impl<D: Device> Allocator<D> {
                 self.explainer.note(|| Decision::GarbageCollected { bytes });
             }
         }
-        if self.vm.mode == VmMode::Paged {
+        // A private pool's segments are classic ones (`private_pool.rs`).
+        if self.vm.mode == VmMode::Paged && self.pools.serving == 0 {
             if let Some(id) = self.grow_paged(pool, stream, rounded)? {
                 return Ok(Some(id));
             }
@@ -73,7 +74,7 @@ impl<D: Device> Allocator<D> {
         stream: Stream,
         rounded: u64,
     ) -> Result<Option<u32>, AllocError> {
-        if self.vm.mode == VmMode::Paged {
+        if self.vm.mode == VmMode::Paged && self.pools.serving == 0 {
             // As PyTorch returns every cached segment and retries: idle pages that could not
             // be moved under the request (over the memory fraction, or in chunks too large
             // for the span) are returned, and new ones created in their place.
@@ -132,7 +133,7 @@ impl<D: Device> Allocator<D> {
 
     /// Releases one cached oversize segment large enough for the request, or else oversize
     /// segments from the largest down until enough is released. True if that succeeded.
-    pub(crate) fn release_available_cached_blocks(
+    fn release_available_cached_blocks(
         &mut self,
         pool: Pool,
         stream: Stream,
@@ -143,7 +144,7 @@ impl<D: Device> Allocator<D> {
             return Ok(false);
         }
         let target = rounded.max(max_split);
-        let index = self.serving_free_index_ref(pool);
+        let index = self.owner_free_index(self.pools.serving, pool);
         if let Some((_, id)) = index.best_fit(stream, target) {
             if !self.blocks[id].is_split() && !self.blocks[id].in_vm {
                 self.release_block(id)?;
