@@ -26,15 +26,18 @@
 // one std::string before TORCH_CHECK: on the H200's PyTorch 2.11, a TORCH_CHECK given a number
 // among its message arguments crashed the process when thrown from the allocation path.
 
-#include <torch/extension.h>
 #include <torch/csrc/cuda/CUDAPluggableAllocator.h>
+#include <torch/headeronly/version.h>
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAGraphsC10Utils.h>
 #include <c10/util/Exception.h>
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
+#include <cstring>
+#include <exception>
 #include <limits>
 #include <mutex>
 #include <string>
@@ -304,6 +307,54 @@ class CachalotAllocator : public Pluggable::CUDAPluggableAllocator {
     observers_.push_back(std::move(observer));
   }
 
+  // What PyTorch's own allocator records on each trace entry from now on, per device
+  // (torch.cuda.memory._set_memory_metadata).
+  void setUserMetadata(const std::string& metadata) override {
+    history_.set_user_metadata(current_device(), metadata);
+  }
+
+  std::string getUserMetadata() override {
+    return history_.user_metadata(current_device());
+  }
+
+#if TORCH_VERSION_MINOR >= 12
+  // The stack recorded when the live allocation at `ptr` was made (history on), else null.
+  std::shared_ptr<c10::GatheredContext> getContextForPointer(const void* ptr) override {
+    return history_.context_of(const_cast<void*>(ptr));
+  }
+
+  // Observers of allocations rejected before cudaMalloc (throw_on_cudamalloc_oom). cachalot
+  // never rejects one that way, so they are kept and never called; PyTorch's pluggable
+  // allocator refuses to attach them at all.
+  void attachOomRejectionObserver(CCA::OomRejectionObserver observer) override {
+    std::lock_guard<std::mutex> lock(observers_mutex_);
+    rejection_observers_.push_back(std::move(observer));
+  }
+#endif
+
+#if TORCH_VERSION_MINOR >= 14
+  bool supportsUserMetadata() override {
+    return true;
+  }
+
+  // An "annotate" entry for the live allocation at `ptr`, as PyTorch's allocator records it.
+  void annotateMemory(const void* ptr, const std::string& metadata) override {
+    size_t size = 0;
+    int device = current_device();
+    cudaStream_t stream = nullptr;
+    {
+      std::lock_guard<std::mutex> lock(allocator_mutex_);
+      auto it = allocation_metadata_.find(const_cast<void*>(ptr));
+      if (it != allocation_metadata_.end()) {
+        size = it->second.size;
+        device = it->second.device_idx;
+        stream = it->second.stream;
+      }
+    }
+    history_.annotated(device, const_cast<void*>(ptr), size, stream, metadata);
+  }
+#endif
+
  private:
   void* allocate_or_throw(size_t size, int device, cudaStream_t stream) {
     if (size == 0) {
@@ -338,6 +389,15 @@ class CachalotAllocator : public Pluggable::CUDAPluggableAllocator {
     TORCH_CHECK(false, "cachalot: allocating " + std::to_string(size) + " bytes on CUDA device " +
                            std::to_string(device) + " failed: " + why);
     return nullptr;  // not reached: TORCH_CHECK(false, ...) throws
+  }
+
+  static int current_device() {
+    int device = 0;
+    if (cudaGetDevice(&device) != cudaSuccess) {
+      cudaGetLastError();
+      device = 0;
+    }
+    return device;
   }
 
   void notify_out_of_memory(int device) {
@@ -450,17 +510,58 @@ class CachalotAllocator : public Pluggable::CUDAPluggableAllocator {
   std::atomic<int> placed_count_{0};
   std::mutex observers_mutex_;
   std::vector<CCA::OutOfMemoryObserver> observers_;
+#if TORCH_VERSION_MINOR >= 12
+  std::vector<CCA::OomRejectionObserver> rejection_observers_;
+#endif
 };
 
-// Makes cachalot the current CUDA allocator; only before PyTorch's allocator has served
-// anything (PyTorch refuses otherwise, with its own message).
-void install() {
-  Pluggable::changeCurrentAllocator(std::make_shared<CachalotAllocator>());
+// Writes `text` into the caller's buffer of `capacity` bytes, cut to fit, always terminated.
+void copy_message(const std::string& text, char* out, size_t capacity) {
+  if (out == nullptr || capacity == 0) {
+    return;
+  }
+  size_t n = std::min(text.size(), capacity - 1);
+  std::memcpy(out, text.data(), n);
+  out[n] = '\0';
 }
 
 }  // namespace
 
-PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
-  m.doc() = "cachalot as PyTorch's CUDA allocator (CUDAAllocator over cachalot's C ABI)";
-  m.def("install", &install, "Makes cachalot PyTorch's current CUDA allocator.");
+// The extension's C entry points, loaded by cachalot_torch with ctypes: no Python module, so
+// one build serves every Python version of its PyTorch minor. No exception leaves them.
+extern "C" {
+
+// The PyTorch version this build compiled against, as MAJOR * 100 + MINOR (211 for 2.11):
+// cachalot_torch checks it against the running PyTorch before installing.
+__attribute__((visibility("default"))) int cachalot_torch_extension_torch_version() {
+  return TORCH_VERSION_MAJOR * 100 + TORCH_VERSION_MINOR;
 }
+
+// Makes cachalot the current CUDA allocator; only before PyTorch's allocator has served
+// anything (PyTorch refuses otherwise, with its own message). 0 on success; else 1, with
+// PyTorch's or cachalot's message in `message` (`capacity` bytes, terminated).
+__attribute__((visibility("default"))) int cachalot_torch_extension_install(char* message, size_t capacity) {
+  try {
+    Pluggable::changeCurrentAllocator(std::make_shared<CachalotAllocator>());
+    return 0;
+  } catch (const c10::Error& e) {
+    copy_message(e.what_without_backtrace(), message, capacity);
+  } catch (const std::exception& e) {
+    copy_message(e.what(), message, capacity);
+  } catch (...) {
+    copy_message("an unknown C++ exception", message, capacity);
+  }
+  return 1;
+}
+
+// 1 when PyTorch's current CUDA allocator is cachalot's, else 0.
+__attribute__((visibility("default"))) int cachalot_torch_extension_is_current() {
+  try {
+    auto* current = CCA::allocator.load();
+    return current != nullptr && current->name() == "cachalot" ? 1 : 0;
+  } catch (...) {
+    return 0;
+  }
+}
+
+}  // extern "C"

@@ -7,7 +7,9 @@
 // the trace itself is kept whenever history is on, at most `max_entries` entries, the oldest
 // dropped first. A free is logged as requested and completed at once: cachalot completes a
 // free that waits on another stream inside its C ABI, where the extension does not see it.
-// Segment events are not in the trace (the segments are in the snapshot).
+// Segment events are not in the trace (the segments are in the snapshot). Each entry carries
+// the device's user metadata set at the time (torch.cuda.memory._set_memory_metadata); from
+// PyTorch 2.14 an "annotate" entry carries an annotation of a live allocation instead.
 //
 // Invariants: `live_` holds a context for exactly the live allocations made while STATE or
 // more was on; the common case (history off) costs one relaxed atomic load per call.
@@ -15,6 +17,7 @@
 
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/util/ApproximateClock.h>
+#include <torch/headeronly/version.h>
 
 #include <atomic>
 #include <deque>
@@ -92,6 +95,29 @@ class MemoryHistory {
     log(TraceEntry::FREE_COMPLETED, device, addr, size, stream, pool, context);
   }
 
+#if TORCH_VERSION_MINOR >= 14
+  // `metadata` annotates the live allocation of `size` bytes at `ptr`.
+  void annotated(int device, void* ptr, size_t size, cudaStream_t stream, const std::string& metadata) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    log(TraceEntry::ANNOTATE, device, reinterpret_cast<size_t>(ptr), size, stream, {0, 0}, nullptr, &metadata);
+  }
+#endif
+
+  void set_user_metadata(int device, const std::string& metadata) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (metadata.empty()) {
+      user_metadata_.erase(device);
+    } else {
+      user_metadata_[device] = metadata;
+    }
+  }
+
+  std::string user_metadata(int device) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = user_metadata_.find(device);
+    return it == user_metadata_.end() ? std::string() : it->second;
+  }
+
   // A request of `size` bytes ran out of memory with `device_free` bytes free on the device.
   void out_of_memory(int device, size_t size, size_t device_free, cudaStream_t stream) {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -128,11 +154,21 @@ class MemoryHistory {
     return recorder != nullptr ? recorder() : nullptr;
   }
 
-  // Called with the lock held.
+  // Called with the lock held. `payload`, when given, replaces the device's user metadata.
   void log(TraceEntry::Action action, int device, size_t addr, size_t size, cudaStream_t stream,
-           c10::cuda::MempoolId_t pool, std::shared_ptr<GatheredContext> context) {
+           c10::cuda::MempoolId_t pool, std::shared_ptr<GatheredContext> context,
+           const std::string* payload = nullptr) {
+    std::string metadata;
+    if (payload != nullptr) {
+      metadata = *payload;
+    } else if (!user_metadata_.empty()) {
+      auto it = user_metadata_.find(device);
+      if (it != user_metadata_.end()) {
+        metadata = it->second;
+      }
+    }
     TraceEntry entry(action, static_cast<c10::DeviceIndex>(device), addr, size, stream, pool,
-                     c10::getApproximateTime(), std::move(context));
+                     c10::getApproximateTime(), std::move(context), "", std::move(metadata));
     for (auto& tracker : trackers_) {
       tracker(entry);
     }
@@ -179,6 +215,7 @@ class MemoryHistory {
   std::vector<std::deque<TraceEntry>> traces_;
   std::vector<CCA::AllocatorTraceTracker> trackers_;
   std::unordered_map<void*, std::shared_ptr<GatheredContext>> live_;
+  std::unordered_map<int, std::string> user_metadata_;
 };
 
 }  // namespace cachalot_torch
