@@ -5,8 +5,10 @@
     print(cachalot_torch.memory_summary())    # after some work
 
 Role: `install()` loads libcachalot.so and makes it PyTorch's CUDA allocator through a C++
-extension over PyTorch's own allocator interface (native/torch/), built on first use; where
-no compiler or headers are at hand it falls back, with a warning, to
+extension over PyTorch's own allocator interface (native/torch/), built ahead of time for each
+supported PyTorch minor and shipped beside this module, loaded with ctypes: nothing is compiled
+on the user's machine. When it cannot be loaded, install() raises, naming what is missing;
+`install(extension=False)` asks for PyTorch's pluggable path instead,
 `torch.cuda.memory.change_current_allocator(CUDAPluggableAllocator(...))` with its optional
 hooks (`torch.cuda.empty_cache`, `set_per_process_memory_fraction`, `Tensor.record_stream`).
 On that path `torch.cuda.memory_stats()` and its relatives raise; this module reads the same
@@ -274,12 +276,13 @@ def stats_dict(s):
 # ---- the library ----------------------------------------------------------------------------
 
 _LIB = None               # the Library loaded in this process
-_INSTALLED = None         # the CUDAPluggableAllocator install() plugged in
+_INSTALLED = None         # the Extension (or CUDAPluggableAllocator) install() plugged in
+_EXTENSION = None         # the Extension loaded in this process
 _INSTALLED_CONFIG = None  # the $CACHALOT_ALLOC_CONF it was plugged in with ("" for the defaults)
 
 
 def find_library(lib_path=None):
-    """The library's path: `lib_path`, else $CACHALOT_LIB, else the one pip installed (in
+    """The library's path: `lib_path`, else $CACHALOT_LIB, else the one the wheel installed (in
     cachalot_native beside this module), else next to this module, else target/release of the
     repository this file is in. A path given explicitly (argument or
     variable) must exist; FileNotFoundError names every path tried."""
@@ -288,8 +291,8 @@ def find_library(lib_path=None):
         tried = [f"{path} (from {'the lib_path argument' if lib_path is not None else '$' + LIB_ENV})"]
         candidates = [path]
     else:
-        # pip installs the library into cachalot_native, under the name setuptools-rust gives it.
-        installed = sorted(glob.glob(os.path.join(_HERE, "cachalot_native", "libcachalot*.so")))
+        # The wheel installs the library into cachalot_native under its SONAME (libcachalot.so.0.x).
+        installed = sorted(glob.glob(os.path.join(_HERE, "cachalot_native", "libcachalot.so*")))
         candidates = installed + [os.path.join(_HERE, LIB_NAME),
                                   os.path.join(os.path.dirname(os.path.dirname(_HERE)), "target", "release", LIB_NAME)]
         tried = list(candidates)
@@ -318,22 +321,25 @@ _TOO_LATE = ("cachalot_torch.install() was called too late: {why}. PyTorch picks
              "that initialises CUDA).")
 
 
-def install(lib_path=None, config=None, extension=None):
-    """Makes cachalot PyTorch's CUDA allocator; returns the extension module (or, on the
-    fallback path, the CUDAPluggableAllocator).
+def install(lib_path=None, config=None, extension=True):
+    """Makes cachalot PyTorch's CUDA allocator; returns the loaded extension (or, with
+    `extension=False`, the CUDAPluggableAllocator).
 
     cachalot is plugged in through PyTorch's own allocator interface: a C++ extension
-    (native/torch/cachalot_allocator.cpp), built on first use with torch.utils.cpp_extension
-    and cached. Out of memory raises torch.OutOfMemoryError (after the attached observers are
-    called); torch.cuda.memory_stats(), memory_summary(), max_memory_reserved(),
+    (native/torch/cachalot_allocator.cpp) built ahead of time for each supported PyTorch minor
+    (2.11 to 2.15) and shipped in the wheel, so nothing is compiled on the user's machine. Out
+    of memory raises torch.OutOfMemoryError (after the attached observers are called);
+    torch.cuda.memory_stats(), memory_summary(), max_memory_reserved(),
     reset_peak_memory_stats(), _snapshot(), _record_memory_history() and cuDNN's cacheInfo read
     cachalot; CUDA graphs, torch.cuda.MemPool and torch.compile's CUDA graph trees get private
-    pools. The build needs a C++ compiler and PyTorch's and CUDA's headers.
+    pools.
 
-    `extension=None` (the default) falls back to PyTorch's pluggable path when the extension
-    cannot be built, with a RuntimeWarning saying what that path lacks (out of memory hands back
-    a null tensor instead of raising; torch.cuda.memory_stats() raises). `extension=True`
-    raises instead of falling back; `extension=False` takes the pluggable path.
+    There is no silent fallback: when the extension cannot be loaded (a PyTorch outside the
+    supported minors, a CPU-only PyTorch, a build missing from this installation) install()
+    raises RuntimeError naming the missing piece and the command that fixes it.
+    `extension=False` takes PyTorch's pluggable path instead, on purpose: there out of memory
+    hands back a null tensor instead of raising and torch.cuda.memory_stats() raises (this
+    module's readers give the figures).
 
     `config` (PYTORCH_CUDA_ALLOC_CONF syntax plus cachalot's keys, e.g. "policy:pytorch")
     is set as $CACHALOT_ALLOC_CONF, which cachalot reads at its first allocation; without it
@@ -346,8 +352,9 @@ def install(lib_path=None, config=None, extension=None):
 
     Raises FileNotFoundError when the library is missing, OSError when the file cannot be
     loaded as a shared library, RuntimeError when it is not cachalot or an older cachalot
-    than this module, RuntimeError when PyTorch has already initialised its allocator, and
-    RuntimeError when called again with another config."""
+    than this module, RuntimeError when the extension cannot be loaded, RuntimeError when
+    PyTorch has already initialised its allocator, and RuntimeError when called again with
+    another config."""
     global _INSTALLED, _INSTALLED_CONFIG
     # Without a path, the library already loaded is the one meant, wherever it came from.
     path = _LIB.path if lib_path is None and _LIB is not None else find_library(lib_path)
@@ -376,34 +383,11 @@ def install(lib_path=None, config=None, extension=None):
         _check_config(lib)
         for note in lib.config_notes():
             warnings.warn(f"cachalot: {CONFIG_ENV}: {note}", UserWarning, stacklevel=2)
-        alloc = None
-        if extension is None:
-            try:
-                alloc = _build_extension(path)
-            except Exception as e:  # no compiler, no headers, a failed build: the pluggable path
-                warnings.warn(_NO_EXTENSION.format(why=f"{type(e).__name__}: {str(e)[:400]}"), RuntimeWarning,
-                              stacklevel=2)
-        elif extension:
-            alloc = _build_extension(path)
-        if alloc is not None:
-            try:
-                alloc.install()
-            except RuntimeError as e:
-                raise RuntimeError(_TOO_LATE.format(why=f"PyTorch refused to swap its allocator ({e})")) from e
-            _INSTALLED, _INSTALLED_CONFIG = alloc, os.environ.get(CONFIG_ENV, "")
-            return alloc
-        alloc = torch.cuda.memory.CUDAPluggableAllocator(path, "cachalot_torch_malloc", "cachalot_torch_free")
-        raw = alloc.allocator()
-        for setter, symbol in HOOKS:
-            if hasattr(raw, setter):
-                getattr(raw, setter)(lib.address(symbol))
-            else:
-                warnings.warn(f"cachalot: this PyTorch ({torch.__version__}) has no allocator hook {setter}: "
-                              f"{symbol} stays unwired", RuntimeWarning, stacklevel=2)
-        try:
-            torch.cuda.memory.change_current_allocator(alloc)
-        except RuntimeError as e:
-            raise RuntimeError(_TOO_LATE.format(why=f"PyTorch refused to swap its allocator ({e})")) from e
+        if extension:
+            alloc = load_extension(torch)
+            alloc.install()
+        else:
+            alloc = _install_pluggable(torch, lib, path)
     except BaseException:
         if config is not None:
             if previous is None:
@@ -415,34 +399,124 @@ def install(lib_path=None, config=None, extension=None):
     return alloc
 
 
-_NO_EXTENSION = ("cachalot: the C++ extension could not be built ({why}); falling back to PyTorch's pluggable "
-                 "allocator path, where out of memory hands back a null tensor instead of raising "
-                 "torch.OutOfMemoryError and torch.cuda.memory_stats() raises (cachalot_torch.memory_stats() "
-                 "reads the figures). install(extension=True) raises instead.")
+def _install_pluggable(torch, lib, path):
+    """PyTorch's CUDAPluggableAllocator over the library, with the hooks this PyTorch has."""
+    alloc = torch.cuda.memory.CUDAPluggableAllocator(path, "cachalot_torch_malloc", "cachalot_torch_free")
+    raw = alloc.allocator()
+    for setter, symbol in HOOKS:
+        if hasattr(raw, setter):
+            getattr(raw, setter)(lib.address(symbol))
+        else:
+            warnings.warn(f"cachalot: this PyTorch ({torch.__version__}) has no allocator hook {setter}: "
+                          f"{symbol} stays unwired", RuntimeWarning, stacklevel=3)
+    try:
+        torch.cuda.memory.change_current_allocator(alloc)
+    except RuntimeError as e:
+        raise RuntimeError(_TOO_LATE.format(why=f"PyTorch refused to swap its allocator ({e})")) from e
+    return alloc
 
 
-def _build_extension(lib_path):
-    """The C++ extension that implements PyTorch's CUDAAllocator over `lib_path` (already
-    loaded in this process, which satisfies the extension's link to it by its SONAME), built
-    by torch.utils.cpp_extension into its cache the first time."""
-    from torch.utils import cpp_extension
+# ---- the prebuilt extension -----------------------------------------------------------------
 
-    installed = os.path.join(_HERE, "cachalot_native")  # what pip installed, else this checkout's
-    if os.path.isfile(os.path.join(installed, "torch", "cachalot_allocator.cpp")):
-        source_dir, include_dir = os.path.join(installed, "torch"), os.path.join(installed, "include")
-    else:
-        repo = os.path.dirname(os.path.dirname(_HERE))
-        source_dir, include_dir = os.path.join(repo, "native", "torch"), os.path.join(repo, "include")
-    lib_dir = os.path.dirname(os.path.realpath(lib_path))
-    return cpp_extension.load(
-        name="cachalot_torch_allocator",
-        sources=[os.path.join(source_dir, "cachalot_allocator.cpp")],
-        extra_include_paths=[include_dir],
-        extra_cflags=["-O2"],  # cpp_extension passes no optimisation level of its own
-        extra_ldflags=[os.path.realpath(lib_path), f"-Wl,-rpath,{lib_dir}"],
-        with_cuda=True,
-        verbose=os.environ.get("CACHALOT_TORCH_VERBOSE_BUILD") == "1",
-    )
+EXTENSIONS_ENV = "CACHALOT_TORCH_EXTENSIONS"
+_EXTENSION_PATTERN = re.compile(r"^libcachalot_torch_(\d+)_(\d+)\.so$")
+_FIX_WHEEL = ("install cachalot's wheel, which carries the extension for each supported PyTorch "
+              "(`make wheel`, then `pip install dist/cachalot-*.whl`)")
+
+
+class Extension:
+    """The extension built for one PyTorch minor, loaded into this process (ctypes)."""
+
+    def __init__(self, path, minor):
+        self.path, self.minor = path, minor
+        try:
+            self._dll = ctypes.CDLL(path)
+        except OSError as e:
+            raise RuntimeError(f"cachalot: the extension for PyTorch {minor} ({path}) does not load into this "
+                               f"PyTorch: {e}. Reinstall cachalot's wheel; if it persists, this PyTorch build "
+                               f"is not one cachalot was built against (PyPI's CUDA builds are).") from e
+        self._dll.cachalot_torch_extension_torch_version.restype = ctypes.c_int
+        self._dll.cachalot_torch_extension_install.restype = ctypes.c_int
+        self._dll.cachalot_torch_extension_install.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
+        self._dll.cachalot_torch_extension_is_current.restype = ctypes.c_int
+        built = self._dll.cachalot_torch_extension_torch_version()
+        if f"{built // 100}.{built % 100}" != minor:
+            raise RuntimeError(f"cachalot: {path} was built for PyTorch {built // 100}.{built % 100}, "
+                               f"not {minor}; {_FIX_WHEEL}")
+
+    def install(self):
+        """Makes cachalot PyTorch's current CUDA allocator (before PyTorch's has served anything)."""
+        message = ctypes.create_string_buffer(1024)
+        if self._dll.cachalot_torch_extension_install(message, len(message)) != 0:
+            why = message.value.decode("utf-8", "replace")
+            raise RuntimeError(_TOO_LATE.format(why=f"PyTorch refused to swap its allocator ({why})"))
+
+    def is_current(self):
+        """Whether PyTorch's current CUDA allocator is cachalot's."""
+        return self._dll.cachalot_torch_extension_is_current() == 1
+
+
+def extension_dir():
+    """The folder holding the extensions: $CACHALOT_TORCH_EXTENSIONS, else the installed
+    package's cachalot_native, else this checkout's target/torch-ext (make torch-extensions)
+    when it holds any (else cachalot_native, for the message)."""
+    if os.environ.get(EXTENSIONS_ENV):
+        return os.environ[EXTENSIONS_ENV]
+    installed = os.path.join(_HERE, "cachalot_native")
+    if supported_minors(installed):
+        return installed
+    built = os.path.join(os.path.dirname(os.path.dirname(_HERE)), "target", "torch-ext")
+    return built if supported_minors(built) else installed
+
+
+def supported_minors(folder=None):
+    """The PyTorch minors with an extension in `folder` (default extension_dir()), oldest first."""
+    folder = extension_dir() if folder is None else folder
+    found = []
+    for name in os.listdir(folder) if os.path.isdir(folder) else ():
+        m = _EXTENSION_PATTERN.match(name)
+        if m:
+            found.append((int(m.group(1)), int(m.group(2))))
+    return [f"{a}.{b}" for a, b in sorted(found)]
+
+
+def torch_minor(version):
+    """"2.15" of a torch.__version__ such as "2.15.0+cu132", or None when it is not of that form."""
+    m = re.match(r"^(\d+)\.(\d+)(?:\.|$)", str(version))
+    return f"{int(m.group(1))}.{int(m.group(2))}" if m else None
+
+
+def load_extension(torch):
+    """The extension for the running PyTorch, loaded (once per process); RuntimeError naming
+    what is missing and the command that fixes it."""
+    global _EXTENSION
+    if _EXTENSION is not None:
+        return _EXTENSION
+    version = getattr(torch, "__version__", "unknown")
+    minor = torch_minor(version)
+    folder = extension_dir()
+    supported = supported_minors(folder)
+    where = f"in {folder}" + (f" (${EXTENSIONS_ENV})" if os.environ.get(EXTENSIONS_ENV) else "")
+    if not supported:
+        raise RuntimeError(f"cachalot: no PyTorch extension {where}: {_FIX_WHEEL}. "
+                           f"install(extension=False) takes PyTorch's pluggable path instead, without "
+                           f"torch.OutOfMemoryError or torch.cuda.memory_stats().")
+    if minor not in supported:
+        raise RuntimeError(f"cachalot: PyTorch {version} is not supported; cachalot supports PyTorch "
+                           f"{', '.join(supported)} (`pip install 'torch>={supported[0]},<{_next_minor(supported[-1])}'`). "
+                           f"install(extension=False) takes PyTorch's pluggable path instead, without "
+                           f"torch.OutOfMemoryError or torch.cuda.memory_stats().")
+    if getattr(getattr(torch, "version", None), "cuda", "unknown") is None:
+        raise RuntimeError(f"cachalot: this PyTorch ({version}) is built without CUDA (torch.version.cuda is "
+                           f"None); install a CUDA build, such as PyPI's: `pip install --force-reinstall "
+                           f"'torch=={minor}.*'`")
+    _EXTENSION = Extension(os.path.join(folder, "libcachalot_torch_" + minor.replace(".", "_") + ".so"), minor)
+    return _EXTENSION
+
+
+def _next_minor(minor):
+    major, low = minor.split(".")
+    return f"{major}.{int(low) + 1}"
 
 
 def _config_pairs(text):

@@ -14,7 +14,10 @@ buffer; the CLI replaying one device of several; the module-level functions befo
 device was used, the device arguments they accept and refuse, and a bad config in the
 environment; a missing library, a file that is not one, a library that is not cachalot or is
 an older one, a stats layout of another build; and install() against a stand-in `torch`
-module: too late (CUDA initialised, or the swap refused), a bad config, a second call with
+module and a stand-in extension: the extension of the running PyTorch's minor loaded and
+installed, never a silent fallback (an unsupported PyTorch, a CPU-only one, no extension
+shipped, a build of another minor: each an error naming the fix), the pluggable path only when
+asked for, too late (CUDA initialised, or the swap refused), a bad config, a second call with
 another config, the hooks wired to cachalot's entry points.
 """
 import collections
@@ -41,6 +44,8 @@ sys.path.insert(0, HERE)
 os.environ.setdefault("CACHALOT_LIB", os.path.join(ROOT, "target", "release", "libcachalot.so"))
 CLI = os.environ.get("CACHALOT_CLI", os.path.join(ROOT, "target", "release", "cachalot"))
 FAKE_CUDA = os.environ.get("CACHALOT_FAKE_CUDA")  # native/tests/fake_cuda built as libcuda.so
+# native/tests/fake_torch_extension built as a shared library: the extension's entry points.
+FAKE_EXTENSION = os.environ.get("CACHALOT_FAKE_EXTENSION")
 FAKE_CAPACITY = 32 * (1 << 30)
 
 import cachalot_replay  # noqa: E402
@@ -773,11 +778,13 @@ class ModuleFunctions(unittest.TestCase):
             os.environ["CACHALOT_LIB"], cachalot_torch._HERE = saved
 
 
-def fake_torch(initialized=False, refuse_swap=False, lacking=(), device_count=1, current_device=0):
+def fake_torch(initialized=False, refuse_swap=False, lacking=(), device_count=1, current_device=0,
+               version="2.15.0+cu132", cuda="13.2"):
     """A stand-in for the parts of torch that install() and the readers use, recording what
     it is asked."""
     torch = types.ModuleType("torch")
-    torch.__version__ = "fake"
+    torch.__version__ = version
+    torch.version = types.SimpleNamespace(cuda=cuda)
     calls = torch.calls = {"hooks": {}, "swapped": []}
 
     class Raw:
@@ -812,14 +819,33 @@ def fake_torch(initialized=False, refuse_swap=False, lacking=(), device_count=1,
     return torch
 
 
+MINORS = ("2.11", "2.12", "2.13", "2.14", "2.15")
+
+
+def fake_extensions(folder, minors=MINORS):
+    """`folder` holding the stand-in extension under each minor's file name (a copy each, so
+    each loads as its own library)."""
+    for minor in minors:
+        shutil.copy(FAKE_EXTENSION, os.path.join(folder, "libcachalot_torch_" + minor.replace(".", "_") + ".so"))
+    return folder
+
+
+@unittest.skipUnless(FAKE_EXTENSION, "needs CACHALOT_FAKE_EXTENSION (make python-test builds it)")
 class Install(unittest.TestCase):
     def setUp(self):
         self.saved_conf = os.environ.pop("CACHALOT_ALLOC_CONF", None)
-        cachalot_torch._INSTALLED = cachalot_torch._INSTALLED_CONFIG = None
+        cachalot_torch._INSTALLED = cachalot_torch._INSTALLED_CONFIG = cachalot_torch._EXTENSION = None
+        self.extensions = fake_extensions(tempfile.mkdtemp())
+        self.addCleanup(shutil.rmtree, self.extensions)
+        for name, value in (("CACHALOT_TORCH_EXTENSIONS", self.extensions), ("FAKE_EXTENSION_TORCH_VERSION", "215"),
+                            ("FAKE_EXTENSION_REFUSE", None)):
+            env = EnvVar(name, value)
+            env.__enter__()
+            self.addCleanup(env.__exit__, None, None, None)
 
     def tearDown(self):
         sys.modules.pop("torch", None)
-        cachalot_torch._INSTALLED = cachalot_torch._INSTALLED_CONFIG = None
+        cachalot_torch._INSTALLED = cachalot_torch._INSTALLED_CONFIG = cachalot_torch._EXTENSION = None
         os.environ.pop("CACHALOT_ALLOC_CONF", None)
         if self.saved_conf is not None:
             os.environ["CACHALOT_ALLOC_CONF"] = self.saved_conf
@@ -834,13 +860,15 @@ class Install(unittest.TestCase):
         self.assertNotIn("CACHALOT_ALLOC_CONF", os.environ)
 
     def test_too_late_when_pytorch_refuses_the_swap(self):
-        sys.modules["torch"] = fake_torch(refuse_swap=True)
-        with self.assertRaises(RuntimeError) as e:
-            cachalot_torch.install(config="policy:pytorch")
-        self.assertIn("Can't swap an already initialized allocator", str(e.exception))
-        self.assertIn("before any CUDA tensor is created", str(e.exception))
-        self.assertNotIn("CACHALOT_ALLOC_CONF", os.environ, "a failed install leaves the config as it was")
-        self.assertIsNone(cachalot_torch._INSTALLED)
+        for extension in (True, False):
+            cachalot_torch._EXTENSION = None
+            sys.modules["torch"] = fake_torch(refuse_swap=True)
+            with EnvVar("FAKE_EXTENSION_REFUSE", "1"), self.assertRaises(RuntimeError) as e:
+                cachalot_torch.install(config="policy:pytorch", extension=extension)
+            self.assertIn("Can't swap an already initialized allocator", str(e.exception))
+            self.assertIn("before any CUDA tensor is created", str(e.exception))
+            self.assertNotIn("CACHALOT_ALLOC_CONF", os.environ, "a failed install leaves the config as it was")
+            self.assertIsNone(cachalot_torch._INSTALLED)
 
     def test_bad_config_is_refused_by_name(self):
         sys.modules["torch"] = fake_torch()
@@ -853,9 +881,73 @@ class Install(unittest.TestCase):
         self.assertIn("CACHALOT_ALLOC_CONF", str(e.exception))
         self.assertIn("max_split_size_mb", str(e.exception))
 
-    def test_install_plugs_in_cachalot_with_its_hooks(self):
-        torch = sys.modules["torch"] = fake_torch()
-        alloc = cachalot_torch.install(config="policy:pytorch,max_split_size_mb:128")
+    def test_install_loads_the_extension_of_the_running_pytorch_minor(self):
+        for minor, version in (("2.11", "2.11.0+cu130"), ("2.13", "2.13.0"), ("2.15", "2.15.0+cu132")):
+            cachalot_torch._INSTALLED = cachalot_torch._INSTALLED_CONFIG = cachalot_torch._EXTENSION = None
+            torch = sys.modules["torch"] = fake_torch(version=version)
+            with EnvVar("FAKE_EXTENSION_TORCH_VERSION", minor.replace(".", "")), warnings.catch_warnings():
+                warnings.simplefilter("error")  # nothing to warn about: no fallback
+                ext = cachalot_torch.install(config="policy:pytorch")
+            self.assertEqual(ext.minor, minor)
+            self.assertEqual(os.path.basename(ext.path), "libcachalot_torch_" + minor.replace(".", "_") + ".so")
+            self.assertTrue(ext.is_current(), "the extension made itself PyTorch's allocator")
+            self.assertEqual(ext._dll.fake_extension_installs(), 1, "installed once")
+            self.assertEqual(torch.calls["swapped"], [], "no pluggable allocator was swapped in")
+            self.assertIs(cachalot_torch.install(), ext, "a second install() is a no-op")
+            self.assertEqual(ext._dll.fake_extension_installs(), 1)
+            self.assertEqual(os.environ["CACHALOT_ALLOC_CONF"], "policy:pytorch")
+            os.environ.pop("CACHALOT_ALLOC_CONF")
+
+    def assert_refused(self, *needles, **torch_args):
+        cachalot_torch._INSTALLED = cachalot_torch._INSTALLED_CONFIG = cachalot_torch._EXTENSION = None
+        torch = sys.modules["torch"] = fake_torch(**torch_args)
+        with warnings.catch_warnings(), self.assertRaises(RuntimeError) as e:
+            warnings.simplefilter("error")
+            cachalot_torch.install(config="policy:pytorch")
+        for needle in needles:
+            self.assertIn(needle, str(e.exception))
+        self.assertEqual(torch.calls["swapped"], [], "never a silent fallback to the pluggable path")
+        self.assertIsNone(cachalot_torch._INSTALLED)
+        self.assertNotIn("CACHALOT_ALLOC_CONF", os.environ, "a failed install leaves the config as it was")
+        return str(e.exception)
+
+    def test_a_pytorch_outside_the_supported_minors_is_refused_naming_them(self):
+        for version in ("2.10.0+cu128", "2.16.0.dev20261201", "3.0.0", "fake"):
+            self.assert_refused(f"PyTorch {version} is not supported", "2.11, 2.12, 2.13, 2.14, 2.15",
+                                "pip install 'torch>=2.11,<2.16'", "install(extension=False)", version=version)
+
+    def test_a_cpu_only_pytorch_is_refused_naming_the_fix(self):
+        self.assert_refused("built without CUDA", "torch.version.cuda is None", "pip install --force-reinstall",
+                            "torch==2.15.*", version="2.15.0+cpu", cuda=None)
+
+    def test_no_extension_shipped_is_refused_naming_the_wheel(self):
+        with tempfile.TemporaryDirectory() as empty, EnvVar("CACHALOT_TORCH_EXTENSIONS", empty):
+            self.assert_refused("no PyTorch extension in " + empty, "make wheel", "pip install dist/cachalot-")
+
+    def test_only_the_minors_shipped_are_supported(self):
+        with tempfile.TemporaryDirectory() as folder, EnvVar("CACHALOT_TORCH_EXTENSIONS", folder):
+            fake_extensions(folder, ("2.11", "2.12"))
+            self.assertEqual(cachalot_torch.supported_minors(), ["2.11", "2.12"])
+            self.assert_refused("PyTorch 2.15.0 is not supported", "supports PyTorch 2.11, 2.12",
+                                "'torch>=2.11,<2.13'", version="2.15.0")
+
+    def test_an_extension_built_for_another_minor_is_refused(self):
+        with EnvVar("FAKE_EXTENSION_TORCH_VERSION", "214"):
+            self.assert_refused("was built for PyTorch 2.14, not 2.15", "make wheel")
+
+    def test_a_file_that_is_no_library_is_refused_naming_it(self):
+        with open(os.path.join(self.extensions, "libcachalot_torch_2_15.so"), "wb") as f:
+            f.write(b"not a shared library")
+        self.assert_refused("the extension for PyTorch 2.15", "does not load into this PyTorch")
+
+    def test_torch_versions_are_read_to_their_minor(self):
+        for version, minor in (("2.15.0+cu132", "2.15"), ("2.11.0", "2.11"), ("2.12.1+cpu", "2.12"),
+                               ("2.16.0a0+git1234", "2.16"), ("2.14", "2.14"), ("fake", None), ("", None)):
+            self.assertEqual(cachalot_torch.torch_minor(version), minor, version)
+
+    def test_the_pluggable_path_only_when_asked_for(self):
+        torch = sys.modules["torch"] = fake_torch(version="2.10.0")  # a version the extension lacks
+        alloc = cachalot_torch.install(config="policy:pytorch,max_split_size_mb:128", extension=False)
         lib = cachalot_torch.load_library()
         self.assertEqual(alloc.args, (lib.path, "cachalot_torch_malloc", "cachalot_torch_free"))
         self.assertEqual(torch.calls["swapped"], [alloc])
@@ -866,96 +958,6 @@ class Install(unittest.TestCase):
         with self.assertRaises(RuntimeError):
             cachalot_torch.install(config="policy:cachalot")
         self.assertEqual(cachalot_torch.memory_stats(), collections.OrderedDict(), "CUDA not initialised yet")
-
-    def test_install_with_the_extension_builds_it_and_swaps_nothing_else_in(self):
-        torch = sys.modules["torch"] = fake_torch()
-        built = []
-
-        class Extension:
-            __name__ = "cachalot_torch_allocator"
-
-            def __init__(self):
-                self.installed = 0
-
-            def install(self):
-                self.installed += 1
-
-        def load(**kwargs):
-            built.append(kwargs)
-            return Extension()
-
-        cpp_extension = types.SimpleNamespace(load=load)
-        torch.utils = types.SimpleNamespace(cpp_extension=cpp_extension)
-        sys.modules["torch.utils"], sys.modules["torch.utils.cpp_extension"] = torch.utils, cpp_extension
-        try:
-            ext = cachalot_torch.install(config="policy:pytorch", extension=True)
-        finally:
-            sys.modules.pop("torch.utils", None)
-            sys.modules.pop("torch.utils.cpp_extension", None)
-        lib = cachalot_torch.load_library()
-        self.assertEqual(ext.installed, 1, "the extension made itself the current allocator")
-        self.assertEqual(torch.calls["swapped"], [], "no pluggable allocator was swapped in")
-        (args,) = built
-        self.assertTrue(args["sources"][0].endswith(os.path.join("native", "torch", "cachalot_allocator.cpp")))
-        self.assertTrue(os.path.isfile(args["sources"][0]), "the extension's source ships beside this module")
-        self.assertTrue(os.path.isfile(os.path.join(args["extra_include_paths"][0], "cachalot.h")))
-        self.assertIn(os.path.realpath(lib.path), args["extra_ldflags"])
-        self.assertTrue(args["with_cuda"])
-        self.assertIn("-O2", args["extra_cflags"], "the allocator's hot path is built optimised")
-        self.assertIs(cachalot_torch.install(), ext, "a second install() is a no-op")
-        self.assertEqual(os.environ["CACHALOT_ALLOC_CONF"], "policy:pytorch")
-
-    def _with_cpp_extension(self, torch, load):
-        cpp_extension = types.SimpleNamespace(load=load)
-        torch.utils = types.SimpleNamespace(cpp_extension=cpp_extension)
-        sys.modules["torch.utils"], sys.modules["torch.utils.cpp_extension"] = torch.utils, cpp_extension
-        self.addCleanup(sys.modules.pop, "torch.utils", None)
-        self.addCleanup(sys.modules.pop, "torch.utils.cpp_extension", None)
-
-    def test_install_takes_the_extension_by_default(self):
-        torch = sys.modules["torch"] = fake_torch()
-
-        class Extension:
-            installed = 0
-
-            def install(self):
-                self.installed += 1
-
-        self._with_cpp_extension(torch, lambda **kwargs: Extension())
-        with warnings.catch_warnings():
-            warnings.simplefilter("error")  # no fallback warning
-            ext = cachalot_torch.install(config="policy:pytorch")
-        self.assertEqual(ext.installed, 1)
-        self.assertEqual(torch.calls["swapped"], [], "no pluggable allocator was swapped in")
-
-    def test_without_a_compiler_install_falls_back_to_the_pluggable_path_and_says_what_it_lacks(self):
-        torch = sys.modules["torch"] = fake_torch()
-
-        def load(**kwargs):
-            raise RuntimeError("Error building extension: g++: command not found")
-
-        self._with_cpp_extension(torch, load)
-        with self.assertWarns(RuntimeWarning) as w:
-            alloc = cachalot_torch.install(config="policy:pytorch")
-        message = str(w.warning)
-        self.assertIn("g++: command not found", message)
-        self.assertIn("torch.OutOfMemoryError", message)
-        self.assertIn("null tensor", message)
-        self.assertEqual(torch.calls["swapped"], [alloc], "the pluggable allocator is swapped in")
-
-    def test_install_with_the_extension_asked_for_raises_when_it_cannot_be_built(self):
-        torch = sys.modules["torch"] = fake_torch()
-
-        def load(**kwargs):
-            raise RuntimeError("Error building extension: no CUDA headers")
-
-        self._with_cpp_extension(torch, load)
-        with self.assertRaises(RuntimeError) as e:
-            cachalot_torch.install(config="policy:pytorch", extension=True)
-        self.assertIn("no CUDA headers", str(e.exception))
-        self.assertEqual(torch.calls["swapped"], [])
-        self.assertIsNone(cachalot_torch._INSTALLED)
-        self.assertNotIn("CACHALOT_ALLOC_CONF", os.environ, "a failed install leaves the config as it was")
 
     def test_a_second_install_compares_with_the_config_installed(self):
         sys.modules["torch"] = fake_torch()
@@ -1001,8 +1003,7 @@ class Install(unittest.TestCase):
         sys.modules["torch"] = fake_torch()
         with warnings.catch_warnings():
             warnings.simplefilter("error")  # PyTorch's policy uses the key: nothing to say
-            cachalot_torch.install(config="policy:pytorch,max_split_size_mb:128,expandable_segments:True",
-                                   extension=False)  # the stand-in torch has no cpp_extension to warn about
+            cachalot_torch.install(config="policy:pytorch,max_split_size_mb:128,expandable_segments:True")
         lib = cachalot_torch.load_library()
         self.assertEqual(lib.config_notes("policy:pytorch"), [])
         self.assertEqual(len(lib.config_notes("expandable_segments:True,max_non_split_rounding_mb:64")), 2)
@@ -1012,7 +1013,7 @@ class Install(unittest.TestCase):
     def test_a_missing_hook_is_a_warning(self):
         torch = sys.modules["torch"] = fake_torch(lacking=("set_record_stream_fn",))
         with self.assertWarnsRegex(RuntimeWarning, "set_record_stream_fn: cachalot_torch_record_stream stays unwired"):
-            alloc = cachalot_torch.install()
+            alloc = cachalot_torch.install(extension=False)
         self.assertEqual(set(torch.calls["hooks"]), {"set_reset_fn", "set_memory_fraction_fn"})
         self.assertEqual(torch.calls["swapped"], [alloc])
 
