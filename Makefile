@@ -21,7 +21,7 @@ demo:
 	@echo "cachalot in the browser: http://127.0.0.1:$(PORT)/  (Ctrl-C stops the server)"
 	python3 -m http.server $(PORT) --bind 127.0.0.1 --directory web-demo
 
-test: setup fmt-check clippy unit-tests wasm-core web-test c-abi python-test python-package torch-extension gpu-dry-run
+test: setup fmt-check clippy unit-tests wasm-core web-test c-abi python-test wheel-test gpu-dry-run
 
 # What a fresh machine lacks (each step idempotent, quick when already done).
 setup: rust-setup web-setup
@@ -277,37 +277,40 @@ python-test:
 	mkdir -p $(PY_FAKE_CUDA)
 	$(CC) -std=c11 $(CFLAGS_STRICT) -shared -fPIC -Wl,-soname,libcuda.so native/tests/fake_cuda/fake_cuda.c \
 		-o $(PY_FAKE_CUDA)/libcuda.so -pthread
+	$(CC) -std=c11 $(CFLAGS_STRICT) -shared -fPIC native/tests/fake_torch_extension/fake_torch_extension.c \
+		-o $(PY_FAKE_CUDA)/fake_torch_extension.so
 	CACHALOT_LIB=$(abspath $(TARGET_DIR))/release/libcachalot.so CACHALOT_CLI=$(abspath $(TARGET_DIR))/release/cachalot \
-		CACHALOT_FAKE_CUDA=$(PY_FAKE_CUDA)/libcuda.so PYTHONDONTWRITEBYTECODE=1 python3 native/python/test_cachalot_torch.py
+		CACHALOT_FAKE_CUDA=$(PY_FAKE_CUDA)/libcuda.so CACHALOT_FAKE_EXTENSION=$(PY_FAKE_CUDA)/fake_torch_extension.so \
+		PYTHONDONTWRITEBYTECODE=1 python3 native/python/test_cachalot_torch.py
 
-# `pip install ./native/python` in a fresh virtual environment (setuptools-rust builds the library
-# with cargo), then native/python/package_check.py run from outside the checkout.
-PY_PACKAGE_ENV := $(abspath $(TARGET_DIR))/python-package
-python-package:
-	rm -rf $(PY_PACKAGE_ENV)
-	python3 -m venv $(PY_PACKAGE_ENV)
-	$(PY_PACKAGE_ENV)/bin/python -m pip install -q --disable-pip-version-check ./native/python
-	cd /tmp && env -u CACHALOT_LIB PYTHONDONTWRITEBYTECODE=1 $(PY_PACKAGE_ENV)/bin/python - < $(abspath native/python/package_check.py)
+# ---- The wheel: the full allocator for PyTorch users, one pip command, nothing compiled there ----
+# The PyTorch extension built once per supported minor (native/torch/build_extensions.py has
+# the list) against that PyTorch's headers and libraries from its PyPI wheel (about 2.7 GB of
+# wheels downloaded once into target/torch-sdk, 5 GB unpacked), then the wheel
+# (native/python/build_wheel.py) with the library, the extensions, the modules and the CLI.
+TORCH_SDK := $(TARGET_DIR)/torch-sdk
+TORCH_EXT := $(TARGET_DIR)/torch-ext
+DIST ?= dist
+torch-extensions: header-check
+	$(CARGO) build --release -p cachalot --lib
+	python3 native/torch/build_extensions.py --lib $(TARGET_DIR)/release/libcachalot.so --sdk $(TORCH_SDK) --out $(TORCH_EXT)
+
+wheel: torch-extensions
+	$(CARGO) build --release -p cachalot-cli --bin cachalot
+	python3 native/python/build_wheel.py --lib $(TARGET_DIR)/release/libcachalot.so \
+		--cli $(TARGET_DIR)/release/cachalot --extensions $(TORCH_EXT) --out $(DIST)
+
+# A newcomer's install, against every supported PyTorch minor (native/python/wheel_test.py): a
+# fresh virtual environment, PyPI's newest supported torch with its CUDA libraries (no GPU
+# needed), the wheel, each older minor's torch beside it; wheel_check.py run for each from
+# outside the checkout with only the environment's bin on PATH (no compiler, ninja, nvcc, cargo).
+WHEEL_ENV := $(abspath $(TARGET_DIR))/wheel-env
+wheel-test: wheel
+	python3 native/python/wheel_test.py $(WHEEL_ENV) $$(ls $(DIST)/cachalot-*.whl)
 
 # The two-GPU check (native/gpu/ddp_check.sh) without torch and without a GPU: its refusal, the
 # runner's arguments, the plan against a stand-in torchrun, and the report's PASS/FAIL lines.
-.PHONY: gpu-dry-run python-package
-
-# The PyTorch extension (native/torch/) compiled against PyTorch's and the CUDA runtime's headers,
-# taken from their wheels on PyPI (no GPU, no torch install): what install() builds on a GPU
-# machine. A syntax-only compile, warnings as errors; the headers stay in the target folder.
-TORCH_VERSION := 2.11.0
-CUDA_HEADERS_VERSION := 13.0.*
-TORCH_HEADERS := $(TARGET_DIR)/torch-headers
-PYTHON_INCLUDE = $(shell python3 -c "import sysconfig; print(sysconfig.get_paths()['include'])")
-torch-extension: header-check
-	python3 native/torch/fetch_headers.py $(TORCH_HEADERS) $(TORCH_VERSION) '$(CUDA_HEADERS_VERSION)'
-	$(CXX) -fsyntax-only -std=c++17 -Wall -Wextra -Werror -DTORCH_EXTENSION_NAME=cachalot_torch_allocator \
-		-DTORCH_API_INCLUDE_EXTENSION_H -Iinclude -isystem $(TORCH_HEADERS)/torch/include \
-		-isystem $(TORCH_HEADERS)/torch/include/torch/csrc/api/include -isystem $(TORCH_HEADERS)/cuda/include \
-		-isystem $(PYTHON_INCLUDE) native/torch/cachalot_allocator.cpp
-	@echo "the PyTorch extension compiles against torch $(TORCH_VERSION)'s headers"
-.PHONY: torch-extension
+.PHONY: gpu-dry-run torch-extensions wheel wheel-test
 
 gpu-dry-run:
 	PYTHONDONTWRITEBYTECODE=1 python3 native/gpu/test_ddp_check.py
