@@ -30,13 +30,14 @@ mod report;
 pub mod sim;
 pub mod trace;
 
-pub use base::{config, device, size};
+pub use base::{config, device, pytorch_version, size};
 pub use engine::vrange;
 pub use report::{explain, history, layout, snapshot, stats, summary};
 
 pub use base::config::{Config, ConfigError, Policy};
 pub use base::device::{Device, DeviceError, Event, HeldChange, PhysHandle, Stream};
 pub use base::error::{AllocError, FreeSpot, OomReport, SegmentUse};
+pub use base::pytorch_version::PyTorchVersion;
 pub use engine::allocator::Allocator;
 pub use engine::memo::decision_memo::MemoCounts;
 pub use replay::{PassFigures, ReplayOutcome, Replayer};

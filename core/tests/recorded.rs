@@ -19,7 +19,8 @@ use cachalot_core::{parse_device_trace, parse_trace, Allocator, Config, Replayer
 use common::{load_text, traces_dir};
 
 /// A recorded run: its snapshot, its statistics file, the GPU whose history they hold, and
-/// the config that reproduces the run's allocator.
+/// the config that reproduces the run's allocator (PyTorch 2.11's, whose statistics have no
+/// `num_oom_rejections`).
 #[derive(Clone, Copy)]
 struct Run {
     snapshot: &'static str,
@@ -33,25 +34,25 @@ const RUNS: [Run; 6] = [
         snapshot: "mixed_fc_conv.policy_pytorch.snapshot.json.gz",
         stats: "mixed_fc_conv.policy_pytorch.stats.json",
         device: None,
-        config: "policy:pytorch",
+        config: "pytorch_version:2.11,policy:pytorch",
     },
     Run {
         snapshot: "resnet50_train.policy_pytorch.snapshot.json.gz",
         stats: "resnet50_train.policy_pytorch.stats.json",
         device: None,
-        config: "policy:pytorch",
+        config: "pytorch_version:2.11,policy:pytorch",
     },
     Run {
         snapshot: "two_gpus.policy_pytorch.snapshot.json.gz",
         stats: "two_gpus.device0.policy_pytorch.stats.json",
         device: Some(0),
-        config: "policy:pytorch",
+        config: "pytorch_version:2.11,policy:pytorch",
     },
     Run {
         snapshot: "two_gpus.policy_pytorch.snapshot.json.gz",
         stats: "two_gpus.device1.policy_pytorch.stats.json",
         device: Some(1),
-        config: "policy:pytorch",
+        config: "pytorch_version:2.11,policy:pytorch",
     },
     TWO_STREAMS[0],
     TWO_STREAMS[1],
@@ -63,13 +64,13 @@ const TWO_STREAMS: [Run; 2] = [
         snapshot: "two_stream.policy_pytorch.snapshot.json.gz",
         stats: "two_stream.policy_pytorch.stats.json",
         device: None,
-        config: "policy:pytorch",
+        config: "pytorch_version:2.11,policy:pytorch",
     },
     Run {
         snapshot: "two_stream.policy_pytorch_max_split_size_mb_128.snapshot.json.gz",
         stats: "two_stream.policy_pytorch_max_split_size_mb_128.stats.json",
         device: None,
-        config: "policy:pytorch,max_split_size_mb:128",
+        config: "pytorch_version:2.11,policy:pytorch,max_split_size_mb:128",
     },
 ];
 

@@ -9,12 +9,14 @@ use alloc::string::{String, ToString};
 use alloc::vec::Vec;
 use core::fmt;
 
+use crate::base::pytorch_version::PyTorchVersion;
 use crate::base::size::{LARGE_BUFFER, MIB, POWER2_INTERVALS};
 
 /// Whose decisions the allocator makes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Policy {
-    /// PyTorch 2.11's native caching allocator, decision for decision.
+    /// PyTorch's native caching allocator, decision for decision, as the release named by
+    /// `pytorch_version` (2.11 to 2.15, the newest by default) makes them.
     PyTorch,
     /// cachalot's own policy: virtual memory mapped page by page, idle pages moved to where
     /// they are needed (PyTorch's decisions on devices without virtual memory).
@@ -36,6 +38,18 @@ impl Policy {
 pub struct Config {
     /// Whose decisions to make.
     pub policy: Policy,
+    /// The PyTorch release whose keys the config is checked against and whose decisions
+    /// `policy:pytorch` makes (`pytorch_version`; the newest, 2.15, by default).
+    pub pytorch_version: PyTorchVersion,
+    /// Segment size for large-pool requests below 10 MiB, and the large pool's page under
+    /// expandable segments (`large_segment_size_mb`, more than 10; 20 MiB by default). It is
+    /// also the least `max_split_size_mb` and `max_non_split_rounding_mb` take, and the
+    /// latter's default.
+    pub large_segment_size: u64,
+    /// PyTorch 2.12 on (`throw_on_cudamalloc_oom`): with a memory fraction set, a new segment
+    /// that would pass it is refused at once as out of memory, counted in
+    /// `num_oom_rejections`, without releasing the cache and retrying.
+    pub throw_on_cudamalloc_oom: bool,
     /// Blocks at least this large are never split (`max_split_size_mb`); `u64::MAX` = off.
     pub max_split_size: u64,
     /// An oversize request may take a cached block at most this much larger.
@@ -86,6 +100,9 @@ impl Default for Config {
     fn default() -> Self {
         Config {
             policy: Policy::Cachalot,
+            pytorch_version: PyTorchVersion::default(),
+            large_segment_size: LARGE_BUFFER,
+            throw_on_cudamalloc_oom: false,
             max_split_size: u64::MAX,
             max_non_split_rounding: LARGE_BUFFER,
             roundup_power2_divisions: [0; POWER2_INTERVALS],
@@ -123,12 +140,15 @@ impl fmt::Display for ConfigError {
 /// Every key the parser accepts, listed in messages about unknown keys.
 pub const KEYS: &[&str] = &[
     "policy",
+    "pytorch_version",
+    "large_segment_size_mb",
     "max_split_size_mb",
     "max_non_split_rounding_mb",
     "roundup_power2_divisions",
     "garbage_collection_threshold",
     "expandable_segments",
     "per_process_memory_fraction",
+    "throw_on_cudamalloc_oom",
     "record_history",
     "lock_per_stream",
     "page_slack",
@@ -152,8 +172,24 @@ impl Config {
     /// Parses a config string; the empty string gives the defaults.
     pub fn parse(text: &str) -> Result<Config, ConfigError> {
         let mut config = Config::default();
+        let pairs = split_pairs(text)?;
+        // Read before the rest wherever they stand: the release decides which keys are taken,
+        // and PyTorch reads `large_segment_size_mb` first, since it is the least the two
+        // split sizes take and the default of `max_non_split_rounding_mb`.
+        for &(key, value) in &pairs {
+            if key == "pytorch_version" {
+                config.pytorch_version = PyTorchVersion::parse(value).map_err(|m| err(key, m))?;
+            }
+        }
+        for &(key, value) in &pairs {
+            if key == "large_segment_size_mb" {
+                config.large_segment_size = parse_large_segment(key, value)?;
+            }
+        }
+        config.max_non_split_rounding = config.large_segment_size;
         let (mut slack_set, mut learn_set) = (false, false);
-        for (key, value) in split_pairs(text)? {
+        for (key, value) in pairs {
+            config.pytorch_version.check_key(key).map_err(|m| err(key, m))?;
             config.apply(key, value)?;
             slack_set |= key == "page_slack";
             learn_set |= key == "learn_layout";
@@ -188,8 +224,10 @@ impl Config {
                     _ => return Err(err(key, alloc::format!("got '{value}'; allowed: pytorch, cachalot"))),
                 }
             }
-            "max_split_size_mb" => self.max_split_size = parse_mb(key, value)?,
-            "max_non_split_rounding_mb" => self.max_non_split_rounding = parse_mb(key, value)?,
+            "pytorch_version" | "large_segment_size_mb" => {} // read first, in `parse`
+            "max_split_size_mb" => self.max_split_size = parse_mb(key, value, self.large_segment_size)?,
+            "max_non_split_rounding_mb" => self.max_non_split_rounding = parse_mb(key, value, self.large_segment_size)?,
+            "throw_on_cudamalloc_oom" => self.throw_on_cudamalloc_oom = parse_bool(key, value)?,
             "roundup_power2_divisions" => self.roundup_power2_divisions = parse_divisions(key, value)?,
             "garbage_collection_threshold" => {
                 let v = parse_f64(key, value)?;
@@ -225,7 +263,16 @@ impl Config {
                 Some(checked) => checked.map_err(|m| err(key, m))?,
                 // PyTorch's other keys stay out of this list: the C ABI's last-error buffer holds
                 // the message whole only while it is this short.
-                None => return Err(err(key, alloc::format!("unknown key; allowed keys: {}", KEYS.join(", ")))),
+                None => {
+                    return Err(err(
+                        key,
+                        alloc::format!(
+                            "unknown key; allowed keys: {} (and PyTorch {}'s other keys)",
+                            KEYS.join(", "),
+                            self.pytorch_version.name()
+                        ),
+                    ))
+                }
             },
         }
         Ok(())
@@ -241,7 +288,7 @@ impl Config {
         }
         let set = [
             ("max_split_size_mb", self.max_split_size != u64::MAX),
-            ("max_non_split_rounding_mb", self.max_non_split_rounding != LARGE_BUFFER),
+            ("max_non_split_rounding_mb", self.max_non_split_rounding != self.large_segment_size),
             ("expandable_segments", self.expandable_segments),
         ];
         set.iter().filter(|(_, on)| *on).map(|(key, _)| *key).collect()
@@ -264,7 +311,7 @@ impl Config {
     /// effect. `text` is a string [`Config::parse`] accepted.
     pub fn unsimulated_key_notes(text: &str) -> Vec<String> {
         let policy = Config::parse(text).map(|c| c.policy.name()).unwrap_or("cachalot");
-        crate::base::unsimulated_keys::notes(text, policy)
+        crate::base::unsimulated_keys::notes(&split_pairs(text).unwrap_or_default(), policy)
     }
 
     /// The config as a string this parser reads back to an equal config.
@@ -272,10 +319,16 @@ impl Config {
         use core::fmt::Write;
         let mut s = String::new();
         let _ = write!(s, "policy:{}", self.policy.name());
+        if self.pytorch_version != PyTorchVersion::default() {
+            let _ = write!(s, ",pytorch_version:{}", self.pytorch_version.name());
+        }
+        if self.large_segment_size != LARGE_BUFFER {
+            let _ = write!(s, ",large_segment_size_mb:{}", self.large_segment_size / MIB);
+        }
         if self.max_split_size != u64::MAX {
             let _ = write!(s, ",max_split_size_mb:{}", self.max_split_size / MIB);
         }
-        if self.max_non_split_rounding != LARGE_BUFFER {
+        if self.max_non_split_rounding != self.large_segment_size {
             let _ = write!(s, ",max_non_split_rounding_mb:{}", self.max_non_split_rounding / MIB);
         }
         if self.roundup_power2_divisions.iter().any(|&d| d != 0) {
@@ -296,6 +349,9 @@ impl Config {
         }
         if let Some(f) = self.per_process_memory_fraction {
             let _ = write!(s, ",per_process_memory_fraction:{f}");
+        }
+        if self.throw_on_cudamalloc_oom {
+            s.push_str(",throw_on_cudamalloc_oom:True");
         }
         if self.history_entries > 0 {
             let _ = write!(s, ",record_history:{}", self.history_entries);
@@ -374,12 +430,24 @@ fn parse_bool(key: &str, value: &str) -> Result<bool, ConfigError> {
     }
 }
 
-/// A size in MiB that must be at least 20 (PyTorch's large-segment size).
-fn parse_mb(key: &str, value: &str) -> Result<u64, ConfigError> {
+/// A size in MiB that must be at least the large-segment size (20 MiB unless
+/// `large_segment_size_mb` says otherwise).
+fn parse_mb(key: &str, value: &str, large_segment_size: u64) -> Result<u64, ConfigError> {
     let mb = parse_u64(key, value)?;
-    let min = LARGE_BUFFER / MIB;
+    let min = large_segment_size / MIB;
     if mb < min {
         return Err(err(key, alloc::format!("got {mb}; must be >= {min}")));
+    }
+    Ok(mb.min(u64::MAX / MIB) * MIB)
+}
+
+/// `large_segment_size_mb`: more than 10 (the largest request a large segment is shared by),
+/// clamped as PyTorch clamps it.
+fn parse_large_segment(key: &str, value: &str) -> Result<u64, ConfigError> {
+    let mb = parse_u64(key, value)?;
+    let min = crate::base::size::MIN_LARGE_ALLOC / MIB;
+    if mb <= min {
+        return Err(err(key, alloc::format!("got {mb}; must be > {min}")));
     }
     Ok(mb.min(u64::MAX / MIB) * MIB)
 }

@@ -10,7 +10,8 @@ pub const MIN_BLOCK: u64 = 512;
 pub const SMALL_SIZE: u64 = 1 << 20;
 /// Segment size for small-pool requests.
 pub const SMALL_BUFFER: u64 = 2 << 20;
-/// Segment size for large requests below [`MIN_LARGE_ALLOC`].
+/// Segment size for large requests below [`MIN_LARGE_ALLOC`], unless `large_segment_size_mb`
+/// sets another.
 pub const LARGE_BUFFER: u64 = 20 << 20;
 /// Requests at least this large get a segment of their own size (rounded to [`ROUND_LARGE`]).
 pub const MIN_LARGE_ALLOC: u64 = 10 << 20;
@@ -143,15 +144,16 @@ fn round_to_division(size: u64, divisions: u64) -> u64 {
 }
 
 /// Size of the segment a fresh device allocation gets for a rounded request (one above
-/// [`MAX_REQUEST`] comes back as it is).
+/// [`MAX_REQUEST`] comes back as it is); `large_segment` is the size shared by large requests
+/// below [`MIN_LARGE_ALLOC`] ([`LARGE_BUFFER`] unless `large_segment_size_mb` says otherwise).
 #[inline]
-pub fn segment_size(rounded: u64) -> u64 {
+pub fn segment_size(rounded: u64, large_segment: u64) -> u64 {
     if rounded > MAX_REQUEST {
         rounded
     } else if rounded <= SMALL_SIZE {
         SMALL_BUFFER
     } else if rounded < MIN_LARGE_ALLOC {
-        LARGE_BUFFER
+        large_segment
     } else {
         rounded.div_ceil(ROUND_LARGE) * ROUND_LARGE
     }
@@ -214,19 +216,28 @@ mod tests {
         for size in [u64::MAX, u64::MAX - 511, MAX_REQUEST + 1] {
             assert_eq!(round_size(size, &[0; POWER2_INTERVALS]), size);
             assert_eq!(round_size(size, &four), size);
-            assert_eq!(segment_size(size), size);
+            assert_eq!(segment_size(size, LARGE_BUFFER), size);
         }
         assert_eq!(round_size(MAX_REQUEST, &four), MAX_REQUEST);
     }
 
     #[test]
     fn segment_sizes_follow_pytorch() {
-        assert_eq!(segment_size(512), SMALL_BUFFER);
-        assert_eq!(segment_size(SMALL_SIZE), SMALL_BUFFER);
-        assert_eq!(segment_size(SMALL_SIZE + 512), LARGE_BUFFER);
-        assert_eq!(segment_size(MIN_LARGE_ALLOC - 512), LARGE_BUFFER);
-        assert_eq!(segment_size(MIN_LARGE_ALLOC), MIN_LARGE_ALLOC);
-        assert_eq!(segment_size(MIN_LARGE_ALLOC + 512), 12 * MIB);
+        assert_eq!(segment_size(512, LARGE_BUFFER), SMALL_BUFFER);
+        assert_eq!(segment_size(SMALL_SIZE, LARGE_BUFFER), SMALL_BUFFER);
+        assert_eq!(segment_size(SMALL_SIZE + 512, LARGE_BUFFER), LARGE_BUFFER);
+        assert_eq!(segment_size(MIN_LARGE_ALLOC - 512, LARGE_BUFFER), LARGE_BUFFER);
+        assert_eq!(segment_size(MIN_LARGE_ALLOC, LARGE_BUFFER), MIN_LARGE_ALLOC);
+        assert_eq!(segment_size(MIN_LARGE_ALLOC + 512, LARGE_BUFFER), 12 * MIB);
+    }
+
+    #[test]
+    fn large_segment_size_sets_the_segment_of_requests_between_1_and_10_mib_only() {
+        let large = 40 * MIB;
+        assert_eq!(segment_size(SMALL_SIZE + 512, large), large);
+        assert_eq!(segment_size(MIN_LARGE_ALLOC - 512, large), large);
+        assert_eq!(segment_size(SMALL_SIZE, large), SMALL_BUFFER);
+        assert_eq!(segment_size(MIN_LARGE_ALLOC, large), MIN_LARGE_ALLOC);
     }
 
     #[test]

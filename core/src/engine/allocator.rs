@@ -86,7 +86,11 @@ impl<D: Device> Allocator<D> {
             live: AddrTable::default(),
             stream_uses: Default::default(),
             events: PendingEvents::default(),
-            stats: Counters { max_split_size: config.max_split_size_stat(), ..Counters::default() },
+            stats: Counters {
+                max_split_size: config.max_split_size_stat(),
+                num_oom_rejections: config.pytorch_version.counts_oom_rejections().then_some(0),
+                ..Counters::default()
+            },
             reserved: 0,
             allowed: None,
             lookups: [0; 2],
@@ -285,10 +289,14 @@ impl<D: Device> Allocator<D> {
             let page = match self.vm.mode {
                 VmMode::Off => 0,
                 VmMode::Expandable if pool == Pool::Small => crate::base::size::SMALL_BUFFER,
-                VmMode::Expandable => crate::base::size::LARGE_BUFFER,
+                VmMode::Expandable => self.config.large_segment_size,
                 VmMode::Paged => self.paged.paged_page,
             };
-            self.explainer.note(|| Decision::Pool { pool: pool.name(), segment_size: segment_size(rounded), page });
+            self.explainer.note(|| Decision::Pool {
+                pool: pool.name(),
+                segment_size: segment_size(rounded, self.config.large_segment_size),
+                page,
+            });
         }
         let planned =
             if !PLAIN && self.paged.plan.is_some() { self.take_planned(pool, stream, rounded)? } else { None };
@@ -596,6 +604,9 @@ impl<D: Device> Allocator<D> {
         let expandable = self.vm.mode == VmMode::Expandable && self.pools.serving == 0;
         if let Some(allowed) = self.allowed_here() {
             if self.reserved + size > allowed {
+                if self.config.throw_on_cudamalloc_oom {
+                    return Err(self.rejected_before_device(stream, rounded, size));
+                }
                 let reason = "it would exceed the memory fraction";
                 self.explainer.note(|| match expandable {
                     true => Decision::PagesRefused { size, reason },
@@ -1034,7 +1045,7 @@ impl<D: Device> Allocator<D> {
 
     /// Segment size a fresh device allocation would get for a request of `size` bytes.
     pub fn segment_size_for(&self, size: u64) -> u64 {
-        segment_size(round_size(size, &self.config.roundup_power2_divisions))
+        segment_size(round_size(size, &self.config.roundup_power2_divisions), self.config.large_segment_size)
     }
 }
 

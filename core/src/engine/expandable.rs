@@ -1,6 +1,6 @@
 //! PyTorch's expandable segments (`policy:pytorch,expandable_segments:True`): one virtual
-//! range per stream and pool, 2 MiB pages for the small pool and 20 MiB pages for the
-//! large, mapped where the free space at the lowest unmapped address can grow into the
+//! range per stream and pool, 2 MiB pages for the small pool and `large_segment_size_mb` (20 MiB)
+//! pages for the large, mapped where the free space at the lowest unmapped address can grow into the
 //! request; blocks always split; pages are unmapped only when the cache is released.
 //!
 //! Invariant: the decisions are PyTorch 2.11's `find_expandable_block`, `map_block` and the
@@ -10,7 +10,7 @@ use alloc::vec::Vec;
 
 use crate::base::device::{Device, DeviceError, Stream};
 use crate::base::error::AllocError;
-use crate::base::size::{Pool, LARGE_BUFFER, SMALL_BUFFER};
+use crate::base::size::{Pool, SMALL_BUFFER};
 use crate::data::block::{BlockState, NIL};
 use crate::data::free_index::Key;
 use crate::engine::allocator::Allocator;
@@ -65,7 +65,7 @@ impl<D: Device> Allocator<D> {
                 return Ok(Some(c));
             }
         }
-        let page = if pool == Pool::Small { SMALL_BUFFER } else { LARGE_BUFFER };
+        let page = if pool == Pool::Small { SMALL_BUFFER } else { self.config.large_segment_size };
         if size > self.range_size(page) {
             // PyTorch reserves a range here even so, and the range, never mapped, is never
             // released: each such out-of-memory would leave one more range to search.

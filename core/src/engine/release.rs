@@ -35,7 +35,7 @@ impl<D: Device> Allocator<D> {
         stream: Stream,
         rounded: u64,
     ) -> Result<Option<u32>, AllocError> {
-        let size = segment_size(rounded);
+        let size = segment_size(rounded, self.config.large_segment_size);
         if self.gc_enabled() {
             let before = self.reserved;
             self.garbage_collect()?;
@@ -91,7 +91,7 @@ impl<D: Device> Allocator<D> {
             return Ok(None);
         }
         self.noting_releases("release every unsplit cached segment and retry", |a| a.release_cached_blocks())?;
-        self.allocate_segment(pool, stream, rounded, segment_size(rounded), true)
+        self.allocate_segment(pool, stream, rounded, segment_size(rounded, self.config.large_segment_size), true)
     }
 
     /// Runs a release step and notes what it returned to the device: segments (or, under
@@ -262,13 +262,27 @@ impl<D: Device> Allocator<D> {
         Ok(())
     }
 
+    /// `throw_on_cudamalloc_oom` (PyTorch 2.12 on): a new segment of `size` bytes that would
+    /// pass the memory fraction is refused before the device is asked, and the request ends
+    /// out of memory at once, with no cached segment released and no retry; counted in
+    /// `num_oom_rejections` as well as `num_ooms`.
+    pub(crate) fn rejected_before_device(&mut self, stream: Stream, rounded: u64, size: u64) -> AllocError {
+        let reason = "throw_on_cudamalloc_oom: it would exceed the memory fraction, so it is refused before the device";
+        self.explainer.note(|| Decision::SegmentRefused { size, reason });
+        if let Some(n) = self.stats.num_oom_rejections.as_mut() {
+            *n += 1;
+        }
+        self.out_of_memory(rounded, rounded, stream)
+    }
+
     /// Counts and describes an out-of-memory request.
     pub(crate) fn out_of_memory(&mut self, requested: u64, rounded: u64, stream: Stream) -> AllocError {
         let device_free = self.device.free_memory();
         self.explainer.note(|| Decision::OutOfMemory { requested });
         self.record(Action::Oom, device_free, rounded, stream);
         self.stats.num_ooms += 1;
-        let seg = segment_size(round_size(requested, &self.config.roundup_power2_divisions));
+        let seg =
+            segment_size(round_size(requested, &self.config.roundup_power2_divisions), self.config.large_segment_size);
         AllocError::OutOfMemory(Box::new(self.oom_report(requested, rounded, seg, stream, device_free)))
     }
 }

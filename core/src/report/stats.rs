@@ -48,6 +48,9 @@ pub struct DeviceStats<A = StatArray, P = A> {
     pub num_device_alloc: u64,
     /// Device free calls.
     pub num_device_free: u64,
+    /// Requests refused before the device was asked (`throw_on_cudamalloc_oom`); `None` where
+    /// the PyTorch release followed has no such counter (2.11), so it is not reported.
+    pub num_oom_rejections: Option<u64>,
     /// Allocations of blocks at least `max_split_size` bytes.
     pub oversize_allocations: Stat,
     /// Segments at least `max_split_size` bytes.
@@ -134,6 +137,9 @@ impl Counters {
         self.num_sync_all_streams = 0;
         self.num_device_alloc = 0;
         self.num_device_free = 0;
+        if let Some(n) = self.num_oom_rejections.as_mut() {
+            *n = 0;
+        }
     }
 
     /// The statistics as PyTorch reports them.
@@ -153,6 +159,7 @@ impl Counters {
             num_sync_all_streams: self.num_sync_all_streams,
             num_device_alloc: self.num_device_alloc,
             num_device_free: self.num_device_free,
+            num_oom_rejections: self.num_oom_rejections,
             oversize_allocations: self.oversize_allocations,
             oversize_segments: self.oversize_segments,
             max_split_size: self.max_split_size,
@@ -194,6 +201,9 @@ impl DeviceStats {
         self.num_sync_all_streams += other.num_sync_all_streams;
         self.num_device_alloc += other.num_device_alloc;
         self.num_device_free += other.num_device_free;
+        if let Some(theirs) = other.num_oom_rejections {
+            *self.num_oom_rejections.get_or_insert(0) += theirs;
+        }
     }
 
     /// The flat `name.pool.metric → value` list of `torch.cuda.memory_stats()`, sorted by
@@ -233,6 +243,9 @@ impl DeviceStats {
             ("max_split_size", self.max_split_size),
         ] {
             out.push((name.into(), v));
+        }
+        if let Some(n) = self.num_oom_rejections {
+            out.push(("num_oom_rejections".into(), n as i64));
         }
         out.sort();
         out
