@@ -18,10 +18,11 @@ TRACE is a path, '-' for stdin, or a built-in trace: gpt2_train, resnet50_train,
 (default gpt2_train). A path is an RMM CSV (.csv, .csv.gz) or a PyTorch snapshot: JSON, or the
 pickle torch.cuda.memory._dump_snapshot() writes (.pickle); gzip is recognised by its bytes.
 
-CONF uses PYTORCH_CUDA_ALLOC_CONF syntax (key:value,...) and takes every key PyTorch 2.11
-takes there or in PYTORCH_ALLOC_CONF; those that do not change a simulated device (backend,
-pinned_*, release_lock_on_cudamalloc, graph_capture_record_stream_reuse) are accepted with a
-note. Without policy:pytorch it runs cachalot's policy, which maps pages, so
+CONF uses PYTORCH_CUDA_ALLOC_CONF syntax (key:value,...) and takes every key PyTorch 2.11 to
+2.15 takes there or in PYTORCH_ALLOC_CONF; pytorch_version:2.11|...|2.15 (2.15 by default)
+picks the release whose keys are checked and whose decisions policy:pytorch makes. Those that
+do not change a simulated device (backend, pinned_*, release_lock_on_cudamalloc,
+graph_capture_record_stream_reuse, expandable_segments_reserve*) are accepted with a note. Without policy:pytorch it runs cachalot's policy, which maps pages, so
 max_split_size_mb, max_non_split_rounding_mb and expandable_segments do nothing there.
 Without --config, CACHALOT_ALLOC_CONF is read, as the library reads it; --config wins.
 
