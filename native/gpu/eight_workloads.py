@@ -30,7 +30,8 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
-LIB = os.path.join(ROOT, "target", "release", "libcachalot.so")
+# With CACHALOT_FROM_WHEEL=1 each run finds the installed wheel's library itself.
+LIB = None if os.environ.get("CACHALOT_FROM_WHEEL") == "1" else os.path.join(ROOT, "target", "release", "libcachalot.so")
 ALL = ["mixed_fc_conv", "resnet50_train", "gpt2_train", "bert_large_ckpt", "vit_side_stream", "moe_train",
        "t5_train", "llm_decode"]
 WORKLOADS = os.environ.get("WORKLOADS", " ".join(ALL)).split()
@@ -60,7 +61,8 @@ def say(msg, quiet=False):
 
 def run(workload, label, rnd):
     allocator, config = ALLOCATORS[label]
-    cmd = [sys.executable, os.path.join(HERE, "pytorch_run.py"), workload, allocator, "--config", config, "--lib", LIB]
+    cmd = [sys.executable, os.path.join(HERE, "pytorch_run.py"), workload, allocator, "--config", config]
+    cmd += ["--lib", LIB] if LIB else []
     say(f"$ {' '.join(cmd)}", quiet=True)
     t0 = time.monotonic()
     limit = max(30.0, BUDGET + 30 - (time.monotonic() - START))

@@ -13,13 +13,18 @@ set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 OUT=${OUT:-gpu-out}
 mkdir -p "$OUT"
-[ -f target/release/libcachalot.so ] || { echo "missing: target/release/libcachalot.so (carry it)"; exit 2; }
+PYTHON=${PYTHON:-python3}
+if [ "${CACHALOT_FROM_WHEEL:-}" = 1 ]; then  # the installed wheel (native/gpu/wheel_check.sh)
+    LIB_ARG= MODULES=
+else
+    [ -f target/release/libcachalot.so ] || { echo "missing: target/release/libcachalot.so (carry it)"; exit 2; }
+    LIB_ARG='"target/release/libcachalot.so"' MODULES=native/python
+fi
 echo "GPU: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -n 1)"
-# The extension is built once here, so no timed run pays for the build; importing what the
-# workloads import warms the file cache the same way for every allocator.
-PYTHONPATH=native/python python3 -c '
+# Importing what the workloads import warms the file cache the same way for every allocator.
+PYTHONPATH=$MODULES "$PYTHON" -c '
 import time; t = time.time()
-import cachalot_torch; cachalot_torch.install("target/release/libcachalot.so")
+import cachalot_torch; cachalot_torch.install('"$LIB_ARG"')
 import torch, torchvision, transformers; torch.zeros(1, device="cuda")
 print(f"extension ready in {time.time() - t:.1f} s; torch {torch.__version__}, transformers {transformers.__version__}")'
-python3 native/gpu/eight_workloads.py "$OUT"
+"$PYTHON" native/gpu/eight_workloads.py "$OUT"

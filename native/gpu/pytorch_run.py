@@ -28,7 +28,9 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
-sys.path.insert(0, os.path.join(ROOT, "native", "python"))
+FROM_WHEEL = os.environ.get("CACHALOT_FROM_WHEEL") == "1"  # the installed wheel's modules and library
+if not FROM_WHEEL:
+    sys.path.insert(0, os.path.join(ROOT, "native", "python"))
 KEEP = ("reserved_bytes.all.peak", "allocated_bytes.all.peak", "requested_bytes.all.peak", "active_bytes.all.peak",
         "segment.all.peak", "num_device_alloc", "num_device_free", "num_alloc_retries", "num_ooms",
         "allocation.all.allocated")
@@ -39,7 +41,7 @@ MORE = ["bert_large_ckpt", "vit_side_stream", "moe_train", "t5_train", "llm_deco
 ap.add_argument("workload", choices=FIRST_THREE + MORE)
 ap.add_argument("allocator", choices=["native", "cachalot"])
 ap.add_argument("--config", default="")
-ap.add_argument("--lib", default=os.path.join(ROOT, "target", "release", "libcachalot.so"))
+ap.add_argument("--lib", default=None if FROM_WHEEL else os.path.join(ROOT, "target", "release", "libcachalot.so"))
 ap.add_argument("--cli", default=os.path.join(ROOT, "target", "release", "cachalot"))
 ap.add_argument("--record")
 args = ap.parse_args()

@@ -1,7 +1,10 @@
-"""cachalot as PyTorch's CUDA allocator through its C++ extension (install(extension=True)),
-checked the way a PyTorch program uses an allocator. On the GPU machine, from the repo root:
+"""cachalot as PyTorch's CUDA allocator through its C++ extension (install()), checked the way a
+PyTorch program uses an allocator. On the GPU machine, from the repo root:
 
-    CACHALOT_LIB=target/gpu/libcachalot.so python3 native/gpu/torch_allocator_check.py
+    CACHALOT_LIB=target/release/libcachalot.so python3 native/gpu/torch_allocator_check.py
+        (this checkout's modules; the extension from target/torch-ext, `make torch-extensions`)
+    CACHALOT_FROM_WHEEL=1 python3 native/gpu/torch_allocator_check.py
+        (the installed wheel's, as native/gpu/wheel_check.sh runs it)
 
 Each check prints one JSON line {"check": ..., "ok": ..., ...}; the last line is the verdict.
 Checks: torch.cuda.memory_stats() equals cachalot's own figures (read through its C ABI);
@@ -16,7 +19,9 @@ DeviceStatsMonitor) and timm models train.
 """
 import json, os, subprocess, sys, time, traceback
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+# CACHALOT_FROM_WHEEL=1 (native/gpu/wheel_check.sh): the installed wheel's cachalot_torch, not this checkout's.
+if os.environ.get("CACHALOT_FROM_WHEEL") != "1":
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
 import torch  # noqa: E402
 import cachalot_torch  # noqa: E402
 
@@ -44,7 +49,8 @@ def _():
     except Exception as e:
         print(e, file=sys.stderr)  # the compiler's whole output, which the JSON line cuts short
         raise
-    return {"module": getattr(ext, "__name__", str(ext))}
+    return {"extension": getattr(ext, "path", str(ext)), "library": cachalot_torch.load_library().path,
+            "ok": getattr(ext, "is_current", lambda: False)()}
 
 
 if not results[-1]["ok"]:  # every later check would measure PyTorch's own allocator
