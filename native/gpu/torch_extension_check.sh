@@ -3,8 +3,9 @@
 #
 #   OUT=dir bash native/gpu/torch_extension_check.sh
 #
-# Build here first: `cargo build --release -p cachalot -p cachalot-cli`, and carry
-# target/release/libcachalot.so and target/release/cachalot (and target/vizcheck, see 2). It runs
+# Build here first: `make torch-extensions` and `cargo build --release -p cachalot-cli`, and carry
+# target/release/libcachalot.so, target/release/cachalot and target/torch-ext (the extension
+# built for each PyTorch minor; and target/vizcheck, see 2). It runs
 #   1. native/gpu/torch_allocator_check.py: what a PyTorch program does with its allocator (out of
 #      memory, torch.cuda.memory_*, cudnn.benchmark, CUDA graphs, MemPool, private pools held by
 #      cachalot's core, torch.compile's CUDA graph trees, memory history and memory_viz,
