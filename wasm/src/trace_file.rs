@@ -45,7 +45,9 @@ impl TraceFile {
                 "{name}: {e}: choose one with the device argument, or read each with parse_each_device \
                  (with the CLI: cachalot replay \"{name}\" --device N)"
             )),
-            TraceErrorKind::NoSuchDevice | TraceErrorKind::Invalid => js_error(format!("{name}: {e}")),
+            TraceErrorKind::NoSuchDevice | TraceErrorKind::Invalid | TraceErrorKind::Limit(_) => {
+                js_error(format!("{name}: {e}"))
+            }
         })?;
         Ok(TraceFile { trace: Rc::new(trace), name })
     }

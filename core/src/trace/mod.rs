@@ -1,9 +1,13 @@
 //! Allocation traces read from text (RAPIDS RMM CSV, PyTorch snapshot JSON) into operations on
-//! slots.
+//! slots, within [`TraceLimits`]; a CSV may be fed a line at a time ([`CsvReader`]).
 
+pub(crate) mod csv;
+pub(crate) mod limits;
 pub(crate) mod position;
 pub(crate) mod reader;
 pub(crate) mod snapshot_device;
 pub(crate) mod trace_error;
 
+pub use csv::CsvReader;
+pub use limits::{nests_deeper, Limit, TraceLimits, LINE_BYTES};
 pub use reader::*;

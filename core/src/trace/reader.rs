@@ -16,6 +16,10 @@
 //! Every operation keeps the [`Position`] of the row or event it came from, and each kind of
 //! row skipped keeps the position of its first, so a report can say where to look.
 //!
+//! Every reader keeps [`TraceLimits`] (the `*_within` functions take them; the others take
+//! the defaults): text past `bytes`, JSON nested past `depth` or rows and events past `events`
+//! are a [`TraceErrorKind::Limit`], not memory taken.
+//!
 //! Invariants: a `Free` or `FreeDeferred` names a slot whose allocation is live at that point;
 //! every slot number is below `slots`, every lane below `lanes`; a lane is completed at most
 //! once after each deferred free on it, and reused only after that.
@@ -25,8 +29,9 @@ use alloc::vec::Vec;
 
 use crate::base::device::Stream;
 use crate::base::size::MAX_REQUEST;
+use crate::trace::limits::{nests_deeper, Limit, TraceLimits};
 pub use crate::trace::position::Position;
-use crate::trace::trace_error::error;
+use crate::trace::trace_error::{error, over};
 pub use crate::trace::trace_error::{TraceError, TraceErrorKind};
 
 /// One operation of a trace.
@@ -138,7 +143,7 @@ pub struct Trace {
 
 /// Builds a trace from pointer-level events, assigning slots.
 #[derive(Default)]
-struct Builder {
+pub(crate) struct Builder {
     trace: Trace,
     /// Ordered, not hashed: the allocator's fast hash assumes device addresses, and a
     /// crafted file of pointers that collide in it made parsing quadratic.
@@ -151,10 +156,29 @@ struct Builder {
     /// Pointers freed so far, to tell a double free from a free of a pointer never seen.
     freed: alloc::collections::BTreeSet<u64>,
     /// The position of the row or event being read.
-    at: Position,
+    pub(crate) at: Position,
+    /// The bounds kept.
+    limits: TraceLimits,
+    /// Rows or events read so far.
+    events: u64,
 }
 
 impl Builder {
+    /// A builder that keeps `limits`.
+    pub(crate) fn within(limits: TraceLimits) -> Builder {
+        Builder { limits, ..Builder::default() }
+    }
+
+    /// Counts one row or event read (at `line`, 0 for a snapshot), refusing one past the
+    /// limit on events.
+    pub(crate) fn event(&mut self, line: usize) -> Result<(), TraceError> {
+        self.events += 1;
+        if self.events > self.limits.events {
+            return Err(over(line, Limit::Events(self.limits.events)));
+        }
+        Ok(())
+    }
+
     /// Makes room for one more operation, or says that memory ran out: a browser's module
     /// has 4 GiB at most, and an allocation that fails there ends the module for good.
     fn room_for_one(&mut self) -> Result<(), String> {
@@ -171,7 +195,7 @@ impl Builder {
         self.trace.positions.push(self.at);
     }
 
-    fn alloc(&mut self, ptr: u64, size: u64, stream: Stream, time_us: u64) -> Result<(), String> {
+    pub(crate) fn alloc(&mut self, ptr: u64, size: u64, stream: Stream, time_us: u64) -> Result<(), String> {
         self.trace.report.rows += 1;
         if size == 0 {
             self.trace.report.zero_size += 1;
@@ -196,7 +220,7 @@ impl Builder {
         Ok(())
     }
 
-    fn free(&mut self, ptr: u64, time_us: u64) -> Result<(), String> {
+    pub(crate) fn free(&mut self, ptr: u64, time_us: u64) -> Result<(), String> {
         if let Some(slot) = self.release_slot(ptr)? {
             self.trace.ops.push(TraceOp::Free { slot });
             self.push_time(time_us);
@@ -262,12 +286,12 @@ impl Builder {
         }
     }
 
-    fn failure(&mut self) {
+    pub(crate) fn failure(&mut self) {
         self.trace.report.rows += 1;
         self.trace.report.alloc_failures += 1;
     }
 
-    fn finish(mut self) -> Trace {
+    pub(crate) fn finish(mut self) -> Trace {
         self.trace.report.live_at_end = self.slot_of.len();
         self.trace.report.streams = self.streams.len();
         // Slots are handed out lowest-last from the stack; keep the order deterministic.
@@ -287,25 +311,39 @@ pub fn parse_trace(text: &str) -> Result<Trace, TraceError> {
 /// of kind [`TraceErrorKind::DeviceNotChosen`], which lists them). An RMM CSV records one
 /// device, so asking for one is an error.
 pub fn parse_device_trace(text: &str, device: Option<usize>) -> Result<Trace, TraceError> {
+    parse_device_trace_within(text, device, &TraceLimits::DEFAULT)
+}
+
+/// [`parse_device_trace`] within `limits`.
+pub fn parse_device_trace_within(text: &str, device: Option<usize>, limits: &TraceLimits) -> Result<Trace, TraceError> {
     let text = without_bom(text);
     if is_snapshot(text) {
-        parse_snapshot_value(&json(text)?, device)
+        parse_snapshot_value_within(&json(text, limits)?, device, limits)
     } else if let Some(d) = device {
         let message = alloc::format!("device {d} asked for, but an RMM CSV trace records one device");
         Err(TraceError { line: 0, message, kind: TraceErrorKind::NoSuchDevice })
     } else {
-        parse_csv(text)
+        crate::trace::csv::parse_csv_within(text, limits)
     }
 }
 
 /// Reads a snapshot already parsed into a JSON value (a pickle converted, say), as
 /// [`parse_device_trace`] reads its text: the same reader, so both give the same trace.
 pub fn parse_snapshot_value(snapshot: &serde_json::Value, device: Option<usize>) -> Result<Trace, TraceError> {
-    let lists = snapshot_lists(snapshot)?;
-    read_lists(lists, crate::trace::snapshot_device::choose(lists, device)?)
+    parse_snapshot_value_within(snapshot, device, &TraceLimits::DEFAULT)
 }
 
-fn parse_hex(field: &str) -> Option<u64> {
+/// [`parse_snapshot_value`] within `limits` (on events: the value is already held).
+pub fn parse_snapshot_value_within(
+    snapshot: &serde_json::Value,
+    device: Option<usize>,
+    limits: &TraceLimits,
+) -> Result<Trace, TraceError> {
+    let lists = snapshot_lists(snapshot)?;
+    read_lists(lists, crate::trace::snapshot_device::choose(lists, device)?, limits)
+}
+
+pub(crate) fn parse_hex(field: &str) -> Option<u64> {
     let f = field.trim();
     let digits = f.strip_prefix("0x").or_else(|| f.strip_prefix("0X")).unwrap_or(f);
     if digits.is_empty() {
@@ -315,7 +353,7 @@ fn parse_hex(field: &str) -> Option<u64> {
 }
 
 /// Microseconds, or `HH:MM:SS.ffffff` as microseconds since midnight.
-fn parse_time(field: &str) -> Option<u64> {
+pub(crate) fn parse_time(field: &str) -> Option<u64> {
     let f = field.trim();
     if f.is_empty() {
         return Some(0);
@@ -347,7 +385,7 @@ fn parse_time(field: &str) -> Option<u64> {
 }
 
 /// A request size a device could hold: no more than [`MAX_REQUEST`] (1 TiB).
-fn checked_size(size: u64) -> Result<u64, String> {
+pub(crate) fn checked_size(size: u64) -> Result<u64, String> {
     if size > MAX_REQUEST {
         return Err(alloc::format!("size {size} is more than 1 TiB ({MAX_REQUEST} bytes), more than any device holds"));
     }
@@ -356,54 +394,7 @@ fn checked_size(size: u64) -> Result<u64, String> {
 
 /// Reads RMM's logging CSV (`Thread,Time,Action,Pointer,Size,Stream`; columns found by name).
 pub fn parse_csv(text: &str) -> Result<Trace, TraceError> {
-    let text = without_bom(text);
-    let mut lines = text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty());
-    let (_, header) = lines.next().ok_or_else(|| error(0, "the text is empty"))?;
-    let names: Vec<&str> = header.split(',').map(str::trim).collect();
-    let column = |name: &str| {
-        names.iter().position(|n| n.eq_ignore_ascii_case(name)).ok_or_else(|| {
-            error(
-                1,
-                alloc::format!("header lacks the '{name}' column (expected Thread,Time,Action,Pointer,Size,Stream)"),
-            )
-        })
-    };
-    let (c_time, c_action, c_ptr, c_size) = (column("Time")?, column("Action")?, column("Pointer")?, column("Size")?);
-    let c_stream = names.iter().position(|n| n.eq_ignore_ascii_case("Stream"));
-    let mut b = Builder::default();
-    let mut fields: Vec<&str> = Vec::with_capacity(names.len());
-    for (i, line) in lines {
-        let n = i + 1;
-        b.at = Position::Line(u32::try_from(n).unwrap_or(u32::MAX));
-        fields.clear();
-        fields.extend(line.split(','));
-        if fields.len() < names.len() {
-            return Err(error(n, alloc::format!("expected {} fields, found {}", names.len(), fields.len())));
-        }
-        let time =
-            parse_time(fields[c_time]).ok_or_else(|| error(n, alloc::format!("bad time '{}'", fields[c_time])))?;
-        let ptr = parse_hex(fields[c_ptr]).ok_or_else(|| error(n, alloc::format!("bad pointer '{}'", fields[c_ptr])));
-        let size =
-            fields[c_size].trim().parse::<u64>().map_err(|_| error(n, alloc::format!("bad size '{}'", fields[c_size])));
-        let stream = match c_stream {
-            Some(c) => parse_hex(fields[c]).ok_or_else(|| error(n, alloc::format!("bad stream '{}'", fields[c])))?,
-            None => 0,
-        };
-        match fields[c_action].trim() {
-            "allocate" => {
-                b.alloc(ptr?, checked_size(size?).map_err(|m| error(n, m))?, stream, time).map_err(|m| error(n, m))?
-            }
-            "free" => b.free(ptr?, time).map_err(|m| error(n, m))?,
-            "allocate failure" => b.failure(),
-            other => {
-                return Err(error(
-                    n,
-                    alloc::format!("unknown action '{other}' (expected allocate, free or allocate failure)"),
-                ))
-            }
-        }
-    }
-    Ok(b.finish())
+    crate::trace::csv::parse_csv_within(text, &TraceLimits::DEFAULT)
 }
 
 /// Reads the `device_traces` of a PyTorch snapshot (`torch.cuda.memory._snapshot()`):
@@ -411,9 +402,10 @@ pub fn parse_csv(text: &str) -> Result<Trace, TraceError> {
 /// `free_completed` when that does not follow at once), `oom` entries count as failures, and
 /// `segment_alloc` entries become the trace's `segment_placements`; other actions are ignored. One device's list is read, as [`parse_device_trace`] chooses it.
 pub fn parse_snapshot_json(text: &str) -> Result<Trace, TraceError> {
-    let v = json(without_bom(text))?;
+    let limits = TraceLimits::DEFAULT;
+    let v = json(without_bom(text), &limits)?;
     let lists = snapshot_lists(&v)?;
-    read_lists(lists, crate::trace::snapshot_device::choose(lists, None)?)
+    read_lists(lists, crate::trace::snapshot_device::choose(lists, None)?, &limits)
 }
 
 /// Reads a trace in either format, as [`parse_trace`] does, but a snapshot's every device
@@ -421,21 +413,27 @@ pub fn parse_snapshot_json(text: &str) -> Result<Trace, TraceError> {
 /// several), in device order: one parse for a page that offers each GPU. A CSV, or a
 /// snapshot without allocations, gives one trace.
 pub fn parse_each_device(text: &str) -> Result<Vec<Trace>, TraceError> {
+    parse_each_device_within(text, &TraceLimits::DEFAULT)
+}
+
+/// [`parse_each_device`] within `limits` (the events of each device's trace are counted
+/// apart: each is held as one trace would be).
+pub fn parse_each_device_within(text: &str, limits: &TraceLimits) -> Result<Vec<Trace>, TraceError> {
     let text = without_bom(text);
     if !is_snapshot(text) {
-        return Ok(alloc::vec![parse_csv(text)?]);
+        return Ok(alloc::vec![crate::trace::csv::parse_csv_within(text, limits)?]);
     }
-    let v = json(text)?;
+    let v = json(text, limits)?;
     let lists = snapshot_lists(&v)?;
     let devices = crate::trace::snapshot_device::with_allocations(lists);
     if devices.is_empty() {
-        return Ok(alloc::vec![read_lists(lists, None)?]);
+        return Ok(alloc::vec![read_lists(lists, None, limits)?]);
     }
-    devices.into_iter().map(|d| read_lists(lists, Some(d))).collect()
+    devices.into_iter().map(|d| read_lists(lists, Some(d), limits)).collect()
 }
 
 /// The text without a byte-order mark, as some editors write.
-fn without_bom(text: &str) -> &str {
+pub(crate) fn without_bom(text: &str) -> &str {
     text.strip_prefix('\u{feff}').unwrap_or(text)
 }
 
@@ -444,7 +442,15 @@ fn is_snapshot(text: &str) -> bool {
     text.trim_start().starts_with(['{', '['])
 }
 
-fn json(text: &str) -> Result<serde_json::Value, TraceError> {
+/// The JSON value of `text`, within `limits`' bytes and nesting (checked first: serde_json's
+/// own bound is 127 and its error does not say which limit).
+fn json(text: &str, limits: &TraceLimits) -> Result<serde_json::Value, TraceError> {
+    if text.len() as u64 > limits.bytes {
+        return Err(over(0, Limit::Bytes(limits.bytes)));
+    }
+    if nests_deeper(text, limits.depth) {
+        return Err(over(0, Limit::Depth(limits.depth)));
+    }
     serde_json::from_str(text).map_err(|e| error(e.line(), e.to_string()))
 }
 
@@ -467,8 +473,8 @@ fn snapshot_lists(v: &serde_json::Value) -> Result<&[serde_json::Value], TraceEr
 
 /// The trace of device `chosen`'s list, or (`None`: no device has allocations, nothing to
 /// replay) of every list, for what they count (`oom` entries) and for their errors.
-fn read_lists(lists: &[serde_json::Value], chosen: Option<usize>) -> Result<Trace, TraceError> {
-    let mut b = Builder::default();
+fn read_lists(lists: &[serde_json::Value], chosen: Option<usize>, limits: &TraceLimits) -> Result<Trace, TraceError> {
+    let mut b = Builder::within(*limits);
     let mut placements = Vec::new();
     let read: Vec<usize> = match chosen {
         Some(d) => alloc::vec![d],
@@ -480,6 +486,7 @@ fn read_lists(lists: &[serde_json::Value], chosen: Option<usize>) -> Result<Trac
         let logs_completions = entries.iter().any(|e| action_of(e) == "free_completed");
         for (i, e) in entries.iter().enumerate() {
             b.at = Position::Event(u32::try_from(i).unwrap_or(u32::MAX));
+            b.event(0)?;
             let field = |k: &str| e.get(k).and_then(|x| x.as_u64());
             let action = action_of(e);
             let need = |k: &str| {
@@ -746,6 +753,25 @@ mod tests {
         assert_eq!(parse_device_trace(csv, Some(0)).unwrap_err().kind, TraceErrorKind::NoSuchDevice);
         assert_eq!(parse_each_device(csv).unwrap().len(), 1);
         assert_eq!(parse_trace("{not json").unwrap_err().kind, TraceErrorKind::Invalid);
+    }
+
+    /// A snapshot past the limits is refused naming the limit: nesting before serde_json
+    /// recurses, events before their operations are held, text before it is parsed.
+    #[test]
+    fn a_snapshot_past_a_limit_names_it() {
+        let limits = TraceLimits { bytes: 1 << 20, depth: 6, events: 2 };
+        let events = |n: usize| {
+            let e = r#"{"action": "alloc", "addr": 4096, "size": 512, "frames": [{"name": "f"}]}"#;
+            alloc::format!(r#"{{"device_traces": [[{}]]}}"#, alloc::vec![e; n].join(","))
+        };
+        assert_eq!(parse_device_trace_within(&events(1), None, &limits).unwrap().ops.len(), 1);
+        let kind = |text: &str, l: &TraceLimits| parse_device_trace_within(text, None, l).unwrap_err().kind;
+        assert_eq!(kind(&events(3), &limits), TraceErrorKind::Limit(Limit::Events(2)));
+        let deep = alloc::format!(r#"{{"device_traces": [[{}1{}]]}}"#, "[".repeat(5), "]".repeat(5));
+        assert_eq!(kind(&deep, &limits), TraceErrorKind::Limit(Limit::Depth(6)));
+        assert_eq!(kind(&events(1), &TraceLimits { bytes: 10, ..limits }), TraceErrorKind::Limit(Limit::Bytes(10)));
+        let each = parse_each_device_within(&events(3), &limits).unwrap_err();
+        assert_eq!(each.kind, TraceErrorKind::Limit(Limit::Events(2)));
     }
 
     #[test]

@@ -1,9 +1,12 @@
 //! Why a text is not a trace the reader accepts, or cannot give the device asked for: a
-//! [`TraceError`] names the line (0 when the problem is not on one) and says what is wrong.
+//! [`TraceError`] names the line (0 when the problem is not on one) and says what is wrong;
+//! a bound of the reader's that the text went past is a [`TraceErrorKind::Limit`] naming it.
 
 use alloc::string::String;
 use alloc::vec::Vec;
 use core::fmt;
+
+use crate::trace::limits::Limit;
 
 /// Text that is not a readable trace.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -29,11 +32,19 @@ pub enum TraceErrorKind {
     },
     /// The device asked for is not in the trace, or has no events while another has.
     NoSuchDevice,
+    /// The text goes past one of the reader's [`TraceLimits`](crate::trace::TraceLimits):
+    /// the caller can say how to raise it.
+    Limit(Limit),
 }
 
 impl fmt::Display for TraceError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.kind != TraceErrorKind::Invalid {
+        if let TraceErrorKind::Limit(_) = self.kind {
+            match self.line {
+                0 => f.write_str(&self.message),
+                n => write!(f, "line {n}: {}", self.message),
+            }
+        } else if self.kind != TraceErrorKind::Invalid {
             f.write_str(&self.message)
         } else if self.line == 0 {
             write!(f, "invalid trace: {}", self.message)
@@ -45,4 +56,9 @@ impl fmt::Display for TraceError {
 
 pub(crate) fn error(line: usize, message: impl Into<String>) -> TraceError {
     TraceError { line, message: message.into(), kind: TraceErrorKind::Invalid }
+}
+
+/// The error of a text that went past `limit` (at `line`, 0 when not on one).
+pub(crate) fn over(line: usize, limit: Limit) -> TraceError {
+    TraceError { line, message: alloc::format!("the trace holds {limit}"), kind: TraceErrorKind::Limit(limit) }
 }

@@ -35,7 +35,7 @@ pub fn parse(bytes: &[u8], what: &str, device: Option<usize>) -> Result<Loaded, 
     let raw = gunzip(bytes, what)?;
     let named = |e: TraceError| match e.kind {
         TraceErrorKind::DeviceNotChosen { .. } => format!("{what}: {e}: choose one with --device N"),
-        TraceErrorKind::NoSuchDevice | TraceErrorKind::Invalid => format!("{what}: {e}"),
+        TraceErrorKind::NoSuchDevice | TraceErrorKind::Invalid | TraceErrorKind::Limit(_) => format!("{what}: {e}"),
     };
     let snapshot = if pickle_snapshot::is_pickle(&raw) {
         pickle_snapshot::to_json(&raw, what)?

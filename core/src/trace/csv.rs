@@ -1,0 +1,162 @@
+//! RAPIDS RMM's logging CSV (`Thread,Time,Action,Pointer,Size,Stream`, columns found by name),
+//! read a line at a time: [`CsvReader`] is fed lines as a file yields them, so a reader of a
+//! large or endless file holds one line and the operations, never the text.
+//!
+//! Invariants: a reader fed a text's lines (as `str::lines` splits them) gives what
+//! [`parse_csv`](crate::trace::parse_csv) gives for the text; line numbers are 1-based and
+//! count blank lines; past [`TraceLimits`]' bytes or events, or a line past [`LINE_BYTES`],
+//! the reader stops with a [`Limit`] error and takes nothing more.
+
+use alloc::string::String;
+use alloc::vec::Vec;
+
+use crate::trace::limits::{Limit, TraceLimits, LINE_BYTES};
+use crate::trace::reader::{checked_size, parse_hex, parse_time, Builder};
+use crate::trace::trace_error::{error, over};
+use crate::trace::{Position, Trace, TraceError};
+
+/// Where the columns are, from the header.
+struct Columns {
+    count: usize,
+    time: usize,
+    action: usize,
+    pointer: usize,
+    size: usize,
+    stream: Option<usize>,
+}
+
+/// A CSV trace read a line at a time.
+pub struct CsvReader {
+    builder: Builder,
+    columns: Option<Columns>,
+    /// Lines fed so far.
+    line: usize,
+    /// Bytes fed so far, a line ending counted as one.
+    bytes: u64,
+    limits: TraceLimits,
+}
+
+impl CsvReader {
+    /// A reader that keeps `limits`.
+    pub fn new(limits: TraceLimits) -> CsvReader {
+        CsvReader { builder: Builder::within(limits), columns: None, line: 0, bytes: 0, limits }
+    }
+
+    /// Feeds the next line, without its line ending (`\n` or `\r\n`).
+    pub fn line(&mut self, line: &str) -> Result<(), TraceError> {
+        self.line += 1;
+        let n = self.line;
+        self.bytes = self.bytes.saturating_add(line.len() as u64 + 1);
+        if self.bytes > self.limits.bytes.saturating_add(1) {
+            return Err(over(n, Limit::Bytes(self.limits.bytes)));
+        }
+        if line.len() > LINE_BYTES {
+            return Err(over(n, Limit::LineBytes(LINE_BYTES)));
+        }
+        let line = if n == 1 { line.strip_prefix('\u{feff}').unwrap_or(line) } else { line };
+        if line.trim().is_empty() {
+            return Ok(());
+        }
+        let Some(c) = &self.columns else {
+            self.columns = Some(header(line, n)?);
+            return Ok(());
+        };
+        let b = &mut self.builder;
+        b.event(n)?;
+        b.at = Position::Line(u32::try_from(n).unwrap_or(u32::MAX));
+        let fields: Vec<&str> = line.splitn(c.count + 1, ',').collect();
+        if fields.len() < c.count {
+            return Err(error(n, alloc::format!("expected {} fields, found {}", c.count, fields.len())));
+        }
+        let time =
+            parse_time(fields[c.time]).ok_or_else(|| error(n, alloc::format!("bad time '{}'", fields[c.time])))?;
+        let ptr =
+            parse_hex(fields[c.pointer]).ok_or_else(|| error(n, alloc::format!("bad pointer '{}'", fields[c.pointer])));
+        let size =
+            fields[c.size].trim().parse::<u64>().map_err(|_| error(n, alloc::format!("bad size '{}'", fields[c.size])));
+        let stream = match c.stream {
+            Some(s) => parse_hex(fields[s]).ok_or_else(|| error(n, alloc::format!("bad stream '{}'", fields[s])))?,
+            None => 0,
+        };
+        match fields[c.action].trim() {
+            "allocate" => {
+                b.alloc(ptr?, checked_size(size?).map_err(|m| error(n, m))?, stream, time).map_err(|m| error(n, m))
+            }
+            "free" => b.free(ptr?, time).map_err(|m| error(n, m)),
+            "allocate failure" => {
+                b.failure();
+                Ok(())
+            }
+            other => {
+                Err(error(n, alloc::format!("unknown action '{other}' (expected allocate, free or allocate failure)")))
+            }
+        }
+    }
+
+    /// The trace of the lines fed; an error if none held a header.
+    pub fn finish(self) -> Result<Trace, TraceError> {
+        if self.columns.is_none() {
+            return Err(error(0, "the text is empty"));
+        }
+        Ok(self.builder.finish())
+    }
+}
+
+/// The columns a header line names (`n`: its line).
+fn header(line: &str, n: usize) -> Result<Columns, TraceError> {
+    let names: Vec<&str> = line.split(',').map(str::trim).collect();
+    let find = |name: &str| names.iter().position(|c| c.eq_ignore_ascii_case(name));
+    let column = |name: &str| {
+        find(name).ok_or_else(|| {
+            let message: String =
+                alloc::format!("header lacks the '{name}' column (expected Thread,Time,Action,Pointer,Size,Stream)");
+            error(n, message)
+        })
+    };
+    Ok(Columns {
+        count: names.len(),
+        time: column("Time")?,
+        action: column("Action")?,
+        pointer: column("Pointer")?,
+        size: column("Size")?,
+        stream: find("Stream"),
+    })
+}
+
+/// A CSV text read within `limits`.
+pub(crate) fn parse_csv_within(text: &str, limits: &TraceLimits) -> Result<Trace, TraceError> {
+    if text.len() as u64 > limits.bytes {
+        return Err(over(0, Limit::Bytes(limits.bytes)));
+    }
+    let mut reader = CsvReader::new(*limits);
+    for line in text.lines() {
+        reader.line(line)?;
+    }
+    reader.finish()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::trace::TraceErrorKind;
+    use alloc::string::ToString;
+
+    #[test]
+    fn each_limit_stops_the_reader_and_names_itself() {
+        let csv = "Time,Action,Pointer,Size\n1,allocate,0x10,512\n2,free,0x10,512\n3,allocate,0x10,512\n";
+        let limits = |bytes, events| TraceLimits { bytes, depth: 64, events };
+        assert_eq!(parse_csv_within(csv, &limits(1 << 20, 3)).unwrap().ops.len(), 3);
+        let e = parse_csv_within(csv, &limits(1 << 20, 2)).unwrap_err();
+        assert_eq!((&e.kind, e.line), (&TraceErrorKind::Limit(Limit::Events(2)), 4));
+        assert_eq!(e.to_string(), "line 4: the trace holds more than 2 rows or events (the limit on events)");
+        let e = parse_csv_within(csv, &limits(csv.len() as u64 - 1, 10)).unwrap_err();
+        assert_eq!(e.kind, TraceErrorKind::Limit(Limit::Bytes(csv.len() as u64 - 1)));
+        // Fed a line at a time, the byte count is the reader's own.
+        let mut r = CsvReader::new(limits(30, 10));
+        r.line("Time,Action,Pointer,Size").unwrap();
+        assert_eq!(r.line("1,allocate,0x10,512").unwrap_err().kind, TraceErrorKind::Limit(Limit::Bytes(30)));
+        let long = alloc::format!("Time,Action,Pointer,Size{}", " ".repeat(LINE_BYTES));
+        let e = CsvReader::new(TraceLimits::DEFAULT).line(&long).unwrap_err();
+        assert_eq!(e.kind, TraceErrorKind::Limit(Limit::LineBytes(LINE_BYTES)));
+    }
+}
