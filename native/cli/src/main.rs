@@ -13,7 +13,15 @@ use std::process::ExitCode;
 fn main() -> ExitCode {
     let mut err = std::io::stderr();
     // Writes to stderr are best effort: if it is closed too, the exit status still says it all.
-    match cli::main(std::env::args().skip(1).collect()) {
+    // A name that is not UTF-8 is refused with a message: `std::env::args()` would panic.
+    let argv = match cli::utf8_arguments(std::env::args_os().skip(1)) {
+        Ok(argv) => argv,
+        Err(msg) => {
+            let _ = writeln!(err, "cachalot: error: {msg}");
+            return ExitCode::from(2);
+        }
+    };
+    match cli::main(argv) {
         Ok(cli::Finished::Done) => ExitCode::SUCCESS,
         Ok(cli::Finished::RanOutOfMemory) => ExitCode::from(3),
         Err(cli::Failure::Usage(msg)) => {

@@ -33,21 +33,21 @@ pub fn pytorch_conf_name(config: &Config) -> Option<String> {
 }
 
 /// The configs to compare: those given, else the defaults and `$CACHALOT_ALLOC_CONF`'s.
-fn configs_to_compare(given: &[String]) -> Vec<ConfigText> {
+fn configs_to_compare(given: &[String]) -> Result<Vec<ConfigText>, Failure> {
     if !given.is_empty() {
-        return given.iter().map(|t| ConfigText::given(t)).collect();
+        return Ok(given.iter().map(|t| ConfigText::given(t)).collect());
     }
     let mut texts: Vec<ConfigText> = DEFAULT_CONFIGS.iter().map(|t| ConfigText::given(t)).collect();
-    if let Some(env) = config_from_env() {
+    if let Some(env) = config_from_env()? {
         texts.push(ConfigText { text: env, from_env: true });
     }
-    texts
+    Ok(texts)
 }
 
 pub fn run(args: &CompareArgs, out: Out) -> Result<(), Failure> {
     let json = args.trace.json;
     let opts = run_options(&args.device, &args.passes, false);
-    let mut parsed = parse_user_configs(&configs_to_compare(&args.config))?;
+    let mut parsed = parse_user_configs(&configs_to_compare(&args.config)?)?;
     // The environment's config may be one of the defaults: one row each.
     let mut seen = Vec::new();
     parsed.retain(|c| {

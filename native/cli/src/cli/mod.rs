@@ -92,10 +92,38 @@ fn run_options(device: &command_line::DeviceArgs, passes: &command_line::PassArg
     }
 }
 
+/// The arguments as text; one that is not UTF-8 is an error naming it (its bytes shown with
+/// `\xNN` escapes), never a panic: clap and the trace names take text.
+pub fn utf8_arguments(args: impl Iterator<Item = std::ffi::OsString>) -> Result<Vec<String>, String> {
+    args.enumerate()
+        .map(|(i, a)| {
+            a.into_string()
+                .map_err(|a| format!("argument {} is not valid UTF-8: '{}'", i + 1, escaped(a.as_encoded_bytes())))
+        })
+        .collect()
+}
+
+/// `bytes` as text, each byte that is not part of UTF-8 written `\xNN`.
+fn escaped(bytes: &[u8]) -> String {
+    bytes.utf8_chunks().fold(String::new(), |mut s, chunk| {
+        s.push_str(chunk.valid());
+        chunk.invalid().iter().for_each(|b| s.push_str(&format!("\\x{b:02x}")));
+        s
+    })
+}
+
 /// The config text `$CACHALOT_ALLOC_CONF` holds, if set (an empty value counts as unset, as
-/// the library takes it: the defaults).
-fn config_from_env() -> Option<String> {
-    std::env::var(CONFIG_ENV).ok().filter(|v| !v.trim().is_empty())
+/// the library takes it: the defaults). A value that is not UTF-8 is a usage error, as the
+/// library refuses it: replaying under the defaults instead would report figures of a config
+/// nobody asked for.
+fn config_from_env() -> Result<Option<String>, Failure> {
+    match std::env::var(CONFIG_ENV) {
+        Ok(v) => Ok(Some(v).filter(|v| !v.trim().is_empty())),
+        Err(std::env::VarError::NotPresent) => Ok(None),
+        Err(std::env::VarError::NotUnicode(v)) => {
+            Err(Failure::Usage(format!("{CONFIG_ENV} is not valid UTF-8: '{}'", escaped(v.as_encoded_bytes()))))
+        }
+    }
 }
 
 /// A config the user gave, and where: how a bad one is named.
@@ -110,12 +138,12 @@ impl ConfigText {
     }
 
     /// `--config`'s value, else `$CACHALOT_ALLOC_CONF`, else the defaults.
-    fn resolve(given: Option<&str>) -> ConfigText {
-        match (given, config_from_env()) {
+    fn resolve(given: Option<&str>) -> Result<ConfigText, Failure> {
+        Ok(match (given, config_from_env()?) {
             (Some(t), _) => ConfigText::given(t),
             (None, Some(env)) => ConfigText { text: env, from_env: true },
             (None, None) => ConfigText::given(""),
-        }
+        })
     }
 }
 

@@ -61,7 +61,7 @@ fn cpu_cost(r: &super::run::RunReport) -> String {
 pub fn run(args: &ReplayArgs, out: Out) -> Result<Finished, Failure> {
     let json = args.trace.json;
     let opts = run_options(&args.device, &args.passes, args.summary);
-    let config = parse_user_configs(&[ConfigText::resolve(args.config.as_deref())])?.remove(0);
+    let config = parse_user_configs(&[ConfigText::resolve(args.config.as_deref())?])?.remove(0);
     let plot = args.plot.as_deref().map(PlotFile::claim).transpose()?;
     let snapshot = args.snapshot.as_deref().map(SnapshotFile::claim).transpose()?;
     let trace = input::load(args.trace.trace.as_deref(), args.trace.device)?;
