@@ -58,7 +58,15 @@ pub(crate) fn error(line: usize, message: impl Into<String>) -> TraceError {
     TraceError { line, message: message.into(), kind: TraceErrorKind::Invalid }
 }
 
-/// The error of a text that went past `limit` (at `line`, 0 when not on one).
+impl TraceError {
+    /// The error of a text that went past `limit` (at `line`, 0 when not on one): what a
+    /// reader outside the core (of gzip, say) says for a limit it keeps.
+    pub fn limit(line: usize, limit: Limit) -> TraceError {
+        TraceError { line, message: alloc::format!("the trace holds {limit}"), kind: TraceErrorKind::Limit(limit) }
+    }
+}
+
+/// [`TraceError::limit`].
 pub(crate) fn over(line: usize, limit: Limit) -> TraceError {
-    TraceError { line, message: alloc::format!("the trace holds {limit}"), kind: TraceErrorKind::Limit(limit) }
+    TraceError::limit(line, limit)
 }

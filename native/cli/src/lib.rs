@@ -1,10 +1,13 @@
 //! What the `cachalot` tool shares with the programs beside it (`examples/trace_ops.rs`,
 //! `examples/thread_scaling.rs`): reading a trace file, plain or gzipped ([`trace_file`]),
-//! and PyTorch's pickled snapshots ([`pickle_snapshot`]).
+//! and PyTorch's pickled snapshots ([`pickle_snapshot`], read by [`pickle_vm`]), within the
+//! core's `TraceLimits`.
 //!
 //! Invariant: nothing here is linked into libcachalot.so; the native library knows no file
 //! formats and no gzip, and this crate reaches it only through its public Rust API.
 #![warn(missing_docs)]
 
+pub mod gzip_members;
 pub mod pickle_snapshot;
+pub mod pickle_vm;
 pub mod trace_file;

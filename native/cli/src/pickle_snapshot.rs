@@ -2,14 +2,20 @@
 //! writes `pickle.dump(snapshot, f)`), to and from the JSON value model the core's snapshot
 //! reader takes, so a pickle and the same data as JSON give one trace.
 //!
-//! Invariants: reading never imports or calls anything (serde-pickle refuses globals), and
+//! Reading is our own machine's ([`crate::pickle_vm`], which says why); writing is
+//! serde-pickle's.
+//!
+//! Invariants: reading never imports or calls anything, keeps the reader's limits, and
 //! every pickle value becomes the JSON value Python's `json.dumps` would write for it
 //! (tuples and sets as lists, dict keys as strings, integers past 64 bits as floats); written
 //! pickles hold only dicts, lists, strings, numbers, booleans and None, which any Python
 //! `pickle.load` reads back.
 
-use serde_json::{Map, Number, Value as Json};
-use serde_pickle::{DeOptions, HashableValue, SerOptions, Value as Pickle};
+use cachalot_core::trace::{Limit, TraceLimits};
+use serde_json::Value as Json;
+use serde_pickle::SerOptions;
+
+use crate::pickle_vm::{self, PickleError};
 
 /// True when `bytes` start as a pickle of protocol 2 or later does (the PROTO opcode): what
 /// `pickle.dump` writes by default.
@@ -17,59 +23,32 @@ pub fn is_pickle(bytes: &[u8]) -> bool {
     bytes.len() >= 2 && bytes[0] == 0x80 && (2..=5).contains(&bytes[1])
 }
 
-/// The JSON value of the pickle `bytes`; `what` names the file in messages.
+/// The JSON value of the pickle `bytes` within the default limits; `what` names the file in
+/// messages.
 pub fn to_json(bytes: &[u8], what: &str) -> Result<Json, String> {
-    let value = serde_pickle::value_from_slice(bytes, DeOptions::new().decode_strings())
-        .map_err(|e| format!("{what}: not a readable pickle: {e}"))?;
-    Ok(json_of(value))
+    to_json_within(bytes, what, &TraceLimits::DEFAULT)
+}
+
+/// The JSON value of the pickle `bytes` within `limits`: its nesting, and its values written
+/// out as JSON (a value the memo or DUP names counted at each use) within `limits.bytes`.
+pub fn to_json_within(bytes: &[u8], what: &str, limits: &TraceLimits) -> Result<Json, String> {
+    pickle_vm::read(bytes, limits).map_err(|e| match e {
+        PickleError::Unreadable(m) => format!("{what}: not a readable pickle: {m}"),
+        PickleError::Limit(Limit::Depth(_)) => format!(
+            "{what}: the pickle nests values deeper than {} (the limit on nesting); raise the limit with --max-depth N",
+            limits.depth
+        ),
+        PickleError::Limit(_) => format!(
+            "{what}: the pickle's values come to more than {} bytes written out, each use of a shared value \
+             counted (the limit on bytes read); raise the limit with --max-bytes SIZE",
+            limits.bytes
+        ),
+    })
 }
 
 /// `value` as a pickle (protocol 3, which every Python 3 reads).
 pub fn from_json(value: &Json) -> Result<Vec<u8>, String> {
     serde_pickle::to_vec(value, SerOptions::new()).map_err(|e| format!("cannot write the snapshot as a pickle: {e}"))
-}
-
-fn json_of(value: Pickle) -> Json {
-    match value {
-        Pickle::None => Json::Null,
-        Pickle::Bool(b) => Json::Bool(b),
-        Pickle::I64(i) => Json::from(i),
-        Pickle::Int(big) => {
-            let text = big.to_string();
-            text.parse::<u64>()
-                .map(Json::from)
-                .ok()
-                .or_else(|| text.parse::<f64>().ok().and_then(Number::from_f64).map(Json::Number))
-                .unwrap_or(Json::Null)
-        }
-        Pickle::F64(f) => Number::from_f64(f).map_or(Json::Null, Json::Number),
-        Pickle::Bytes(b) => Json::String(String::from_utf8_lossy(&b).into_owned()),
-        Pickle::String(s) => Json::String(s),
-        Pickle::List(items) | Pickle::Tuple(items) => Json::Array(items.into_iter().map(json_of).collect()),
-        Pickle::Set(items) | Pickle::FrozenSet(items) => {
-            Json::Array(items.into_iter().map(|h| json_of(h.into_value())).collect())
-        }
-        Pickle::Dict(entries) => {
-            let mut map = Map::new();
-            for (k, v) in entries {
-                map.insert(key_of(k), json_of(v));
-            }
-            Json::Object(map)
-        }
-    }
-}
-
-/// A dict key as JSON's object keys are: strings (numbers and others as Python prints them).
-fn key_of(key: HashableValue) -> String {
-    match key {
-        HashableValue::String(s) => s,
-        HashableValue::None => "null".into(),
-        HashableValue::Bool(b) => if b { "true" } else { "false" }.into(),
-        HashableValue::I64(i) => i.to_string(),
-        HashableValue::Int(big) => big.to_string(),
-        HashableValue::F64(f) => f.to_string(),
-        other => json_of(other.into_value()).to_string(),
-    }
 }
 
 #[cfg(test)]

@@ -1,25 +1,67 @@
 //! Reading a trace file: RMM CSV, or a PyTorch snapshot as JSON or as the pickle
 //! `torch.cuda.memory._dump_snapshot` writes, plain or gzipped (gzip and pickle are recognised
 //! by their first bytes, whatever the file is called), parsed by the core's own reader; of a
-//! snapshot of several GPUs, the one chosen.
+//! snapshot of several GPUs, the one chosen. Bytes are read as they come: a CSV is fed to the
+//! core a line at a time and never held; a snapshot is held, up to the limit on bytes.
 //!
 //! Invariants: every failure is a message that names the file and what is wrong with it; a
-//! snapshot is read by the core's one snapshot reader whichever its encoding, so a pickle and
-//! the same data as JSON give the same trace.
+//! limit met names itself and the flag that raises it (`--max-bytes`, `--max-depth`,
+//! `--max-events`), and nothing past it is read; a snapshot is read by the core's one
+//! snapshot reader whichever its encoding, so a pickle and the same data as JSON give the
+//! same trace.
 
-use std::io::Read;
+use std::io::{self, BufRead, BufReader, Cursor, Read};
+use std::path::PathBuf;
 
-use cachalot_core::{parse_device_trace, parse_snapshot_value, Trace, TraceError, TraceErrorKind};
+use cachalot_core::trace::{nests_deeper, parse_snapshot_value_within, CsvReader, Limit, TraceLimits, LINE_BYTES};
+use cachalot_core::{Trace, TraceError, TraceErrorKind};
 
+use crate::gzip_members::{Members, GZIP_MAGIC};
 use crate::pickle_snapshot;
 
 /// What a trace was read from, kept for what the trace itself does not hold (a CSV row's
 /// pointer, a snapshot event's frames).
 pub enum Input {
-    /// An RMM CSV's text.
-    Csv(String),
+    /// An RMM CSV, not held: where to read a row of it again.
+    Csv(Source),
     /// A snapshot, as a JSON value (a pickle converted).
     Snapshot(serde_json::Value),
+}
+
+/// Where a trace's bytes can be read again.
+#[derive(Clone)]
+pub enum Source {
+    /// A file.
+    File(PathBuf),
+    /// Bytes built into the program.
+    Static(&'static [u8]),
+    /// Read once (stdin, or bytes the caller held): not again.
+    Gone,
+}
+
+impl Input {
+    /// The header and line `n` (1-based) of a CSV read from a source that can be read again.
+    pub fn csv_row(&self, n: u32) -> Option<(String, String)> {
+        let Input::Csv(source) = self else { return None };
+        let bytes: Box<dyn Read> = match source {
+            Source::File(p) => Box::new(std::fs::File::open(p).ok()?),
+            Source::Static(b) => Box::new(*b),
+            Source::Gone => return None,
+        };
+        let mut text = decompressed(bytes).ok()?;
+        let (mut header, mut line, mut buf) = (None, 0u32, Vec::new());
+        while next_line(&mut text, &mut buf).ok()? {
+            line += 1;
+            let l = String::from_utf8(std::mem::take(&mut buf)).ok()?;
+            if header.is_none() && !l.trim().is_empty() {
+                header = Some(l.clone());
+            }
+            if line == n {
+                return Some((header?, l));
+            }
+        }
+        None
+    }
 }
 
 /// A trace and what it was read from.
@@ -30,87 +72,202 @@ pub struct Loaded {
     pub input: Input,
 }
 
-/// Parses a trace file's `bytes` (gzip, pickle, JSON or CSV); `what` names it in messages.
+/// The flag that raises `limit`, as the tool's messages say it.
+fn raise(limit: &Limit) -> &'static str {
+    match limit {
+        Limit::Bytes(_) => "; raise the limit with --max-bytes SIZE",
+        Limit::Depth(_) => "; raise the limit with --max-depth N",
+        Limit::Events(_) => "; raise the limit with --max-events N",
+        Limit::LineBytes(_) => "",
+    }
+}
+
+/// Parses a trace file's `bytes` (gzip, pickle, JSON or CSV) within the default limits;
+/// `what` names it in messages.
 pub fn parse(bytes: &[u8], what: &str, device: Option<usize>) -> Result<Loaded, String> {
-    let raw = gunzip(bytes, what)?;
-    let named = |e: TraceError| match e.kind {
-        TraceErrorKind::DeviceNotChosen { .. } => format!("{what}: {e}: choose one with --device N"),
-        TraceErrorKind::NoSuchDevice | TraceErrorKind::Invalid | TraceErrorKind::Limit(_) => format!("{what}: {e}"),
-    };
-    let snapshot = if pickle_snapshot::is_pickle(&raw) {
-        pickle_snapshot::to_json(&raw, what)?
+    parse_from(bytes, what, device, &TraceLimits::DEFAULT, Source::Gone)
+}
+
+/// Reads at most `left` bytes, then fails with [`OverBytes`] if more follow.
+struct Capped<R> {
+    inner: R,
+    left: u64,
+}
+
+impl<R: Read> Read for Capped<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let want = buf.len().min(usize::try_from(self.left.saturating_add(1)).unwrap_or(usize::MAX));
+        let n = self.inner.read(&mut buf[..want])?;
+        if n as u64 > self.left {
+            return Err(io::Error::other(OverBytesError));
+        }
+        self.left -= n as u64;
+        Ok(n)
+    }
+}
+
+/// Why reading stopped when it was the limit on bytes, not the input's own error.
+#[derive(Debug)]
+struct OverBytesError;
+impl std::fmt::Display for OverBytesError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("over the limit on bytes")
+    }
+}
+impl std::error::Error for OverBytesError {}
+
+fn over_bytes(e: &io::Error) -> bool {
+    e.get_ref().is_some_and(|e| e.is::<OverBytesError>())
+}
+
+/// The bytes of `input`, gunzipped if they start as gzip does.
+fn decompressed<'a>(input: impl Read + 'a) -> io::Result<Box<dyn BufRead + 'a>> {
+    let mut input = BufReader::with_capacity(1 << 16, input);
+    let mut magic = Vec::new();
+    (&mut input).take(2).read_to_end(&mut magic)?;
+    let input = Cursor::new(magic.clone()).chain(input);
+    Ok(if magic == GZIP_MAGIC {
+        Box::new(BufReader::with_capacity(1 << 16, Members::new(BufReader::new(input))))
     } else {
-        let text = String::from_utf8(raw).map_err(|_| not_text(bytes, what))?;
+        Box::new(BufReader::new(input))
+    })
+}
+
+/// Reads the next line (without `\n` or `\r\n`) into `buf`; `false` at the end of the input.
+/// A line past [`LINE_BYTES`] stops with what was read of it: the caller sees its length.
+fn next_line(r: &mut dyn BufRead, buf: &mut Vec<u8>) -> io::Result<bool> {
+    buf.clear();
+    let mut any = false;
+    loop {
+        let chunk = r.fill_buf()?;
+        if chunk.is_empty() {
+            break;
+        }
+        any = true;
+        match chunk.iter().position(|&b| b == b'\n') {
+            Some(i) => {
+                buf.extend_from_slice(&chunk[..i]);
+                r.consume(i + 1);
+                break;
+            }
+            None => {
+                let n = chunk.len();
+                buf.extend_from_slice(chunk);
+                r.consume(n);
+                if buf.len() > LINE_BYTES {
+                    return Ok(true);
+                }
+            }
+        }
+    }
+    if buf.last() == Some(&b'\r') {
+        buf.pop();
+    }
+    Ok(any)
+}
+
+/// Parses a trace read from `input` (gzip, pickle, JSON or CSV) within `limits`; `what`
+/// names it in messages, `source` is where a CSV row can be read again.
+pub fn parse_from(
+    input: impl Read,
+    what: &str,
+    device: Option<usize>,
+    limits: &TraceLimits,
+    source: Source,
+) -> Result<Loaded, String> {
+    let named = |e: TraceError| match &e.kind {
+        TraceErrorKind::DeviceNotChosen { .. } => format!("{what}: {e}: choose one with --device N"),
+        TraceErrorKind::Limit(l) => format!("{what}: {e}{}", raise(l)),
+        TraceErrorKind::NoSuchDevice | TraceErrorKind::Invalid => format!("{what}: {e}"),
+    };
+    let io_error = |e: io::Error, gzip: bool| {
+        if over_bytes(&e) {
+            named(TraceError::limit(0, Limit::Bytes(limits.bytes)))
+        } else if gzip {
+            format!("{what}: cannot decompress: {e}")
+        } else {
+            format!("cannot read {what}: {e}")
+        }
+    };
+    // The compressed bytes are capped too: they are never more than what they decompress to
+    // by much, and a stream without end (/dev/zero) must end somewhere.
+    let mut raw = BufReader::with_capacity(1 << 16, Capped { inner: input, left: limits.bytes });
+    let gzip = raw.fill_buf().map_err(|e| io_error(e, false))?.starts_with(&GZIP_MAGIC);
+    let text = decompressed(raw).map_err(|e| io_error(e, false))?;
+    let mut text = BufReader::with_capacity(1 << 16, Capped { inner: text, left: limits.bytes });
+    // The first bytes tell a pickle, JSON (after a byte-order mark and white space) or CSV.
+    let mut head = Vec::new();
+    while undecided(&head) && head.len() < LINE_BYTES {
+        let chunk = text.fill_buf().map_err(|e| io_error(e, gzip))?;
+        let Some(&b) = chunk.first() else { break };
+        head.push(b);
+        text.consume(1);
+    }
+    let body_start = head.strip_prefix(BOM).unwrap_or(&head);
+    let first = body_start.iter().copied().find(|b| !b.is_ascii_whitespace());
+    let mut all = Cursor::new(head.clone()).chain(text);
+    let snapshot = if pickle_snapshot::is_pickle(&head) {
+        let mut bytes = Vec::new();
+        all.read_to_end(&mut bytes).map_err(|e| io_error(e, gzip))?;
+        pickle_snapshot::to_json_within(&bytes, what, limits)?
+    } else if matches!(first, Some(b'{' | b'[')) {
+        let mut bytes = Vec::new();
+        all.read_to_end(&mut bytes).map_err(|e| io_error(e, gzip))?;
+        let text = String::from_utf8(bytes).map_err(|_| not_text(gzip, what))?;
         let body = text.trim_start_matches('\u{feff}').trim_start();
-        if !body.starts_with(['{', '[']) {
-            let trace = parse_device_trace(&text, device).map_err(named)?;
-            return Ok(Loaded { trace, input: Input::Csv(text) });
+        if nests_deeper(body, limits.depth) {
+            return Err(named(TraceError::limit(0, Limit::Depth(limits.depth))));
         }
         serde_json::from_str(body).map_err(|e| format!("{what}: invalid trace, line {}: {e}", e.line()))?
+    } else {
+        if device.is_some() {
+            let d = device.unwrap_or_default();
+            return Err(format!("{what}: device {d} asked for, but an RMM CSV trace records one device"));
+        }
+        let mut csv = CsvReader::new(*limits);
+        let mut buf = Vec::new();
+        let mut line = 0usize;
+        while next_line(&mut all, &mut buf).map_err(|e| io_error(e, gzip))? {
+            line += 1;
+            let l = std::str::from_utf8(&buf).map_err(|_| {
+                if gzip {
+                    format!("{what}: line {line}: not UTF-8 text once decompressed (nor a pickle)")
+                } else {
+                    format!("{what}: line {line}: not UTF-8 text (nor gzip, nor a pickle)")
+                }
+            })?;
+            csv.line(l).map_err(named)?;
+        }
+        let trace = csv.finish().map_err(named)?;
+        return Ok(Loaded { trace, input: Input::Csv(source) });
     };
-    let trace = parse_snapshot_value(&snapshot, device).map_err(named)?;
+    let trace = parse_snapshot_value_within(&snapshot, device, limits).map_err(named)?;
     Ok(Loaded { trace, input: Input::Snapshot(snapshot) })
 }
 
-fn not_text(bytes: &[u8], what: &str) -> String {
-    if bytes.starts_with(&GZIP_MAGIC) {
+/// A byte-order mark, as some editors write.
+const BOM: &[u8] = "\u{feff}".as_bytes();
+
+/// True while the first bytes `head` do not yet tell a pickle from JSON from CSV: nothing,
+/// the pickle's first byte, part of a byte-order mark, or white space alone.
+fn undecided(head: &[u8]) -> bool {
+    let body = head.strip_prefix(BOM).unwrap_or(head);
+    head == [0x80] || (BOM.starts_with(head) && head.len() < BOM.len()) || body.iter().all(u8::is_ascii_whitespace)
+}
+
+fn not_text(gzip: bool, what: &str) -> String {
+    if gzip {
         format!("{what}: not UTF-8 text once decompressed (nor a pickle)")
     } else {
         format!("{what}: not UTF-8 text (nor gzip, nor a pickle)")
     }
 }
 
-/// A trace file's bytes, gunzipped if they are gzip; `what` names the file in messages.
-pub fn gunzip(bytes: &[u8], what: &str) -> Result<Vec<u8>, String> {
-    if !bytes.starts_with(&GZIP_MAGIC) {
-        return Ok(bytes.to_vec());
-    }
-    let mut raw = Vec::new();
-    if let Err(e) = flate2::read::MultiGzDecoder::new(bytes).read_to_end(&mut raw) {
-        return Err(match trailing_bytes(bytes) {
-            Some(n) => format!(
-                "{what}: cannot decompress: {n} bytes after the end of the gzip data are not gzip (something appended to the file?)"
-            ),
-            None => format!("{what}: cannot decompress: {e}"),
-        });
-    }
-    Ok(raw)
-}
-
-/// The text of a trace file's bytes, gunzipped if they are gzip; `what` names the file in
-/// messages.
-pub fn decode(bytes: &[u8], what: &str) -> Result<String, String> {
-    let raw = gunzip(bytes, what)?;
-    String::from_utf8(raw).map_err(|_| {
-        if bytes.starts_with(&GZIP_MAGIC) {
-            format!("{what}: not UTF-8 text once decompressed")
-        } else {
-            format!("{what}: not UTF-8 text (nor gzip)")
-        }
-    })
-}
-
-/// The bytes that start a gzip member.
-const GZIP_MAGIC: [u8; 2] = [0x1f, 0x8b];
-
-/// Bytes left after the last whole gzip member of `bytes` when they do not start another
-/// member: a file with data appended after its gzip stream. `None` when a member itself is
-/// broken (truncated or corrupt: the decoder's own error says so) or nothing follows.
-fn trailing_bytes(bytes: &[u8]) -> Option<usize> {
-    let mut rest = bytes;
-    while rest.starts_with(&GZIP_MAGIC) {
-        let mut member = flate2::bufread::GzDecoder::new(rest);
-        member.read_to_end(&mut Vec::new()).ok()?;
-        rest = member.into_inner();
-    }
-    Some(rest.len()).filter(|&n| n > 0)
-}
-
-/// Reads and parses the trace at `path`: of a snapshot of several GPUs, `device`'s events,
-/// which must then be chosen (a replay simulates one GPU).
+/// Reads and parses the trace at `path` within the default limits: of a snapshot of several
+/// GPUs, `device`'s events, which must then be chosen (a replay simulates one GPU).
 pub fn read(path: &str, device: Option<usize>) -> Result<Trace, String> {
-    let bytes = std::fs::read(path).map_err(|e| format!("cannot read {path}: {e}"))?;
-    Ok(parse(&bytes, path, device)?.trace)
+    let file = std::fs::File::open(path).map_err(|e| format!("cannot read {path}: {e}"))?;
+    Ok(parse_from(file, path, device, &TraceLimits::DEFAULT, Source::File(path.into()))?.trace)
 }
 
 /// Takes `--device N` (or `--device=N`) out of a program's arguments: the GPU whose events
@@ -148,6 +305,10 @@ mod tests {
         e.finish().unwrap()
     }
 
+    fn text_of(bytes: &[u8]) -> Result<usize, String> {
+        parse(bytes, "t", None).map(|l| l.trace.ops.len())
+    }
+
     /// Several members are one stream (as `gzip -d` reads them); only bytes that start no
     /// member are called appended, and a broken member or text that is not UTF-8 is named as
     /// such (found by review: both read as "something appended").
@@ -156,14 +317,39 @@ mod tests {
         let header = gzip(b"Time,Action,Pointer,Size\n");
         let row = gzip(b"0,allocate,0x10,4096\n");
         let joined = [header.clone(), row.clone()].concat();
-        assert_eq!(decode(&joined, "t").unwrap(), "Time,Action,Pointer,Size\n0,allocate,0x10,4096\n");
+        assert_eq!(text_of(&joined), Ok(1));
         let appended = [joined.clone(), b"junk".to_vec()].concat();
-        assert!(decode(&appended, "t").unwrap_err().contains("4 bytes after the end of the gzip data are not gzip"));
+        assert!(text_of(&appended).unwrap_err().contains("4 bytes after the end of the gzip data are not gzip"));
         let truncated = [header.clone(), row[..row.len() - 6].to_vec()].concat();
-        let e = decode(&truncated, "t").unwrap_err();
+        let e = text_of(&truncated).unwrap_err();
         assert!(e.starts_with("t: cannot decompress: ") && !e.contains("not gzip"), "{e}");
         let not_utf8 = [header, gzip(b"0,allocate,0x10,\xff\xfe\n")].concat();
-        assert_eq!(decode(&not_utf8, "t").unwrap_err(), "t: not UTF-8 text once decompressed");
+        assert_eq!(text_of(&not_utf8).unwrap_err(), "t: line 2: not UTF-8 text once decompressed (nor a pickle)");
+    }
+
+    /// Each limit is met where the bytes are read, before what lies past it is held, and
+    /// named with the flag that raises it.
+    #[test]
+    fn each_limit_names_the_flag_that_raises_it() {
+        let limits = TraceLimits { bytes: 64, depth: 4, events: 1 };
+        let read = |bytes: &[u8]| parse_from(bytes, "t", None, &limits, Source::Gone).map(|l| l.trace.ops.len());
+        let csv = b"Time,Action,Pointer,Size\n1,allocate,0x10,512\n";
+        assert_eq!(read(csv), Ok(1));
+        let e = read(&[&csv[..], b"2,free,0x10,512\n"].concat()).unwrap_err();
+        assert!(
+            e.ends_with("more than 1 rows or events (the limit on events); raise the limit with --max-events N"),
+            "{e}"
+        );
+        let e = read(&gzip(&[b'0'; 1000])).unwrap_err();
+        assert!(e.contains("more than 64 bytes of text") && e.ends_with("--max-bytes SIZE"), "{e}");
+        let e = read(br#"{"device_traces": [[[[[1]]]]]}"#).unwrap_err();
+        assert!(e.contains("nested deeper than 4") && e.ends_with("--max-depth N"), "{e}");
+        let long = [&b"Time,Action,Pointer,Size"[..], &vec![b' '; LINE_BYTES]].concat();
+        let e = parse_from(&long[..], "t", None, &TraceLimits::DEFAULT, Source::Gone).err().unwrap();
+        assert!(e.contains("a line longer than 65536 bytes"), "{e}");
+        // A JSON snapshot after a byte-order mark and white space is still told from CSV.
+        let json = "\u{feff} \n{\"device_traces\": [[{\"action\": \"alloc\", \"addr\": 16, \"size\": 512}]]}";
+        assert_eq!(text_of(json.as_bytes()), Ok(1));
     }
 
     fn args(list: &[&str]) -> Vec<String> {

@@ -44,3 +44,96 @@ fn a_config_in_the_environment_that_is_not_utf8_is_refused_not_ignored() {
         refused(&out, 2, r"CACHALOT_ALLOC_CONF is not valid UTF-8: 'policy:pytorch\xff'");
     }
 }
+
+/// Runs `cachalot replay FILE` on `bytes` under a 2 GiB address-space limit, so that a reader
+/// that takes memory in proportion to what the file expands to aborts instead of passing.
+fn replay_bytes(name: &str, bytes: &[u8], extra: &[&str]) -> Output {
+    let dir = std::env::temp_dir().join(format!("cachalot-untrusted-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join(name);
+    std::fs::write(&path, bytes).unwrap();
+    let out = Command::new("sh")
+        .args(["-c", r#"ulimit -v 2097152; exec "$@""#, "sh", env!("CARGO_BIN_EXE_cachalot"), "replay"])
+        .arg(&path)
+        .args(extra)
+        .env_remove("CACHALOT_ALLOC_CONF")
+        .output()
+        .expect("run cachalot");
+    let _ = std::fs::remove_file(&path);
+    out
+}
+
+fn gzip(bytes: &[u8]) -> Vec<u8> {
+    use std::io::Write;
+    let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    e.write_all(bytes).unwrap();
+    e.finish().unwrap()
+}
+
+#[test]
+fn a_deeply_nested_pickle_is_refused_not_a_stack_overflow() {
+    let deep = [&b"\x80\x02"[..], &b"]".repeat(10_000), &b"a".repeat(9_999), b"."].concat();
+    refused(
+        &replay_bytes("d.pickle", &deep, &[]),
+        1,
+        "d.pickle: the pickle nests values deeper than 64 (the limit on nesting); raise the limit with --max-depth N",
+    );
+}
+
+#[test]
+fn pickles_that_share_values_are_refused_before_they_expand() {
+    let doubled = [&b"\x80\x02X"[..], &1024u32.to_le_bytes(), &[b'B'; 1024], &b"2\x86".repeat(40), b"."].concat();
+    let mib = 1u32 << 20;
+    let text = [&b"X"[..], &mib.to_le_bytes(), &vec![b'm'; mib as usize], b"q\x00"].concat();
+    let memo = [&b"\x80\x02]("[..], &text, &b"h\x00".repeat(2999), b"e."].concat();
+    for (name, bytes) in [("doubled.pickle", doubled), ("memo.pickle", memo)] {
+        let out = replay_bytes(name, &bytes, &[]);
+        refused(&out, 1, "values come to more than 1073741824 bytes written out");
+        refused(&out, 1, "raise the limit with --max-bytes SIZE");
+    }
+}
+
+/// Text without line breaks, and more text than the limit, stop where the limit is met.
+#[test]
+fn endless_lines_and_text_past_the_limit_are_refused() {
+    let zeros = gzip(&vec![0u8; 16 << 20]);
+    refused(&replay_bytes("zeros.csv.gz", &zeros, &[]), 1, "a line longer than 65536 bytes");
+    let newlines = gzip(&vec![b'\n'; 3 << 20]);
+    let out = replay_bytes("newlines.csv.gz", &newlines, &["--max-bytes", "2MiB"]);
+    refused(
+        &out,
+        1,
+        "more than 2097152 bytes of text (the limit on bytes read); raise the limit with --max-bytes SIZE",
+    );
+    let csv = "Time,Action,Pointer,Size\n1,allocate,0x10,512\n2,free,0x10,512\n3,allocate,0x10,512\n";
+    refused(
+        &replay_bytes("t.csv", csv.as_bytes(), &["--max-events", "2"]),
+        1,
+        "t.csv: line 4: the trace holds more than 2 rows or events",
+    );
+}
+
+/// `cachalot replay /dev/zero` and `yes | cachalot replay -` grew until an allocation failed.
+#[test]
+fn endless_inputs_end_at_a_limit() {
+    refused(
+        &cachalot(&[os("replay"), os("/dev/zero")], &[]),
+        1,
+        "zero: line 1: the trace holds a line longer than 65536 bytes",
+    );
+    let mut child = Command::new(env!("CARGO_BIN_EXE_cachalot"))
+        .args(["replay", "-"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let writer = std::thread::spawn(move || {
+        use std::io::Write;
+        while stdin.write_all(&b"y\n".repeat(4096)).is_ok() {}
+    });
+    let out = child.wait_with_output().unwrap();
+    writer.join().unwrap();
+    refused(&out, 1, "stdin: invalid trace, line 1: header lacks the 'Time' column");
+}

@@ -7,6 +7,8 @@
 //! an option it does not take is refused; values that can be checked alone (sizes, counts)
 //! are checked here, so a wrong one is a usage error before any trace is read.
 
+use cachalot_core::trace::TraceLimits;
+use clap::builder::TypedValueParser;
 use clap::{Args, Parser, Subcommand};
 
 use super::byte_size::parse_size;
@@ -17,6 +19,9 @@ pub const AFTER_HELP: &str = "\
 TRACE is a path, '-' for stdin, or a built-in trace: gpt2_train, resnet50_train, mixed_fc_conv
 (default gpt2_train). A path is an RMM CSV (.csv, .csv.gz) or a PyTorch snapshot: JSON, or the
 pickle torch.cuda.memory._dump_snapshot() writes (.pickle); gzip is recognised by its bytes.
+
+A trace is read within limits (--max-bytes, --max-depth, --max-events): a file past one is
+refused, naming the limit.
 
 CONF uses PYTORCH_CUDA_ALLOC_CONF syntax (key:value,...) and takes every key PyTorch 2.11 to
 2.15 takes there or in PYTORCH_ALLOC_CONF; pytorch_version:2.11|...|2.15 (2.15 by default)
@@ -77,6 +82,37 @@ pub struct TraceArgs {
     /// One JSON value on stdout instead of the report.
     #[arg(long)]
     pub json: bool,
+    #[command(flatten)]
+    pub limits: LimitArgs,
+}
+
+/// How much of a trace file is read: a file from someone else cannot take more.
+#[derive(Args, Debug, Clone)]
+pub struct LimitArgs {
+    /// The most bytes of trace read, after decompression (a CSV is streamed; a snapshot is
+    /// held, and a pickle's values are counted as JSON, each use of a shared one in full)
+    /// [default: 1GiB].
+    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    pub max_bytes: Option<u64>,
+    /// How deep a snapshot's values may nest (a PyTorch snapshot nests 6 deep; JSON stops
+    /// at 127 whatever this says).
+    #[arg(long, value_name = "N", default_value_t = TraceLimits::DEFAULT.depth,
+          value_parser = clap::value_parser!(u16).range(1..=1000).map(usize::from))]
+    pub max_depth: usize,
+    /// The most CSV rows or snapshot events read (a replay holds about 40 bytes an operation).
+    #[arg(long, value_name = "N", default_value_t = TraceLimits::DEFAULT.events)]
+    pub max_events: u64,
+}
+
+impl LimitArgs {
+    /// The limits the reader keeps.
+    pub fn limits(&self) -> TraceLimits {
+        TraceLimits {
+            bytes: self.max_bytes.unwrap_or(TraceLimits::DEFAULT.bytes),
+            depth: self.max_depth,
+            events: self.max_events,
+        }
+    }
 }
 
 /// The simulated device and the timing.

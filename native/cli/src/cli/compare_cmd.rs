@@ -57,7 +57,7 @@ pub fn run(args: &CompareArgs, out: Out) -> Result<(), Failure> {
         new
     });
     let plot = args.plot.as_deref().map(PlotFile::claim).transpose()?;
-    let trace = input::load(args.trace.trace.as_deref(), args.trace.device)?;
+    let trace = input::load(args.trace.trace.as_deref(), args.trace.device, &args.trace.limits.limits())?;
     input::check_skipped(&trace, args.trace.strict)?;
     let reports: Vec<RunReport> = parsed.iter().map(|c| replay(&trace, c, &opts)).collect::<Result<_, _>>()?;
     if let Some(file) = plot {

@@ -6,10 +6,10 @@
 //! one device's events (the core's `parse_device_trace`), chosen with `--device N` when it
 //! recorded several.
 
-use std::io::Read;
 use std::path::Path;
 
-use cachalot_cli::trace_file::{parse, Input, Loaded};
+use cachalot_cli::trace_file::{parse_from, Input, Loaded, Source};
+use cachalot_core::trace::TraceLimits;
 use cachalot_core::Trace;
 
 use super::output::note;
@@ -51,13 +51,12 @@ impl NamedTrace {
 
 /// Loads a trace from a path, or an embedded trace by name (`gpt2_train`, with or without
 /// `.csv.gz`); `None` gives the default embedded trace. `device` picks one device's events of
-/// a snapshot.
-pub fn load(spec: Option<&str>, device: Option<usize>) -> Result<NamedTrace, String> {
+/// a snapshot. The bytes are read as they come, within `limits`.
+pub fn load(spec: Option<&str>, device: Option<usize>, limits: &TraceLimits) -> Result<NamedTrace, String> {
     let spec = spec.unwrap_or(DEFAULT_TRACE);
-    let (name, bytes) = if spec == STDIN {
-        let mut bytes = Vec::new();
-        std::io::stdin().read_to_end(&mut bytes).map_err(|e| format!("cannot read the trace from stdin: {e}"))?;
-        ("stdin".to_string(), bytes)
+    let read = |name: &str, input: &mut dyn std::io::Read, source| parse_from(input, name, device, limits, source);
+    let (name, loaded) = if spec == STDIN {
+        ("stdin".to_string(), read("stdin", &mut std::io::stdin().lock(), Source::Gone)?)
     } else if let Some((n, bytes)) = EMBEDDED
         .iter()
         .find(|(n, _)| *n == spec || n.strip_suffix(".csv.gz") == Some(spec))
@@ -65,17 +64,18 @@ pub fn load(spec: Option<&str>, device: Option<usize>) -> Result<NamedTrace, Str
         // does not hide the built-in trace.
         .filter(|_| !Path::new(spec).is_file())
     {
-        (n.to_string(), bytes.to_vec())
+        (n.to_string(), read(n, &mut &bytes[..], Source::Static(bytes))?)
     } else {
         let path = Path::new(spec);
-        let bytes = std::fs::read(path).map_err(|e| {
+        let mut file = std::fs::File::open(path).map_err(|e| {
             let names: Vec<&str> = EMBEDDED.iter().map(|(n, _)| n.trim_end_matches(".csv.gz")).collect();
             format!("cannot read trace '{spec}': {e} (built-in traces: {})", names.join(", "))
         })?;
         let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| spec.into());
-        (name, bytes)
+        let loaded = read(&name, &mut file, Source::File(path.into()))?;
+        (name, loaded)
     };
-    let Loaded { trace, input } = parse(&bytes, &name, device)?;
+    let Loaded { trace, input } = loaded;
     let t = NamedTrace { name, device: trace.device, trace, input };
     if t.trace.ops.is_empty() {
         // Nothing to replay: any figure would be made up.

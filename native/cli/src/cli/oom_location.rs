@@ -66,9 +66,9 @@ impl OomLocation {
             explanation: report.to_string(),
         };
         match (position, &t.input) {
-            (Some(Position::Line(n)), Input::Csv(text)) => {
+            (Some(Position::Line(n)), Input::Csv(_)) => {
                 at.line = Some(n);
-                at.pointer = csv_pointer(text, n);
+                at.pointer = t.input.csv_row(n).and_then(|(header, row)| csv_pointer(&header, &row));
             }
             (Some(Position::Event(i)), Input::Snapshot(snapshot)) => {
                 at.event = Some(i);
@@ -113,12 +113,11 @@ impl OomLocation {
     }
 }
 
-/// The Pointer field of CSV line `n` (1-based), read with the header's column names.
-fn csv_pointer(text: &str, n: u32) -> Option<u64> {
-    let header = text.lines().find(|l| !l.trim().is_empty())?;
+/// The Pointer field of a CSV `row`, read with the `header`'s column names.
+fn csv_pointer(header: &str, row: &str) -> Option<u64> {
     let column =
         header.split(',').position(|c| c.trim().trim_start_matches('\u{feff}').eq_ignore_ascii_case("Pointer"))?;
-    let field = text.lines().nth(usize::try_from(n).ok()?.checked_sub(1)?)?.split(',').nth(column)?.trim();
+    let field = row.split(',').nth(column)?.trim();
     u64::from_str_radix(field.trim_start_matches("0x").trim_start_matches("0X"), 16).ok()
 }
 
@@ -140,10 +139,9 @@ mod tests {
 
     #[test]
     fn a_csv_lines_pointer_is_read_by_its_column() {
-        let text = "Thread,Time,Action,Pointer,Size,Stream\n0,1,allocate,0x10,5,0x0\n\n0,2,allocate,0xabc,5,0x0\n";
-        assert_eq!(csv_pointer(text, 2), Some(0x10));
-        assert_eq!(csv_pointer(text, 4), Some(0xabc));
-        assert_eq!(csv_pointer(text, 9), None);
-        assert_eq!(csv_pointer(text, 0), None);
+        let header = "Thread,Time,Action,Pointer,Size,Stream";
+        assert_eq!(csv_pointer(header, "0,1,allocate,0x10,5,0x0"), Some(0x10));
+        assert_eq!(csv_pointer("Pointer,Time", "0xabc,2"), Some(0xabc));
+        assert_eq!(csv_pointer(header, "0,1"), None);
     }
 }

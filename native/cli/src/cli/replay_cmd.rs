@@ -64,7 +64,7 @@ pub fn run(args: &ReplayArgs, out: Out) -> Result<Finished, Failure> {
     let config = parse_user_configs(&[ConfigText::resolve(args.config.as_deref())?])?.remove(0);
     let plot = args.plot.as_deref().map(PlotFile::claim).transpose()?;
     let snapshot = args.snapshot.as_deref().map(SnapshotFile::claim).transpose()?;
-    let trace = input::load(args.trace.trace.as_deref(), args.trace.device)?;
+    let trace = input::load(args.trace.trace.as_deref(), args.trace.device, &args.trace.limits.limits())?;
     input::check_skipped(&trace, args.trace.strict)?;
     let r = replay(&trace, &config, &opts)?;
     if json {
