@@ -21,7 +21,7 @@ demo:
 	@echo "cachalot in the browser: http://127.0.0.1:$(PORT)/  (Ctrl-C stops the server)"
 	python3 -m http.server $(PORT) --bind 127.0.0.1 --directory web-demo
 
-test: setup fmt-check clippy unit-tests wasm-core web-test c-abi python-test wheel-test gpu-dry-run
+test: setup fmt-check clippy unit-tests wasm-core web-test c-abi python-test wheel-test gpu-dry-run reader-bombs
 
 # What a fresh machine lacks (each step idempotent, quick when already done).
 setup: rust-setup web-setup
@@ -322,3 +322,16 @@ gpu-build:
 	$(CARGO) build --release -p cachalot --lib
 	$(CARGO) build --release -p cachalot-cli --bin cachalot --example trace_ops
 	ln -sf libcachalot.so $(TARGET_DIR)/release/$(SONAME)
+
+# The files of issue 41 that crashed or exhausted the tool's readers (a deep pickle, pickles
+# that share values, gzip bombs, /dev/zero, `yes |`, arguments that are not UTF-8), run against
+# the release CLI under a 1 GiB address-space limit: each must exit 1 (2 for a command line)
+# naming the limit it met (native/cli/tests/bombs.sh). The release library must also load from
+# the build folder by its SONAME, the link native/build.rs leaves there.
+.PHONY: reader-bombs
+reader-bombs:
+	$(CARGO) build --release -p cachalot-cli --bin cachalot
+	$(CARGO) build --release -p cachalot --lib
+	test "$$(readlink $(TARGET_DIR)/release/$(SONAME))" = libcachalot.so \
+		|| { echo "no $(SONAME) link beside target/release/libcachalot.so"; exit 1; }
+	native/cli/tests/bombs.sh $(TARGET_DIR)/release/cachalot
