@@ -1,0 +1,25 @@
+//! The `file` target: any bytes through the tool's whole file reader, as `cachalot replay`
+//! reads a file (gzip → pickle, JSON or CSV → trace), under small limits, so that a bomb is a
+//! finding: the reader must stop at a limit, not take memory or stack past it.
+//!
+//! Checks: reading never panics; an error is one line that names the input; a trace read
+//! holds no more operations than twice the limit on events (a row makes at most two).
+//! libFuzzer's `-rss_limit_mb` (and the corpus replay's `ulimit`) catch memory past the limits.
+
+use cachalot_cli::trace_file::{parse_from, Source};
+use cachalot_core::trace::TraceLimits;
+
+/// Limits small enough that any input past them is quick to find.
+pub const LIMITS: TraceLimits = TraceLimits { bytes: 1 << 20, depth: 16, events: 10_000 };
+
+/// Runs one input; panics on a crash.
+pub fn run(data: &[u8]) {
+    match parse_from(data, "fuzz", None, &LIMITS, Source::Gone) {
+        Ok(loaded) => {
+            let ops = loaded.trace.ops.len() as u64;
+            assert!(ops <= 2 * LIMITS.events, "{ops} operations read past the limit on events");
+            assert_eq!(loaded.trace.ops.len(), loaded.trace.times_us.len());
+        }
+        Err(e) => assert!(e.contains("fuzz") && !e.contains('\n'), "an error that does not name the input: {e}"),
+    }
+}
