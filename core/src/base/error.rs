@@ -57,6 +57,9 @@ pub enum AllocError {
         /// The id given.
         pool: u32,
     },
+    /// A capture was ended that had not begun ([`crate::Allocator::end_capture`]), or more
+    /// captures were begun than can be counted.
+    NoCaptureUnderway,
     /// The device refused a call for a reason other than memory.
     Device(DeviceError),
 }
@@ -92,6 +95,9 @@ impl fmt::Display for AllocError {
                 "private pool {pool} does not exist: it was never created, or was released and has \
                  given its memory back"
             ),
+            AllocError::NoCaptureUnderway => {
+                write!(f, "no CUDA graph capture is underway to end (each end needs a begin before it)")
+            }
             AllocError::Device(e) => write!(f, "device error: {e}"),
         }
     }

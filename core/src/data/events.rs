@@ -2,7 +2,8 @@
 //! events recorded on those streams at free time.
 //!
 //! Invariant (kept by the allocator): a block is in the `PendingFree` state iff its
-//! `event_count` equals the number of queued entries naming it, and that count is > 0.
+//! `event_count` equals the number of queued entries naming it, and that count is > 0, or it
+//! waits, with no event yet, for the CUDA graph captures underway to end (`capture.rs`).
 //! Queues are per stream, so a slow stream does not hold up blocks waiting on a fast one.
 
 use alloc::collections::VecDeque;

@@ -26,6 +26,7 @@ use crate::data::block::{Block, BlockState, Slab, NIL};
 use crate::data::events::PendingEvents;
 use crate::data::free_index::FreeIndex;
 use crate::data::streams::StreamTable;
+use crate::engine::capture::Captures;
 use crate::engine::memo::decision_memo::DecisionMemo;
 use crate::engine::paged::paged_state::PagedState;
 use crate::engine::paged::recurrence::Signature;
@@ -64,6 +65,7 @@ pub struct Allocator<D: Device> {
     pub(in crate::engine) paged: PagedState,
     pub(in crate::engine) memo: DecisionMemo,
     pub(in crate::engine) pools: PrivatePools,
+    pub(in crate::engine) captures: Captures,
 }
 
 impl<D: Device> Allocator<D> {
@@ -98,6 +100,7 @@ impl<D: Device> Allocator<D> {
             explainer: Explainer::default(),
             memo: DecisionMemo::default(),
             pools: PrivatePools::default(),
+            captures: Captures::default(),
             config,
         };
         if let Some(f) = a.config.per_process_memory_fraction {
@@ -379,11 +382,19 @@ impl<D: Device> Allocator<D> {
             }
         };
         let uses = if self.stream_uses.is_empty() { None } else { self.stream_uses.remove(&id) };
+        let mut deferred = false;
         if let Some(uses) = uses {
-            if let Err(e) = self.insert_events(id, &uses) {
-                self.stream_uses.insert(id, uses);
-                self.live.insert(addr, id, &self.blocks);
-                return Err(e);
+            if self.capturing() {
+                // No event may be recorded during a capture: it waits for the captures' end.
+                self.defer_events(id, uses);
+                deferred = true;
+            } else {
+                self.forget_uses_during_capture(id);
+                if let Err(e) = self.insert_events(id, &uses) {
+                    self.stream_uses.insert(id, uses);
+                    self.live.insert(addr, id, &self.blocks);
+                    return Err(e);
+                }
             }
         }
         if !PLAIN && self.learns_layout() && self.streams.owner(self.blocks[id].stream_index) == 0 {
@@ -391,7 +402,7 @@ impl<D: Device> Allocator<D> {
         }
         let b = &mut self.blocks[id];
         let (size, pool, stream, requested, pending) =
-            (b.size, b.pool, self.streams.handle(b.stream_index), b.requested(), b.event_count > 0);
+            (b.size, b.pool, self.streams.handle(b.stream_index), b.requested(), b.event_count > 0 || deferred);
         b.state = if pending { BlockState::PendingFree } else { BlockState::Free };
         self.stats.allocation.decrease(pool, 1);
         self.stats.allocated_bytes.decrease(pool, size);
@@ -403,7 +414,13 @@ impl<D: Device> Allocator<D> {
             self.stats.active.began(pool, 1);
             self.stats.active_bytes.began(pool, size);
             let events = self.blocks[id].event_count as u64;
-            self.explainer.note_if::<PLAIN>(|| Decision::Pending { events });
+            self.explainer.note_if::<PLAIN>(|| {
+                if deferred {
+                    Decision::DeferredByCapture
+                } else {
+                    Decision::Pending { events }
+                }
+            });
         } else {
             self.free_block::<PLAIN, RECALLED>(id);
         }
@@ -430,6 +447,7 @@ impl<D: Device> Allocator<D> {
             }
             uses.push(stream);
         }
+        self.note_use_during_capture(id, stream);
         Ok(())
     }
 
@@ -905,7 +923,7 @@ impl<D: Device> Allocator<D> {
 
     /// Records `uses` as events on their streams for block `id`. On failure nothing stays
     /// recorded.
-    fn insert_events(&mut self, id: u32, uses: &[Stream]) -> Result<(), AllocError> {
+    pub(crate) fn insert_events(&mut self, id: u32, uses: &[Stream]) -> Result<(), AllocError> {
         let mut recorded = Vec::with_capacity(uses.len());
         for &s in uses {
             match self.device.record_event(s) {
@@ -928,6 +946,10 @@ impl<D: Device> Allocator<D> {
     /// Completes pending frees whose events are done (called at each malloc); returns how
     /// many blocks became reusable.
     pub(crate) fn process_events(&mut self) -> Result<u64, AllocError> {
+        if self.capturing() {
+            return Ok(0); // querying an event is illegal during a capture
+        }
+        self.retry_deferred_events()?;
         let mut completed = 0;
         for i in 0..self.events.streams() {
             while let Some((event, id)) = self.events.front(i) {
@@ -945,6 +967,10 @@ impl<D: Device> Allocator<D> {
 
     /// Waits for every pending event and completes the frees waiting on them.
     pub(crate) fn synchronize_and_free_events(&mut self) -> Result<(), AllocError> {
+        if self.capturing() {
+            return Ok(()); // waiting on an event is illegal during a capture
+        }
+        self.retry_deferred_events()?;
         self.stats.num_sync_all_streams += 1;
         for i in 0..self.events.streams() {
             while let Some((event, id)) = self.events.front(i) {
@@ -964,12 +990,17 @@ impl<D: Device> Allocator<D> {
         b.event_count -= 1;
         let done = b.event_count == 0;
         if done {
-            let (pool, size) = (b.pool, b.size);
-            self.stats.active.ended(pool, 1);
-            self.stats.active_bytes.ended(pool, size);
-            self.free_block::<false, false>(id);
+            self.pending_free_completed(id);
         }
         done
+    }
+
+    /// Pending free `id` waits for nothing more: it becomes a free block.
+    pub(crate) fn pending_free_completed(&mut self, id: u32) {
+        let (pool, size) = (self.blocks[id].pool, self.blocks[id].size);
+        self.stats.active.ended(pool, 1);
+        self.stats.active_bytes.ended(pool, size);
+        self.free_block::<false, false>(id);
     }
 
     /// Explains why `addr` is not a live allocation (a slow path: it scans the blocks).

@@ -351,6 +351,10 @@ impl<D: Device> Allocator<D> {
         let ok = match b.state {
             BlockState::Free => in_index != self.is_parked(b) && !in_live && queued == 0 && b.event_count == 0,
             BlockState::Allocated => !in_index && in_live && queued == 0 && b.event_count == 0,
+            // A free deferred by a capture waits with no event recorded yet (capture.rs).
+            BlockState::PendingFree if self.captures.is_deferred(id) => {
+                !in_index && !in_live && b.event_count == 0 && queued == 0
+            }
             BlockState::PendingFree => !in_index && !in_live && b.event_count > 0 && queued == b.event_count as usize,
             BlockState::Unmapped => !in_index && !in_live && queued == 0 && b.event_count == 0,
         };

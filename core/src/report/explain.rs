@@ -167,6 +167,9 @@ pub enum Decision {
         /// Events recorded.
         events: u64,
     },
+    /// A freed block used on other streams waits for the CUDA graph captures underway to end
+    /// before its events are recorded.
+    DeferredByCapture,
 }
 
 impl fmt::Display for Decision {
@@ -278,6 +281,11 @@ impl fmt::Display for Decision {
             Decision::Pending { events } => write!(
                 f,
                 "The block was used on other streams: it waits for {events} event(s) before it can be reused."
+            ),
+            Decision::DeferredByCapture => write!(
+                f,
+                "The block was used on other streams during a CUDA graph capture: no event can be recorded \
+                 until the capture ends, so it waits for that, then for its events, before it can be reused."
             ),
         }
     }

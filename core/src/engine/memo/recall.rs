@@ -132,11 +132,12 @@ impl<D: Device> Allocator<D> {
         (free, live)
     }
 
-    /// True when no event is queued, no block is marked as used on another stream and no
-    /// private pool exists: what the memo asks of every operation it records.
+    /// True when no event is queued, no block is marked as used on another stream, no
+    /// private pool exists and no capture is underway or waited for: what the memo asks of
+    /// every operation it records.
     #[inline(always)]
     pub(crate) fn is_quiet(&self) -> bool {
-        self.events.is_empty() && self.stream_uses.is_empty() && self.pools.is_empty()
+        self.events.is_empty() && self.stream_uses.is_empty() && self.pools.is_empty() && self.captures.is_idle()
     }
 
     /// While replaying, the memo's invariant: the operation expected next fits the blocks.
