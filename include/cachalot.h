@@ -50,7 +50,7 @@
 /**
  * The layout version this library writes.
  */
-#define CACHALOT_STATS_VERSION 1
+#define CACHALOT_STATS_VERSION 2
 
 /**
  * The result of a cachalot call. The numbers never change.
@@ -305,6 +305,12 @@ typedef struct {
    * signed integer, as PyTorch reports them: negative past 2^63).
    */
   int64_t max_split_size;
+  /**
+   * Version 2: requests refused before the device was asked (`throw_on_cudamalloc_oom`
+   * with a memory fraction, PyTorch 2.12 on); -1 when the PyTorch release the config
+   * follows (`pytorch_version`) has no such counter (2.11).
+   */
+  int64_t num_oom_rejections;
 } cachalot_stats;
 
 #ifdef __cplusplus
@@ -560,6 +566,28 @@ cachalot_status cachalot_pool_begin_allocate(cachalot_allocator *allocator,
 cachalot_status cachalot_pool_end_allocate(cachalot_allocator *allocator, uint32_t pool);
 
 /**
+ * A CUDA graph capture begins on the allocator's device: until the matching
+ * `cachalot_capture_end`, no pending free's events are queried, and a block freed while used
+ * on other streams (`cachalot_record_stream`) records its events only once no capture is
+ * underway, as PyTorch's allocator does (captures nest). Refused with `lock_per_stream:True`,
+ * as private pools are.
+ *
+ * # Safety
+ * `allocator` must be NULL or a live handle.
+ */
+cachalot_status cachalot_capture_begin(cachalot_allocator *allocator);
+
+/**
+ * Ends a capture `cachalot_capture_begin` began; after the last one, the deferred frees record
+ * their events on the streams used before the captures (a block used only during them is
+ * free at once). `CACHALOT_STATUS_INVALID_ARGUMENT` when no capture is underway.
+ *
+ * # Safety
+ * `allocator` must be NULL or a live handle.
+ */
+cachalot_status cachalot_capture_end(cachalot_allocator *allocator);
+
+/**
  * Allocates `size` bytes for use on `stream` out of `pool` and stores the address in
  * `*out_ptr`; fails as `cachalot_malloc` does, and for a pool with no use left.
  *
@@ -630,7 +658,8 @@ cachalot_status cachalot_snapshot_json(const cachalot_allocator *allocator,
 /**
  * Fills `*out` with the allocator's statistics. Set `out->struct_size = sizeof *out` first;
  * a smaller size than version 1's fails with `CACHALOT_STATUS_INVALID_ARGUMENT` and writes
- * nothing. On success `struct_size` holds the bytes written and `version` the layout.
+ * nothing; a size of version 1 (a program built against that header) gets version 1's
+ * fields. On success `struct_size` holds the bytes written and `version` the layout.
  *
  * # Safety
  * `allocator` must be NULL or a live handle; `out` must be NULL or point to `struct_size`

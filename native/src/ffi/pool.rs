@@ -115,6 +115,36 @@ pub unsafe extern "C" fn cachalot_pool_end_allocate(allocator: *mut SharedAlloca
     })
 }
 
+/// A CUDA graph capture begins on the allocator's device: until the matching
+/// `cachalot_capture_end`, no pending free's events are queried, and a block freed while used
+/// on other streams (`cachalot_record_stream`) records its events only once no capture is
+/// underway, as PyTorch's allocator does (captures nest). Refused with `lock_per_stream:True`,
+/// as private pools are.
+///
+/// # Safety
+/// `allocator` must be NULL or a live handle.
+#[no_mangle]
+pub unsafe extern "C" fn cachalot_capture_begin(allocator: *mut SharedAllocator) -> Status {
+    boundary::status(|| {
+        // SAFETY: as in cachalot_pool_create.
+        unsafe { borrow(allocator) }?.begin_capture()
+    })
+}
+
+/// Ends a capture `cachalot_capture_begin` began; after the last one, the deferred frees record
+/// their events on the streams used before the captures (a block used only during them is
+/// free at once). `CACHALOT_STATUS_INVALID_ARGUMENT` when no capture is underway.
+///
+/// # Safety
+/// `allocator` must be NULL or a live handle.
+#[no_mangle]
+pub unsafe extern "C" fn cachalot_capture_end(allocator: *mut SharedAllocator) -> Status {
+    boundary::status(|| {
+        // SAFETY: as in cachalot_pool_create.
+        unsafe { borrow(allocator) }?.end_capture()
+    })
+}
+
 /// Allocates `size` bytes for use on `stream` out of `pool` and stores the address in
 /// `*out_ptr`; fails as `cachalot_malloc` does, and for a pool with no use left.
 ///

@@ -4,8 +4,9 @@
 //! library writes the fields it knows that fit in that size, then sets `struct_size` to the
 //! bytes it wrote and `version` to the layout it wrote. Fields are only ever appended, so a
 //! program built against an older header keeps working with a newer library and the other
-//! way round. Invariant: the struct has no padding (every field is 8 bytes, after the two
-//! 4-byte header fields), so its bytes are fully defined.
+//! way round: version 1 ends at `max_split_size`, version 2 adds `num_oom_rejections`.
+//! Invariant: the struct has no padding (every field is 8 bytes, after the two 4-byte header
+//! fields), so its bytes are fully defined.
 
 use std::mem::size_of;
 use std::ptr;
@@ -20,7 +21,10 @@ use crate::error::Error;
 use crate::sharing::SharedAllocator;
 
 /// The layout version this library writes.
-pub const CACHALOT_STATS_VERSION: u32 = 1;
+pub const CACHALOT_STATS_VERSION: u32 = 2;
+
+/// The bytes of version 1's layout, the least a caller may pass.
+const VERSION_1_SIZE: usize = std::mem::offset_of!(Stats, num_oom_rejections);
 
 /// One statistic.
 #[repr(C)]
@@ -91,6 +95,10 @@ pub struct Stats {
     /// The configured `max_split_size_mb` in bytes; -1 when unlimited (the bytes cast to a
     /// signed integer, as PyTorch reports them: negative past 2^63).
     pub max_split_size: i64,
+    /// Version 2: requests refused before the device was asked (`throw_on_cudamalloc_oom`
+    /// with a memory fraction, PyTorch 2.12 on); -1 when the PyTorch release the config
+    /// follows (`pytorch_version`) has no such counter (2.11).
+    pub num_oom_rejections: i64,
 }
 
 impl From<&CoreStat> for Stat {
@@ -127,13 +135,15 @@ impl From<&DeviceStats> for Stats {
             oversize_allocations: (&s.oversize_allocations).into(),
             oversize_segments: (&s.oversize_segments).into(),
             max_split_size: s.max_split_size,
+            num_oom_rejections: s.num_oom_rejections.map_or(-1, |n| n as i64),
         }
     }
 }
 
 /// Fills `*out` with the allocator's statistics. Set `out->struct_size = sizeof *out` first;
 /// a smaller size than version 1's fails with `CACHALOT_STATUS_INVALID_ARGUMENT` and writes
-/// nothing. On success `struct_size` holds the bytes written and `version` the layout.
+/// nothing; a size of version 1 (a program built against that header) gets version 1's
+/// fields. On success `struct_size` holds the bytes written and `version` the layout.
 ///
 /// # Safety
 /// `allocator` must be NULL or a live handle; `out` must be NULL or point to `struct_size`
@@ -150,15 +160,17 @@ pub unsafe extern "C" fn cachalot_get_stats(allocator: *const SharedAllocator, o
         // (caller's promise); read unaligned in case the caller's struct is packed.
         let caller_size = unsafe { ptr::read_unaligned(ptr::addr_of!((*out).struct_size)) } as usize;
         let ours = size_of::<Stats>();
-        if caller_size < ours {
+        if caller_size < VERSION_1_SIZE {
             return Err(Error::InvalidArgument(format!(
-                "cachalot_stats.struct_size is {caller_size}; set it to sizeof(cachalot_stats) ({ours} for version {CACHALOT_STATS_VERSION})"
+                "cachalot_stats.struct_size is {caller_size}; set it to sizeof(cachalot_stats) ({ours} for version {CACHALOT_STATS_VERSION}, {VERSION_1_SIZE} for version 1)"
             )));
         }
-        let stats = Stats::from(&a.stats()?);
-        // SAFETY: `out` has `caller_size >= ours` writable bytes (caller's promise and the
-        // check above); the source is a local value.
-        unsafe { ptr::copy_nonoverlapping(ptr::addr_of!(stats).cast::<u8>(), out.cast::<u8>(), ours) };
+        let (written, version) = if caller_size >= ours { (ours, CACHALOT_STATS_VERSION) } else { (VERSION_1_SIZE, 1) };
+        let mut stats = Stats::from(&a.stats()?);
+        (stats.struct_size, stats.version) = (written as u32, version);
+        // SAFETY: `out` has `caller_size >= written` writable bytes (caller's promise and the
+        // checks above); the source is a local value of at least `written` bytes.
+        unsafe { ptr::copy_nonoverlapping(ptr::addr_of!(stats).cast::<u8>(), out.cast::<u8>(), written) };
         Ok(())
     })
 }
@@ -216,6 +228,7 @@ mod tests {
     fn layout_has_no_padding() {
         assert_eq!(size_of::<Stat>(), 32);
         assert_eq!(size_of::<StatArray>(), 96);
-        assert_eq!(size_of::<Stats>(), 8 + 9 * 96 + 5 * 8 + 2 * 32 + 8);
+        assert_eq!(size_of::<Stats>(), 8 + 9 * 96 + 5 * 8 + 2 * 32 + 8 + 8);
+        assert_eq!(VERSION_1_SIZE, 8 + 9 * 96 + 5 * 8 + 2 * 32 + 8);
     }
 }

@@ -63,7 +63,8 @@ impl Status {
                 AllocError::InvalidFraction(_)
                 | AllocError::TooManyStreams { .. }
                 | AllocError::NotCached { .. }
-                | AllocError::UnknownPool { .. } => Status::InvalidArgument,
+                | AllocError::UnknownPool { .. }
+                | AllocError::NoCaptureUnderway => Status::InvalidArgument,
                 AllocError::Device(DeviceError::OutOfMemory) => Status::OutOfMemory,
                 AllocError::Device(DeviceError::Driver { .. }) => Status::Driver,
                 AllocError::Device(DeviceError::Unsupported(_)) => Status::Unsupported,

@@ -1,5 +1,6 @@
 //! A device's private pools (CUDA graphs, torch.compile's CUDA graph trees,
-//! `torch.cuda.MemPool`), held by the core allocator (`cachalot_core`'s `private_pool.rs`):
+//! `torch.cuda.MemPool`), held by the core allocator (`cachalot_core`'s `private_pool.rs`),
+//! and the CUDA graph captures underway (`capture.rs` there), which go with them:
 //! each call takes the allocator's one lock, as malloc does, and a free needs nothing more
 //! than a plain free, since the core finds a block's pool from the block.
 //!
@@ -64,6 +65,16 @@ impl SharedAllocator {
     /// Returns pool `pool`'s unsplit cached segments to the device once it has no use left.
     pub fn empty_pool_cache(&self, pool: u32) -> Result<(), Error> {
         self.with_pools(|a| a.empty_pool_cache(pool))
+    }
+
+    /// A CUDA graph capture begins: no event is processed or recorded until it ends.
+    pub fn begin_capture(&self) -> Result<(), Error> {
+        self.with_pools(|a| a.begin_capture())
+    }
+
+    /// A capture ends; the last one records the events deferred during the captures.
+    pub fn end_capture(&self) -> Result<(), Error> {
+        self.with_pools(|a| a.end_capture())
     }
 
     /// Allocates exactly the `size` bytes at `addr` out of a cached block of pool `pool`.

@@ -344,10 +344,14 @@ const struct abi_row abi_rows[] = {
         .struct_delta = 4 - (long)sizeof(cachalot_stats)),
     ROW("get_stats: struct_size 8", F_GET_STATS, S(INVALID_ARGUMENT), "struct_size",
         .struct_delta = 8 - (long)sizeof(cachalot_stats)),
-    ROW("get_stats: struct_size one field short", F_GET_STATS, S(INVALID_ARGUMENT), "struct_size",
+    ROW("get_stats: struct_size one field short (version 1's)", F_GET_STATS, S(OK), LEFT_ALONE,
         .struct_delta = -8),
-    ROW("get_stats: struct_size one byte short", F_GET_STATS, S(INVALID_ARGUMENT), "struct_size",
+    ROW("get_stats: struct_size one byte short (version 1's fields)", F_GET_STATS, S(OK), LEFT_ALONE,
         .struct_delta = -1),
+    ROW("get_stats: struct_size one byte short of version 1", F_GET_STATS, S(INVALID_ARGUMENT), "struct_size",
+        .struct_delta = -9),
+    ROW("get_stats: struct_size one field short of version 1", F_GET_STATS, S(INVALID_ARGUMENT), "struct_size",
+        .struct_delta = -16),
     ROW("get_stats: struct_size exactly", F_GET_STATS, S(OK), LEFT_ALONE, .struct_delta = 0),
     ROW("get_stats: a newer, larger struct", F_GET_STATS, S(OK), LEFT_ALONE, .struct_delta = 64),
 
@@ -488,6 +492,13 @@ const struct abi_row abi_rows[] = {
         "no cached free block", .ptr = P_FREE_START, .size = 512),
     ROW("pool_allocate_at: no such pool", F_POOL_ALLOCATE_AT, S(INVALID_ARGUMENT), "does not exist",
         .number = 7777, .ptr = P_FREE_START, .size = 512),
+
+    /* CUDA graph captures (the adapter ends a capture the row begins). */
+    ROW("capture_begin: NULL handle", F_CAPTURE_BEGIN, S(NULL_POINTER), HANDLE, .handle = H_NULL),
+    ROW("capture_begin (allowed)", F_CAPTURE_BEGIN, S(OK), LEFT_ALONE, .handle = H_LIVE),
+    ROW("capture_end: NULL handle", F_CAPTURE_END, S(NULL_POINTER), HANDLE, .handle = H_NULL),
+    ROW("capture_end: none underway", F_CAPTURE_END, S(INVALID_ARGUMENT), "no CUDA graph capture is underway",
+        .handle = H_LIVE),
 
     /* Last: calls that change the allocator, to check the fixture still works after them. */
     ROW_CHANGES("reset_peak_stats (allowed)", F_RESET_PEAK_STATS, S(OK), LEFT_ALONE, .handle = H_LIVE),

@@ -15,6 +15,7 @@
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -197,7 +198,7 @@ static void buffers_and_stats(cachalot_allocator *a) {
     CHECK_FAILS(cachalot_get_stats(a, &stats), CACHALOT_STATUS_INVALID_ARGUMENT, "struct_size");
     CHECK(stats.struct_size == 8 && stats.version == 0xabababab);
     CHECK_FAILS(cachalot_get_stats(a, NULL), CACHALOT_STATUS_NULL_POINTER, "out is NULL");
-    /* A caller built against a newer, larger struct gets version 1 and its size back. */
+    /* A caller built against a newer, larger struct gets this version and its size back. */
     unsigned char bigger[sizeof(cachalot_stats) + 64];
     memset(bigger, 0xcd, sizeof bigger);
     ((cachalot_stats *)(void *)bigger)->struct_size = sizeof bigger;
@@ -206,6 +207,14 @@ static void buffers_and_stats(cachalot_allocator *a) {
     CHECK(stats.struct_size == sizeof(cachalot_stats) && stats.version == CACHALOT_STATS_VERSION);
     CHECK(bigger[sizeof bigger - 1] == 0xcd);
     CHECK(stats.max_split_size == -1);
+    CHECK(stats.num_oom_rejections == 0); /* counted: the config follows PyTorch 2.15 by default */
+    /* A caller built against version 1's header gets version 1's fields and nothing past them. */
+    memset(bigger, 0xcd, sizeof bigger);
+    ((cachalot_stats *)(void *)bigger)->struct_size = offsetof(cachalot_stats, num_oom_rejections);
+    CHECK(cachalot_get_stats(a, (cachalot_stats *)(void *)bigger) == CACHALOT_STATUS_OK);
+    memcpy(&stats, bigger, sizeof stats);
+    CHECK(stats.struct_size == offsetof(cachalot_stats, num_oom_rejections) && stats.version == 1);
+    CHECK(bigger[offsetof(cachalot_stats, num_oom_rejections)] == 0xcd);
 }
 
 static void last_error_and_names(void) {
