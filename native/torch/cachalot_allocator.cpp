@@ -98,11 +98,29 @@ class CachalotAllocator : public Pluggable::CUDAPluggableAllocator {
   void beginAllocateToPool(c10::DeviceIndex device, c10::cuda::MempoolId_t id,
                            std::function<bool(cudaStream_t)> filter) override {
     pools_.begin(device, id, std::move(filter));
+#if TORCH_VERSION_MINOR < 13
+    // PyTorch 2.11 and 2.12 count a capture underway from here to endAllocateToPool.
+    capture_began(device);
+#endif
   }
 
   void endAllocateToPool(c10::DeviceIndex device, c10::cuda::MempoolId_t id) override {
     pools_.end(device, id);
+#if TORCH_VERSION_MINOR < 13
+    capture_ended(device);
+#endif
   }
+
+#if TORCH_VERSION_MINOR >= 13
+  // PyTorch 2.13 on tells the allocator when a stream capture really begins and ends.
+  void markCaptureBegin(c10::DeviceIndex device) override {
+    capture_began(device);
+  }
+
+  void markCaptureEnd(c10::DeviceIndex device) override {
+    capture_ended(device);
+  }
+#endif
 
   void releasePool(c10::DeviceIndex device, c10::cuda::MempoolId_t id) override {
     pools_.release(device, id);
@@ -323,9 +341,9 @@ class CachalotAllocator : public Pluggable::CUDAPluggableAllocator {
     return history_.context_of(const_cast<void*>(ptr));
   }
 
-  // Observers of allocations rejected before cudaMalloc (throw_on_cudamalloc_oom). cachalot
-  // never rejects one that way, so they are kept and never called; PyTorch's pluggable
-  // allocator refuses to attach them at all.
+  // Observers of allocations rejected before the device is asked (throw_on_cudamalloc_oom
+  // with a memory fraction, which cachalot simulates), called instead of the out-of-memory
+  // observers for such a request; PyTorch's pluggable allocator refuses to attach them.
   void attachOomRejectionObserver(CCA::OomRejectionObserver observer) override {
     std::lock_guard<std::mutex> lock(observers_mutex_);
     rejection_observers_.push_back(std::move(observer));
@@ -383,12 +401,31 @@ class CachalotAllocator : public Pluggable::CUDAPluggableAllocator {
         cudaMemGetInfo(&device_free, &device_total);
         history_.out_of_memory(device, size, device_free, stream);
       }
-      notify_out_of_memory(device);
+#if TORCH_VERSION_MINOR >= 12
+      if (!notify_rejection(device, size))
+#endif
+        notify_out_of_memory(device);
       TORCH_CHECK_WITH(OutOfMemoryError, false, "CUDA ", why);  // "CUDA out of memory. Tried to allocate ..."
     }
     TORCH_CHECK(false, "cachalot: allocating " + std::to_string(size) + " bytes on CUDA device " +
                            std::to_string(device) + " failed: " + why);
     return nullptr;  // not reached: TORCH_CHECK(false, ...) throws
+  }
+
+  // While a capture is underway no event is processed, and a freed block used on other
+  // streams records its events once no capture is (cachalot's capture.rs), as in PyTorch.
+  static void capture_began(int device) {
+    cachalot_status s = cachalot_capture_begin(cachalot_torch::allocator_of(device));
+    TORCH_CHECK(s == CACHALOT_STATUS_OK, "cachalot: beginning a CUDA graph capture on device " + std::to_string(device) +
+                                             ": " + error_message());
+  }
+
+  // An end with no capture underway (an endAllocateToPool PyTorch pairs with nothing) changes
+  // nothing, as in PyTorch; an event that cannot be recorded is reported.
+  static void capture_ended(int device) {
+    cachalot_status s = cachalot_capture_end(cachalot_torch::allocator_of(device));
+    TORCH_CHECK(s == CACHALOT_STATUS_OK || s == CACHALOT_STATUS_INVALID_ARGUMENT,
+                "cachalot: ending a CUDA graph capture on device " + std::to_string(device) + ": " + error_message());
   }
 
   static int current_device() {
@@ -399,6 +436,36 @@ class CachalotAllocator : public Pluggable::CUDAPluggableAllocator {
     }
     return device;
   }
+
+#if TORCH_VERSION_MINOR >= 12
+  // After an out of memory: when cachalot refused the request before asking the device
+  // (throw_on_cudamalloc_oom, its num_oom_rejections grew since the last look), the rejection
+  // observers are told instead of the out-of-memory ones; true then.
+  bool notify_rejection(int device, size_t size) {
+    cachalot_stats s{};
+    s.struct_size = sizeof(s);
+    cachalot_allocator* a = device_allocator(device);
+    if (a == nullptr || cachalot_get_stats(a, &s) != CACHALOT_STATUS_OK || s.num_oom_rejections <= 0) {
+      return false;
+    }
+    std::vector<CCA::OomRejectionObserver> observers;
+    {
+      std::lock_guard<std::mutex> lock(observers_mutex_);
+      int64_t& seen = rejections_seen_[device];
+      if (s.num_oom_rejections <= seen) {
+        return false;
+      }
+      seen = s.num_oom_rejections;
+      observers = rejection_observers_;
+    }
+    size_t device_free = 0, device_total = 0;
+    cudaMemGetInfo(&device_free, &device_total);
+    for (auto& observer : observers) {
+      observer(device, size, static_cast<size_t>(s.allocated_bytes.all.current), device_total);
+    }
+    return true;
+  }
+#endif
 
   void notify_out_of_memory(int device) {
     std::vector<CCA::OutOfMemoryObserver> observers;
@@ -487,6 +554,9 @@ class CachalotAllocator : public Pluggable::CUDAPluggableAllocator {
     d.num_sync_all_streams += static_cast<int64_t>(s.num_sync_all_streams);
     d.num_device_alloc += static_cast<int64_t>(s.num_device_alloc);
     d.num_device_free += static_cast<int64_t>(s.num_device_free);
+#if TORCH_VERSION_MINOR >= 12
+    d.num_oom_rejections += s.num_oom_rejections > 0 ? s.num_oom_rejections : 0;  // -1: not counted
+#endif
   }
 
   // A private pool's checkpoint: its live blocks (getCheckpointState).
@@ -512,6 +582,7 @@ class CachalotAllocator : public Pluggable::CUDAPluggableAllocator {
   std::vector<CCA::OutOfMemoryObserver> observers_;
 #if TORCH_VERSION_MINOR >= 12
   std::vector<CCA::OomRejectionObserver> rejection_observers_;
+  std::unordered_map<int, int64_t> rejections_seen_;  // per device, under observers_mutex_
 #endif
 };
 
