@@ -279,6 +279,8 @@ python-test:
 		-o $(PY_FAKE_CUDA)/libcuda.so -pthread
 	$(CC) -std=c11 $(CFLAGS_STRICT) -shared -fPIC native/tests/fake_torch_extension/fake_torch_extension.c \
 		-o $(PY_FAKE_CUDA)/fake_torch_extension.so
+	$(CC) -std=c11 $(CFLAGS_STRICT) -shared -fPIC -DFAKE_EXTENSION_NEWER_THAN_LIBRARY \
+		native/tests/fake_torch_extension/fake_torch_extension.c -o $(PY_FAKE_CUDA)/fake_torch_extension_newer.so
 	CACHALOT_LIB=$(abspath $(TARGET_DIR))/release/libcachalot.so CACHALOT_CLI=$(abspath $(TARGET_DIR))/release/cachalot \
 		CACHALOT_FAKE_CUDA=$(PY_FAKE_CUDA)/libcuda.so CACHALOT_FAKE_EXTENSION=$(PY_FAKE_CUDA)/fake_torch_extension.so \
 		PYTHONDONTWRITEBYTECODE=1 python3 native/python/test_cachalot_torch.py

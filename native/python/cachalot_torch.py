@@ -432,6 +432,10 @@ class Extension:
         try:
             self._dll = ctypes.CDLL(path)
         except OSError as e:
+            if "undefined symbol: cachalot_" in str(e):  # the library loaded is older than the extension
+                raise RuntimeError(f"cachalot: the extension {path} needs a newer libcachalot than the one loaded "
+                                   f"({_LIB.path if _LIB else 'none'}): {e}. Use the library and the extension of "
+                                   f"one build: {_FIX_WHEEL}, or unset ${LIB_ENV} and ${EXTENSIONS_ENV}.") from e
             raise RuntimeError(f"cachalot: the extension for PyTorch {minor} ({path}) does not load into this "
                                f"PyTorch: {e}. Reinstall cachalot's wheel; if it persists, this PyTorch build "
                                f"is not one cachalot was built against (PyPI's CUDA builds are).") from e

@@ -935,6 +935,13 @@ class Install(unittest.TestCase):
         with EnvVar("FAKE_EXTENSION_TORCH_VERSION", "214"):
             self.assert_refused("was built for PyTorch 2.14, not 2.15", "make wheel")
 
+    def test_an_extension_newer_than_the_library_loaded_is_refused_naming_both(self):
+        newer = FAKE_EXTENSION.replace(".so", "_newer.so")
+        shutil.copy(newer, os.path.join(self.extensions, "libcachalot_torch_2_15.so"))
+        message = self.assert_refused("needs a newer libcachalot than the one loaded",
+                                      "cachalot_function_of_a_newer_build", "make wheel")
+        self.assertIn(cachalot_torch.load_library().path, message)
+
     def test_a_file_that_is_no_library_is_refused_naming_it(self):
         with open(os.path.join(self.extensions, "libcachalot_torch_2_15.so"), "wb") as f:
             f.write(b"not a shared library")

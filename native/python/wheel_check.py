@@ -8,6 +8,8 @@ ninja, nvcc or cargo on PATH (`make wheel-test`), as a PyTorch user's machine ha
   - cachalot_torch.install() loads the extension of this PyTorch into it (every symbol it needs
     resolves against this PyTorch's libraries) and makes cachalot PyTorch's current CUDA
     allocator, without a GPU (no CUDA call is made before the first allocation);
+  - what needs no GPU of the interface each PyTorch added reaches the extension: the memory
+    history's user metadata, kept per thread, and (2.14 on) the answer that it is recorded;
   - the `cachalot` command is on the environment's PATH and runs.
 
 usage: python - MINORS EXPECTED_MINOR < wheel_check.py   (native/python/wheel_test.py runs it)
@@ -20,6 +22,7 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
 import warnings
 
 import cachalot_native
@@ -56,6 +59,18 @@ check(f"install() loads the extension for PyTorch {torch.__version__}",
       isinstance(ext, cachalot_torch.Extension) and ext.minor == cachalot_torch.torch_minor(torch.__version__),
       ext.path)
 check("cachalot is PyTorch's current CUDA allocator", ext.is_current())
+memory = torch.cuda.memory
+if hasattr(memory, "_set_memory_metadata"):  # the user metadata of memory history entries, per thread
+    memory._set_memory_metadata("cachalot check")
+    seen = []
+    other = threading.Thread(target=lambda: seen.append(memory._get_memory_metadata()))
+    other.start()
+    other.join()
+    check("user metadata is kept per thread by cachalot's extension",
+          memory._get_memory_metadata() == "cachalot check" and seen == [""], f"{memory._get_memory_metadata()!r}, {seen}")
+    memory._set_memory_metadata("")
+if hasattr(memory, "_memory_metadata_supported"):  # 2.14 on
+    check("the extension says it records user metadata", memory._memory_metadata_supported())
 check("CUDA is not initialised by install()", not torch.cuda.is_initialized())
 summary = cachalot_torch.memory_summary()
 check("memory_summary() reads cachalot", "cachalot memory summary" in summary, summary.splitlines()[1].strip())

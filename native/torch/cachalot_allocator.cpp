@@ -325,14 +325,14 @@ class CachalotAllocator : public Pluggable::CUDAPluggableAllocator {
     observers_.push_back(std::move(observer));
   }
 
-  // What PyTorch's own allocator records on each trace entry from now on, per device
-  // (torch.cuda.memory._set_memory_metadata).
+  // What the calling thread's trace entries carry from now on, on every device, as PyTorch's
+  // own allocator records it (torch.cuda.memory._set_memory_metadata).
   void setUserMetadata(const std::string& metadata) override {
-    history_.set_user_metadata(current_device(), metadata);
+    cachalot_torch::MemoryHistory::set_user_metadata(metadata);
   }
 
   std::string getUserMetadata() override {
-    return history_.user_metadata(current_device());
+    return cachalot_torch::MemoryHistory::user_metadata();
   }
 
 #if TORCH_VERSION_MINOR >= 12

@@ -8,8 +8,9 @@
 // dropped first. A free is logged as requested and completed at once: cachalot completes a
 // free that waits on another stream inside its C ABI, where the extension does not see it.
 // Segment events are not in the trace (the segments are in the snapshot). Each entry carries
-// the device's user metadata set at the time (torch.cuda.memory._set_memory_metadata); from
-// PyTorch 2.14 an "annotate" entry carries an annotation of a live allocation instead.
+// the user metadata the calling thread set (torch.cuda.memory._set_memory_metadata, which
+// PyTorch keeps per thread, for every device); from PyTorch 2.14 an "annotate" entry carries
+// an annotation of a live allocation instead.
 //
 // Invariants: `live_` holds a context for exactly the live allocations made while STATE or
 // more was on; the common case (history off) costs one relaxed atomic load per call.
@@ -103,19 +104,13 @@ class MemoryHistory {
   }
 #endif
 
-  void set_user_metadata(int device, const std::string& metadata) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (metadata.empty()) {
-      user_metadata_.erase(device);
-    } else {
-      user_metadata_[device] = metadata;
-    }
+  // The calling thread's metadata, written on the entries its allocations and frees log.
+  static void set_user_metadata(const std::string& metadata) {
+    thread_metadata() = metadata;
   }
 
-  std::string user_metadata(int device) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    auto it = user_metadata_.find(device);
-    return it == user_metadata_.end() ? std::string() : it->second;
+  static std::string user_metadata() {
+    return thread_metadata();
   }
 
   // A request of `size` bytes ran out of memory with `device_free` bytes free on the device.
@@ -158,15 +153,7 @@ class MemoryHistory {
   void log(TraceEntry::Action action, int device, size_t addr, size_t size, cudaStream_t stream,
            c10::cuda::MempoolId_t pool, std::shared_ptr<GatheredContext> context,
            const std::string* payload = nullptr) {
-    std::string metadata;
-    if (payload != nullptr) {
-      metadata = *payload;
-    } else if (!user_metadata_.empty()) {
-      auto it = user_metadata_.find(device);
-      if (it != user_metadata_.end()) {
-        metadata = it->second;
-      }
-    }
+    std::string metadata = payload != nullptr ? *payload : thread_metadata();
     TraceEntry entry(action, static_cast<c10::DeviceIndex>(device), addr, size, stream, pool,
                      c10::getApproximateTime(), std::move(context), "", std::move(metadata));
     for (auto& tracker : trackers_) {
@@ -192,6 +179,11 @@ class MemoryHistory {
     return n;
   }
 
+  static std::string& thread_metadata() {
+    thread_local std::string metadata;
+    return metadata;
+  }
+
   // Drops the oldest entry of all devices' traces.
   void drop_oldest() {
     std::deque<TraceEntry>* oldest = nullptr;
@@ -215,7 +207,6 @@ class MemoryHistory {
   std::vector<std::deque<TraceEntry>> traces_;
   std::vector<CCA::AllocatorTraceTracker> trackers_;
   std::unordered_map<void*, std::shared_ptr<GatheredContext>> live_;
-  std::unordered_map<int, std::string> user_metadata_;
 };
 
 }  // namespace cachalot_torch
