@@ -6,7 +6,9 @@
 //! free, record_stream, empty_cache, explained decisions, snapshot, stats, memory_summary,
 //! and a trace it steps through), [`TraceFile`] (a parsed trace) and [`ReplayRun`] (one
 //! whole cold pass of a trace, with its timeline and the figures `cachalot replay --json`
-//! prints). No allocator logic lives here: every decision is the core's.
+//! prints). No allocator logic lives here: every decision is the core's. The file reader
+//! behind `TraceFile` is plain Rust ([`reader`], within [`reader::BROWSER_LIMITS`]), so that
+//! it can be fuzzed natively (`fuzz/doors/browser.rs`).
 //!
 //! Byte counts and addresses cross as JS numbers (`f64`): simulated addresses and every
 //! size a device can hold are below 2^53, so they are exact; `js_number` checks it.
@@ -20,10 +22,11 @@ mod error;
 mod js_argument;
 mod js_number;
 mod memory_map;
+pub mod reader;
 mod replay_run;
 mod trace_cursor;
 mod trace_file;
 
 pub use allocator_handle::Allocator;
 pub use replay_run::ReplayRun;
-pub use trace_file::TraceFile;
+pub use trace_file::{describe, TraceFile};

@@ -7,11 +7,12 @@
 use std::rc::Rc;
 
 use cachalot_core::size::format_size;
-use cachalot_core::{parse_device_trace, parse_each_device, Trace, TraceErrorKind, TraceOp};
+use cachalot_core::{Trace, TraceOp};
 use wasm_bindgen::prelude::*;
 
 use crate::error::js_error;
 use crate::js_argument::{bytes, count, text, whole};
+use crate::reader::{read_each_device, read_trace, BROWSER_LIMITS};
 
 /// A parsed allocation trace.
 #[wasm_bindgen]
@@ -27,7 +28,8 @@ impl TraceFile {
     /// GPU and a replay simulates one: `device` (optional) picks it, and is needed when
     /// several have allocations (or read each with `parse_each_device`). Throws, naming the
     /// trace and the line, if the text is not a trace the core's reader accepts, and when
-    /// the device is missing or not in it.
+    /// the device is missing or not in it, or past the browser's limits (`BROWSER_LIMITS`:
+    /// 768 MiB of text, nesting 64 deep, 20 million rows or events), naming the limit.
     pub fn parse(data: &JsValue, name: &JsValue, device: &JsValue) -> Result<TraceFile, JsError> {
         let name = text(name, "trace name")?;
         let device = if device.is_undefined() || device.is_null() {
@@ -39,16 +41,7 @@ impl TraceFile {
                 .map_err(|_| js_error(format!("{name}: device {d} asked for, but no snapshot records that many")))?;
             Some(d)
         };
-        let text = utf8(bytes(data, "trace")?, &name)?;
-        let trace = parse_device_trace(&text, device).map_err(|e| match e.kind {
-            TraceErrorKind::DeviceNotChosen { .. } => js_error(format!(
-                "{name}: {e}: choose one with the device argument, or read each with parse_each_device \
-                 (with the CLI: cachalot replay \"{name}\" --device N)"
-            )),
-            TraceErrorKind::NoSuchDevice | TraceErrorKind::Invalid | TraceErrorKind::Limit(_) => {
-                js_error(format!("{name}: {e}"))
-            }
-        })?;
+        let trace = read_trace(&bytes(data, "trace")?, &name, device, &BROWSER_LIMITS).map_err(js_error)?;
         Ok(TraceFile { trace: Rc::new(trace), name })
     }
 
@@ -57,8 +50,7 @@ impl TraceFile {
     /// however many GPUs.
     pub fn parse_each_device(data: &JsValue, name: &JsValue) -> Result<Vec<TraceFile>, JsError> {
         let name = text(name, "trace name")?;
-        let text = utf8(bytes(data, "trace")?, &name)?;
-        let traces = parse_each_device(&text).map_err(|e| js_error(format!("{name}: {e}")))?;
+        let traces = read_each_device(&bytes(data, "trace")?, &name, &BROWSER_LIMITS).map_err(js_error)?;
         Ok(traces.into_iter().map(|t| TraceFile { trace: Rc::new(t), name: name.clone() }).collect())
     }
 
@@ -96,11 +88,6 @@ impl TraceFile {
     pub fn describe_op(&self, index: &JsValue) -> Result<String, JsError> {
         Ok(describe(&self.trace, count(index, "operation index")?))
     }
-}
-
-/// `data` as text, or an error naming the trace.
-fn utf8(data: Vec<u8>, name: &str) -> Result<String, JsError> {
-    String::from_utf8(data).map_err(|e| js_error(format!("{name}: not UTF-8 text: {}", e.utf8_error())))
 }
 
 /// Operation `index` of `trace` in words; an empty string past the end.
