@@ -184,6 +184,54 @@ pub struct SimDevice {
     placements: VecDeque<(u64, u64)>,
     /// Segments placed as recorded so far.
     placements_followed: usize,
+    /// Why the list of placements was given up, if it was.
+    placements_abandoned: Option<PlacementAbandoned>,
+}
+
+/// Why a replay stopped following a recorded run's placements: the first segment it asked
+/// for that the next placement could not give.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct PlacementAbandoned {
+    /// The segment allocation (numbered from 0 among this device's allocations) that could
+    /// not follow.
+    pub segment: u64,
+    /// How many placements had been followed before it.
+    pub followed: usize,
+    /// The placement it would have taken: (address, size).
+    pub placement: (u64, u64),
+    /// The size the replay asked for.
+    pub size: u64,
+    /// Why it could not.
+    pub reason: AbandonReason,
+}
+
+/// Why a placement could not be followed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AbandonReason {
+    /// The replay asked for a segment of another size than the run made there: its
+    /// decisions differ from the run's (another config, or a rule that differs).
+    SizeDiffers,
+    /// The range is taken by a live segment or a reserved range of the replay.
+    AddressTaken,
+    /// The address is 0, not 512-aligned, or past what the device can hold.
+    AddressRefused,
+}
+
+impl core::fmt::Display for PlacementAbandoned {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        let (addr, len) = self.placement;
+        write!(
+            f,
+            "segment {} asked for {} bytes where the run made {len} bytes at {addr:#x}: ",
+            self.segment, self.size
+        )?;
+        f.write_str(match self.reason {
+            AbandonReason::SizeDiffers => "the replay's decisions differ from the run's there (another config or rule)",
+            AbandonReason::AddressTaken => "that range is taken in the replay",
+            AbandonReason::AddressRefused => "that address is null, unaligned or past the device's addresses",
+        })
+    }
 }
 
 impl SimDevice {
@@ -209,6 +257,7 @@ impl SimDevice {
             mapped_handles: BTreeMap::new(),
             placements: VecDeque::new(),
             placements_followed: 0,
+            placements_abandoned: None,
         }
     }
 
@@ -363,6 +412,7 @@ impl SimDevice {
     /// virtual-memory ranges are reserved as usual.
     pub fn follow_placements(&mut self, placements: impl IntoIterator<Item = (u64, u64)>) {
         self.placements = placements.into_iter().collect();
+        self.placements_abandoned = None;
     }
 
     /// Placements not used yet (0 once the list is used up or abandoned).
@@ -375,37 +425,50 @@ impl SimDevice {
         self.placements_followed
     }
 
-    /// True when `[addr, addr + size)` is aligned, not at 0, ends at or below
-    /// [`ADDRESS_LIMIT`] and is free of segments and reserved ranges. A recorded address may
-    /// lie outside the window the device's own rule uses ([`BASE_ADDRESS`], [`TOP_ADDRESS`]):
-    /// a real driver's addresses differ from process to process.
-    fn free_at(&self, addr: u64, size: u64) -> bool {
-        let Some(end) = addr.checked_add(size) else { return false };
+    /// Why the placements were given up (`None` while they are followed, or when all were).
+    pub fn placements_abandoned(&self) -> Option<PlacementAbandoned> {
+        self.placements_abandoned
+    }
+
+    /// Why `[addr, addr + size)` cannot hold a segment, or `None` when it is aligned, not at 0,
+    /// ends at or below [`ADDRESS_LIMIT`] and is free of segments and reserved ranges. A
+    /// recorded address may lie outside the window the device's own rule uses
+    /// ([`BASE_ADDRESS`], [`TOP_ADDRESS`]): a real driver's addresses differ from process to
+    /// process.
+    fn refusal_at(&self, addr: u64, size: u64) -> Option<AbandonReason> {
+        let end = match addr.checked_add(size) {
+            Some(end) if addr != 0 && addr % crate::base::size::MIN_BLOCK == 0 && end <= ADDRESS_LIMIT => end,
+            _ => return Some(AbandonReason::AddressRefused),
+        };
         let clear = |m: &BTreeMap<u64, u64>| {
             m.range(..addr).next_back().is_none_or(|(&a, &len)| a.saturating_add(len) <= addr)
                 && m.range(addr..).next().is_none_or(|(&a, _)| a >= end)
         };
-        addr != 0
-            && addr % crate::base::size::MIN_BLOCK == 0
-            && end <= ADDRESS_LIMIT
-            && clear(&self.segments)
-            && clear(&self.reservations)
+        (!(clear(&self.segments) && clear(&self.reservations))).then_some(AbandonReason::AddressTaken)
     }
 
     /// Where the next segment of `size` bytes goes: the recorded placement, or the device's
     /// own choice.
     fn place(&mut self, size: u64) -> u64 {
-        match self.placements.front() {
-            Some(&(addr, len)) if len == size && self.free_at(addr, size) => {
+        let Some(&(addr, len)) = self.placements.front() else { return self.find_gap(size) };
+        let refusal = if len != size { Some(AbandonReason::SizeDiffers) } else { self.refusal_at(addr, size) };
+        match refusal {
+            None => {
                 self.placements.pop_front();
                 self.placements_followed += 1;
                 addr
             }
-            Some(_) => {
+            Some(reason) => {
+                self.placements_abandoned = Some(PlacementAbandoned {
+                    segment: self.calls.allocations,
+                    followed: self.placements_followed,
+                    placement: (addr, len),
+                    size,
+                    reason,
+                });
                 self.placements.clear();
                 self.find_gap(size)
             }
-            None => self.find_gap(size),
         }
     }
 
@@ -786,18 +849,31 @@ mod tests {
         assert_eq!(d.allocate(2 << 20).unwrap(), low);
         assert_eq!(d.allocate(4 << 20).unwrap(), low + (4 << 20));
         assert_eq!(d.placements_followed(), 2);
+        assert_eq!(d.placements_abandoned(), None);
         // The third overlaps the first, still live: the replay has diverged from the run.
         let own = d.allocate(2 << 20).unwrap();
         assert_eq!(own, (TOP_ADDRESS - (2 << 20)) & !(SEGMENT_ALIGN - 1), "the device's own top-down choice");
         assert_eq!(d.placements_left(), 0, "the rest of the list is dropped");
+        let gave_up = d.placements_abandoned().expect("the device says why it gave up");
+        assert_eq!((gave_up.segment, gave_up.followed, gave_up.reason), (2, 2, AbandonReason::AddressTaken));
+        assert_eq!((gave_up.placement, gave_up.size), ((low, 2 << 20), 2 << 20));
         let mut d = SimDevice::new(1 << 30);
         d.follow_placements([(low, 2 << 20)]);
         assert_ne!(d.allocate(4 << 20).unwrap(), low, "a size that differs ends the list too");
         assert_eq!(d.placements_left(), 0);
+        let gave_up = d.placements_abandoned().unwrap();
+        assert_eq!((gave_up.segment, gave_up.size, gave_up.reason), (0, 4 << 20, AbandonReason::SizeDiffers));
+        assert!(
+            alloc::format!("{gave_up}").contains("segment 0 asked for 4194304 bytes where the run made 2097152"),
+            "{gave_up}"
+        );
+        d.follow_placements([]);
+        assert_eq!(d.placements_abandoned(), None, "a new list starts afresh");
         for refused in [0, u64::MAX - (1 << 20), low + 100, ADDRESS_LIMIT - (1 << 20), 0xffff_ffff_ffc0_0000] {
             let mut d = SimDevice::new(1 << 30);
             d.follow_placements([(refused, 2 << 20)]);
             assert_ne!(d.allocate(2 << 20).unwrap(), refused, "{refused:#x} is null, past the end or unaligned");
+            assert_eq!(d.placements_abandoned().map(|a| a.reason), Some(AbandonReason::AddressRefused));
         }
         // A real driver's addresses may lie below the window the device's own rule uses,
         // though never over a reserved range.

@@ -2,6 +2,7 @@
 //! slots, within [`TraceLimits`]; a CSV may be fed a line at a time ([`CsvReader`]).
 
 pub(crate) mod csv;
+pub(crate) mod inferred_segments;
 pub(crate) mod limits;
 pub(crate) mod position;
 pub(crate) mod reader;

@@ -134,9 +134,13 @@ pub struct Trace {
     /// What was counted while reading.
     pub report: TraceReport,
     /// Where the recorded run's device placed its segments, (address, size) in order: a
-    /// snapshot's `segment_alloc` entries; empty for other formats. A replay can follow them
-    /// ([`crate::SimDevice::follow_placements`]) to break ties as the run did.
+    /// snapshot's `segment_alloc` entries, or else the segments the allocations' pointers
+    /// imply (see `inferred_segments.rs`). A replay follows them
+    /// ([`crate::SimDevice::for_replay`]) to break best-fit ties as the run did; clear the
+    /// list to replay with the simulated device's own addresses.
     pub segment_placements: Vec<(u64, u64)>,
+    /// True when `segment_placements` were inferred from pointers, not recorded.
+    pub placements_inferred: bool,
     /// The device whose events these are, when the snapshot listed several devices.
     pub device: Option<usize>,
 }
@@ -161,6 +165,8 @@ pub(crate) struct Builder {
     limits: TraceLimits,
     /// Rows or events read so far.
     events: u64,
+    /// The segments the allocations' pointers imply.
+    inferred: crate::trace::inferred_segments::InferredSegments,
 }
 
 impl Builder {
@@ -213,6 +219,7 @@ impl Builder {
             self.trace.slots - 1
         });
         self.slot_of.insert(ptr, slot);
+        self.inferred.see(ptr, size);
         self.streams.insert(stream);
         self.trace.ops.push(TraceOp::Alloc { slot, size, stream });
         self.push_time(time_us);
@@ -294,7 +301,8 @@ impl Builder {
     pub(crate) fn finish(mut self) -> Trace {
         self.trace.report.live_at_end = self.slot_of.len();
         self.trace.report.streams = self.streams.len();
-        // Slots are handed out lowest-last from the stack; keep the order deterministic.
+        self.trace.segment_placements = self.inferred.into_placements();
+        self.trace.placements_inferred = !self.trace.segment_placements.is_empty();
         self.trace
     }
 }
@@ -524,7 +532,11 @@ fn read_lists(lists: &[serde_json::Value], chosen: Option<usize>, limits: &Trace
         }
     }
     let mut trace = b.finish();
-    trace.segment_placements = placements;
+    // The run's own record of its segments, where it kept one, over what its pointers imply.
+    if !placements.is_empty() {
+        trace.segment_placements = placements;
+        trace.placements_inferred = false;
+    }
     trace.device = chosen.filter(|_| lists.len() > 1);
     Ok(trace)
 }
@@ -612,6 +624,31 @@ mod tests {
         assert_eq!(t.report.live_at_end, 2);
         assert_eq!(t.report.streams, 2);
         assert_eq!(t.peak_requested(), 500);
+        // The first pointer starts a 2 MiB segment that the others lie in.
+        assert_eq!(t.segment_placements, [(0x1000, 2 << 20)]);
+        assert!(t.placements_inferred);
+    }
+
+    /// A trace's pointers place its segments where none are recorded; a snapshot's own
+    /// `segment_alloc` entries win over them.
+    #[test]
+    fn pointers_imply_segments_unless_the_snapshot_recorded_them() {
+        let t = parse_csv(
+            "Time,Action,Pointer,Size
+1,allocate,0x7f0000000000,3145728
+2,allocate,0x7f0000400000,100
+                           3,allocate,0x7f0001400000,100
+",
+        )
+        .unwrap();
+        // 3 MiB makes a 20 MiB segment, which the second pointer lies in; the third is past it.
+        assert_eq!(t.segment_placements, [(0x7f00_0000_0000, 20 << 20), (0x7f00_0140_0000, 2 << 20)]);
+        let alloc = r#"{"action": "alloc", "addr": 8388608, "size": 100, "stream": 0}"#;
+        let recorded = r#"{"action": "segment_alloc", "addr": 4194304, "size": 20971520, "stream": 0}"#;
+        let bare = parse_trace(&alloc::format!(r#"{{"device_traces": [[{alloc}]]}}"#)).unwrap();
+        assert_eq!((bare.segment_placements.as_slice(), bare.placements_inferred), (&[(8 << 20, 2 << 20)][..], true));
+        let t = parse_trace(&alloc::format!(r#"{{"device_traces": [[{recorded}, {alloc}]]}}"#)).unwrap();
+        assert_eq!((t.segment_placements.as_slice(), t.placements_inferred), (&[(4 << 20, 20 << 20)][..], false));
     }
 
     #[test]
