@@ -141,6 +141,54 @@ fn a_recorded_snapshot_replays_on_its_own_placements() {
     assert!(text.contains("38 of the 38 segments the snapshot recorded placed where the run placed them"), "{text}");
 }
 
+/// A CSV's pointers place the replay's segments where the run's were, so gpt2_train reaches
+/// its run's own peak allocated (run_figures.json) unless told not to; under another config
+/// than the run's, the report says at which operation the placements were given up, and why.
+#[test]
+fn a_csv_replays_on_its_runs_addresses_unless_told_not_to() {
+    let base = ["replay", "gpt2_train", "--json", "--passes", "3", "--config"];
+    let v = json(&cachalot(&[&base[..], &["pytorch_version:2.11,policy:pytorch"]].concat()));
+    assert_eq!(
+        (v["peak_allocated_bytes"].as_u64(), v["peak_reserved_bytes"].as_u64()),
+        (Some(15_073_086_464), Some(21_850_226_688))
+    );
+    assert_eq!((v["device_allocs"].as_u64(), v["segment_placements_followed"].as_u64()), (Some(182), Some(182)));
+    assert_eq!(
+        (v["segment_placements_recorded"].as_u64(), v["segment_placements_inferred"].as_bool()),
+        (Some(182), Some(true))
+    );
+    assert!(v.get("segment_placements_abandoned").is_none(), "{v}");
+    let own = json(&cachalot(&[&base[..], &["pytorch_version:2.11,policy:pytorch", "--no-follow-addresses"]].concat()));
+    assert_eq!(
+        own["peak_allocated_bytes"].as_u64(),
+        Some(15_072_037_888),
+        "the device's own addresses break a tie otherwise"
+    );
+    assert_eq!(
+        (own["segment_placements_followed"].as_u64(), own["segment_placements_recorded"].as_u64()),
+        (Some(0), Some(0))
+    );
+    let split = json(&cachalot(&[&base[..], &["pytorch_version:2.11,policy:pytorch,max_split_size_mb:128"]].concat()));
+    assert_eq!(split["peak_allocated_bytes"].as_u64(), Some(15_077_393_408));
+    let gave_up = &split["segment_placements_abandoned"];
+    assert_eq!((gave_up["operation"].as_u64(), gave_up["line"].as_u64()), (Some(907), Some(909)), "{split}");
+    assert_eq!(
+        (gave_up["reason"].as_str(), split["segment_placements_followed"].as_u64()),
+        (Some("size_differs"), Some(145))
+    );
+    let text = cachalot(&[
+        "replay",
+        "gpt2_train",
+        "--passes",
+        "3",
+        "--config",
+        "pytorch_version:2.11,policy:pytorch,max_split_size_mb:128",
+    ]);
+    let text = String::from_utf8_lossy(&text.stdout).split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(text.contains("145 of the 182 segments the trace's pointers place"), "{text}");
+    assert!(text.contains("given up at operation 907 (line 909): segment 145 asked for 77594624 bytes"), "{text}");
+}
+
 #[test]
 fn compare_shows_pytorch_beside_ours() {
     let out = cachalot(&["compare", "mixed_fc_conv", "--passes", "3"]);

@@ -23,8 +23,11 @@ const QUIETER_MARGIN: f64 = 0.01;
 pub fn run(args: &AdviseArgs, out: Out) -> Result<(), Failure> {
     let json = args.trace.json;
     let capacity = args.device.capacity.unwrap_or(run::DEFAULT_CAPACITY);
-    let trace = input::load(args.trace.trace.as_deref(), args.trace.device, &args.trace.limits.limits())?;
+    let mut trace = input::load(args.trace.trace.as_deref(), args.trace.device, &args.trace.limits.limits())?;
     input::check_skipped(&trace, args.trace.strict)?;
+    if args.trace.no_follow_addresses {
+        trace.trace.segment_placements.clear();
+    }
     let start = std::time::Instant::now();
     let ranked = search(&trace, &candidates(), capacity)?;
     let secs = start.elapsed().as_secs_f64();

@@ -82,6 +82,11 @@ pub struct TraceArgs {
     /// One JSON value on stdout instead of the report.
     #[arg(long)]
     pub json: bool,
+    /// Place segments where the simulated device chooses, not where the trace's addresses
+    /// (a snapshot's segment_alloc entries, or a CSV's pointers) say the run placed them:
+    /// best-fit ties between equal free blocks may then break otherwise than in the run.
+    #[arg(long)]
+    pub no_follow_addresses: bool,
     #[command(flatten)]
     pub limits: LimitArgs,
 }

@@ -57,8 +57,11 @@ pub fn run(args: &CompareArgs, out: Out) -> Result<(), Failure> {
         new
     });
     let plot = args.plot.as_deref().map(PlotFile::claim).transpose()?;
-    let trace = input::load(args.trace.trace.as_deref(), args.trace.device, &args.trace.limits.limits())?;
+    let mut trace = input::load(args.trace.trace.as_deref(), args.trace.device, &args.trace.limits.limits())?;
     input::check_skipped(&trace, args.trace.strict)?;
+    if args.trace.no_follow_addresses {
+        trace.trace.segment_placements.clear();
+    }
     let reports: Vec<RunReport> = parsed.iter().map(|c| replay(&trace, c, &opts)).collect::<Result<_, _>>()?;
     if let Some(file) = plot {
         let all: Vec<_> = parsed.iter().map(|c| series::record(&trace, c, opts.capacity)).collect::<Result<_, _>>()?;

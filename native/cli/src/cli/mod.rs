@@ -18,6 +18,7 @@ mod metadata;
 mod oom_location;
 mod output;
 mod paragraph;
+mod placements;
 mod plot;
 mod plot_file;
 mod reference;

@@ -64,8 +64,11 @@ pub fn run(args: &ReplayArgs, out: Out) -> Result<Finished, Failure> {
     let config = parse_user_configs(&[ConfigText::resolve(args.config.as_deref())?])?.remove(0);
     let plot = args.plot.as_deref().map(PlotFile::claim).transpose()?;
     let snapshot = args.snapshot.as_deref().map(SnapshotFile::claim).transpose()?;
-    let trace = input::load(args.trace.trace.as_deref(), args.trace.device, &args.trace.limits.limits())?;
+    let mut trace = input::load(args.trace.trace.as_deref(), args.trace.device, &args.trace.limits.limits())?;
     input::check_skipped(&trace, args.trace.strict)?;
+    if args.trace.no_follow_addresses {
+        trace.trace.segment_placements.clear();
+    }
     let r = replay(&trace, &config, &opts)?;
     if json {
         serde_json::to_writer(&mut *out, &r).map_err(std::io::Error::from)?;
@@ -106,18 +109,19 @@ pub fn run(args: &ReplayArgs, out: Out) -> Result<Finished, Failure> {
             )
         )?;
         if r.segment_placements_recorded > 0 {
-            writeln!(
-                out,
-                "{}",
-                field(
-                    "placements      ",
-                    &format!(
-                        "{} of the {} segments the snapshot recorded placed where the run placed them",
-                        r.segment_placements_followed, r.segment_placements_recorded
-                    ),
-                    WIDTH
-                )
-            )?;
+            let source = if r.segment_placements_inferred {
+                "the trace's pointers place (--no-follow-addresses turns this off)"
+            } else {
+                "the snapshot recorded"
+            };
+            let mut text = format!(
+                "{} of the {} segments {source} placed where the run placed them",
+                r.segment_placements_followed, r.segment_placements_recorded
+            );
+            if let Some(a) = &r.segment_placements_abandoned {
+                text += &format!("; {}", a.describe());
+            }
+            writeln!(out, "{}", field("placements      ", &text, WIDTH))?;
         }
         if r.virtual_memory {
             let (c, w) = (&r.device_calls_cold, &r.device_calls_warm);

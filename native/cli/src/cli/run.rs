@@ -60,10 +60,16 @@ pub struct RunReport {
     pub virtual_memory: bool,
     pub device_calls_cold: DeviceCalls,
     pub device_calls_warm: DeviceCalls,
-    /// Segment placements the snapshot recorded (0 for other trace formats), and how many of
-    /// them the replay's first pass followed (all of them while it decides as the run did).
+    /// Segment placements the trace gave (a snapshot's `segment_alloc` entries, or those its
+    /// pointers imply; 0 with `--no-follow-addresses`), whether they were inferred from
+    /// pointers, and how many of them the replay's first pass followed (all of them while it
+    /// decides as the run did).
     pub segment_placements_recorded: usize,
+    pub segment_placements_inferred: bool,
     pub segment_placements_followed: usize,
+    /// Where and why the first pass gave the placements up (absent when it did not).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub segment_placements_abandoned: Option<super::placements::Abandoned>,
     pub trace_report: cachalot_core::trace::TraceReport,
     /// The first out of memory, located in the input (an object; absent when none).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -99,6 +105,10 @@ pub fn run(t: &NamedTrace, config: &Config, opts: &RunOptions) -> Result<RunRepo
     let cold_ns = start.elapsed().as_nanos() as f64 / ops.len().max(1) as f64;
     let device_calls_cold = alloc.device().calls();
     let segment_placements_followed = alloc.device().placements_followed();
+    let segment_placements_abandoned = match alloc.device().placements_abandoned() {
+        Some(_) => super::placements::locate(t, config, opts.capacity)?,
+        None => None,
+    };
     let summary_at_end = opts.summary.then(|| alloc.memory_summary(0, false));
     replayer.free_live(&mut alloc).map_err(|e| format!("{}: {e}", t.name))?;
     let mut passes = Vec::with_capacity(opts.warm_passes);
@@ -142,7 +152,9 @@ pub fn run(t: &NamedTrace, config: &Config, opts: &RunOptions) -> Result<RunRepo
         device_calls_cold,
         device_calls_warm,
         segment_placements_recorded: t.trace.segment_placements.len(),
+        segment_placements_inferred: t.trace.placements_inferred && !t.trace.segment_placements.is_empty(),
         segment_placements_followed,
+        segment_placements_abandoned,
         trace_report: t.trace.report.clone(),
         summary_at_peak,
         summary_at_end,
