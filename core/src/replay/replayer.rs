@@ -19,7 +19,7 @@ use core::fmt;
 use crate::base::device::{Device, Stream};
 use crate::base::error::{AllocError, OomReport};
 use crate::engine::allocator::Allocator;
-use crate::trace::reader::{Trace, TraceOp};
+use crate::trace::operations::{Trace, TraceOp};
 
 /// What one pass over a trace did.
 #[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]

@@ -397,7 +397,7 @@ impl SimDevice {
     /// A device of `capacity` bytes for replaying `trace`: it places segments where the run
     /// the trace recorded placed them, when the trace says (a snapshot's `segment_alloc`
     /// entries), so every replay of a snapshot decides as the run did.
-    pub fn for_replay(capacity: u64, trace: &crate::trace::reader::Trace) -> SimDevice {
+    pub fn for_replay(capacity: u64, trace: &crate::trace::operations::Trace) -> SimDevice {
         let mut device = SimDevice::new(capacity);
         device.follow_placements(trace.segment_placements.iter().copied());
         device

@@ -11,9 +11,9 @@ use alloc::string::String;
 use alloc::vec::Vec;
 
 use crate::trace::limits::{Limit, TraceLimits, LINE_BYTES};
-use crate::trace::reader::{checked_size, parse_hex, parse_time, Builder};
-use crate::trace::trace_error::{error, over};
-use crate::trace::{Position, Trace, TraceError};
+use crate::trace::operations::{checked_size, parse_hex, parse_time, Builder, Trace};
+use crate::trace::position::Position;
+use crate::trace::trace_error::{error, over, TraceError};
 
 /// Where the columns are, from the header.
 struct Columns {

@@ -4,6 +4,7 @@
 pub(crate) mod csv;
 pub(crate) mod inferred_segments;
 pub(crate) mod limits;
+pub(crate) mod operations;
 pub(crate) mod position;
 pub(crate) mod reader;
 pub(crate) mod snapshot_device;
@@ -11,4 +12,5 @@ pub(crate) mod trace_error;
 
 pub use csv::CsvReader;
 pub use limits::{nests_deeper, Limit, TraceLimits, LINE_BYTES};
+pub use operations::{Trace, TraceOp, TraceReport, UnknownAction};
 pub use reader::*;
