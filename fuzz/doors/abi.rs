@@ -450,18 +450,20 @@ unsafe fn pool_call(slot: &mut Slot, input: &mut Input) {
         return;
     };
     let what = format!("pool call {call} on pool {id} with {} uses", m.uses);
+    if m.uses == 0 && call == 4 {
+        // Routing needs a use, whether or not the pool is still kept: this says nothing of that.
+        assert_eq!(s, Status::InvalidArgument, "{what}: routed to a pool with no use");
+        return;
+    }
     if m.uses == 0 {
         // Kept while it holds a segment, forgotten once it holds none: either may be.
         match s {
             Status::InvalidArgument => m.known_gone = true,
-            Status::Ok => {
-                assert!(call != 4, "{what}: routed to a pool with no use");
-                match call {
-                    1 => m.uses = 1,
-                    3 => assert_eq!(count, 0, "{what}"),
-                    _ => {}
-                }
-            }
+            Status::Ok => match call {
+                1 => m.uses = 1,
+                3 => assert_eq!(count, 0, "{what}"),
+                _ => {}
+            },
             s => panic!("{what}: {s:?}: {}", last_error()),
         }
         return;
