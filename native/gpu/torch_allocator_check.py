@@ -327,6 +327,81 @@ def _():
             "cli": cli.returncode, "cli_err": cli.stderr[-300:]}
 
 
+MINOR = tuple(int(x) for x in torch.__version__.split("+")[0].split(".")[:2])
+
+
+@check("a block used on a side stream and freed during a capture waits for the capture's end, then is reused")
+def _():
+    x = torch.ones(1 << 20, device=dev)  # made before the capture, used on a side stream
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        y = x * 2
+    x.record_stream(side)
+    ptr = x.data_ptr()
+    g = torch.cuda.CUDAGraph()
+    static = torch.zeros(1 << 20, device=dev)
+    with torch.cuda.graph(g):
+        del x  # freed during the capture: no event may be recorded now
+        static.add_(1)
+    pending = torch.cuda.memory_stats()["active_bytes.all.current"] - torch.cuda.memory_stats()["allocated_bytes.all.current"]
+    torch.cuda.synchronize()
+    g.replay()
+    torch.cuda.synchronize()
+    again = [torch.empty(1 << 20, device=dev) for _ in range(4)]  # after the capture's end: reusable
+    reused = any(t.data_ptr() == ptr for t in again)
+    ok = pending >= (4 << 20) and reused and bool(torch.all(static == 2.0)) and bool(torch.all(y == 2.0))
+    del g, again
+    return {"ok": ok, "pending_bytes_after_capture": pending, "reused": reused}
+
+
+@check("memory history entries carry the thread's user metadata (_set_memory_metadata)")
+def _():
+    if not hasattr(torch.cuda.memory, "_set_memory_metadata"):
+        return {"skipped": f"torch {torch.__version__} has no _set_memory_metadata"}
+    torch.cuda.memory._record_memory_history(max_entries=1000)
+    torch.cuda.memory._set_memory_metadata("cachalot-step-3")
+    t = torch.empty(3 << 20, dtype=torch.uint8, device=dev)
+    torch.cuda.memory._set_memory_metadata("")
+    trace = torch.cuda.memory._snapshot()["device_traces"][0]
+    torch.cuda.memory._record_memory_history(enabled=None)
+    mine = [e for e in trace if e["action"] == "alloc" and e["addr"] == t.data_ptr()]
+    return {"ok": bool(mine) and mine[-1].get("user_metadata") == "cachalot-step-3", "entries": len(trace)}
+
+
+@check("an annotation of a live tensor is an 'annotate' history entry (PyTorch 2.14 on)")
+def _():
+    if MINOR < (2, 14) or not hasattr(torch.cuda.memory, "_annotate_tensor"):
+        return {"skipped": f"torch {torch.__version__} has no _annotate_tensor"}
+    torch.cuda.memory._record_memory_history(max_entries=1000)
+    t = torch.empty(5 << 20, dtype=torch.uint8, device=dev)
+    torch.cuda.memory._annotate_tensor(t, "kv-cache")
+    trace = torch.cuda.memory._snapshot()["device_traces"][0]
+    torch.cuda.memory._record_memory_history(enabled=None)
+    notes = [e for e in trace if e["action"] == "annotate" and e["addr"] == t.data_ptr()]
+    return {"ok": bool(notes) and notes[-1].get("user_metadata") == "kv-cache" and notes[-1]["size"] == 5 << 20}
+
+
+@check("throw_on_cudamalloc_oom: a request past the memory fraction is rejected at once and counted (2.12 on)")
+def _():
+    if MINOR < (2, 12):
+        return {"skipped": f"torch {torch.__version__} has no throw_on_cudamalloc_oom"}
+    code = (
+        "import torch, cachalot_torch; cachalot_torch.install(config='policy:pytorch,throw_on_cudamalloc_oom:True')\n"
+        "torch.cuda.set_per_process_memory_fraction(0.01)\n"
+        "seen = []\n"
+        "torch._C._cuda_attach_oom_rejection_observer(lambda *a: seen.append(a))"
+        " if hasattr(torch._C, '_cuda_attach_oom_rejection_observer') else None\n"
+        "try:\n    torch.empty(8 << 30, dtype=torch.uint8, device='cuda')\nexcept torch.OutOfMemoryError:\n    pass\n"
+        "s = torch.cuda.memory_stats()\n"
+        "print(s.get('num_oom_rejections'), s['num_alloc_retries'], len(seen))\n")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env)
+    figures = run.stdout.split()
+    return {"ok": run.returncode == 0 and figures[:2] == ["1", "0"], "rejections_retries_observed": figures,
+            "err": run.stderr[-300:]}
+
+
 @check("Lightning trains, DeviceStatsMonitor reading torch.cuda.memory_stats()")
 def _():
     import tempfile
