@@ -2,15 +2,18 @@
 //! slots, within [`TraceLimits`]; a CSV may be fed a line at a time ([`CsvReader`]).
 
 pub(crate) mod csv;
+pub mod file_format;
 pub(crate) mod inferred_segments;
 pub(crate) mod limits;
 pub(crate) mod operations;
+pub mod pickle;
 pub(crate) mod position;
 pub(crate) mod reader;
 pub(crate) mod snapshot_device;
 pub(crate) mod trace_error;
 
 pub use csv::CsvReader;
+pub use file_format::{format_of, is_gzip, is_pickle, open_bytes, Format, Opened, GZIP_MAGIC};
 pub use limits::{nests_deeper, Limit, TraceLimits, LINE_BYTES};
 pub use operations::{Trace, TraceOp, TraceReport, UnknownAction};
 pub use reader::*;

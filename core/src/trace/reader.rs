@@ -103,8 +103,13 @@ pub fn parse_each_device_within(text: &str, limits: &TraceLimits) -> Result<Vec<
     if !is_snapshot(text) {
         return Ok(alloc::vec![crate::trace::csv::parse_csv_within(text, limits)?]);
     }
-    let v = json(text, limits)?;
-    let lists = snapshot_lists(&v)?;
+    parse_each_device_value_within(&json(text, limits)?, limits)
+}
+
+/// [`parse_each_device_within`] of a snapshot already parsed into a JSON value (a pickle
+/// converted, say).
+pub fn parse_each_device_value_within(v: &serde_json::Value, limits: &TraceLimits) -> Result<Vec<Trace>, TraceError> {
+    let lists = snapshot_lists(v)?;
     let devices = crate::trace::snapshot_device::with_allocations(lists);
     if devices.is_empty() {
         return Ok(alloc::vec![read_lists(lists, None, limits)?]);

@@ -8,10 +8,8 @@
 
 use std::io::{self, BufRead, Read};
 
+use cachalot_core::trace::GZIP_MAGIC;
 use flate2::bufread::GzDecoder;
-
-/// The bytes that start a gzip member.
-pub const GZIP_MAGIC: [u8; 2] = [0x1f, 0x8b];
 
 /// The decompressed bytes of the gzip members read from `R`.
 pub struct Members<R: BufRead> {

@@ -1,7 +1,7 @@
 //! What the `cachalot` tool shares with the programs beside it (`examples/trace_ops.rs`,
 //! `examples/thread_scaling.rs`): reading a trace file, plain or gzipped ([`trace_file`]),
-//! and PyTorch's pickled snapshots ([`pickle_snapshot`], read by [`pickle_vm`]), within the
-//! core's `TraceLimits`.
+//! and PyTorch's pickled snapshots ([`pickle_snapshot`], read by the core's own pickle machine,
+//! `cachalot_core::trace::pickle`, which the browser uses too), within the core's `TraceLimits`.
 //!
 //! Invariant: nothing here is linked into libcachalot.so; the native library knows no file
 //! formats and no gzip, and this crate reaches it only through its public Rust API.
@@ -9,5 +9,4 @@
 
 pub mod gzip_members;
 pub mod pickle_snapshot;
-pub mod pickle_vm;
 pub mod trace_file;

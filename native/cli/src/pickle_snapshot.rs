@@ -2,8 +2,8 @@
 //! writes `pickle.dump(snapshot, f)`), to and from the JSON value model the core's snapshot
 //! reader takes, so a pickle and the same data as JSON give one trace.
 //!
-//! Reading is our own machine's ([`crate::pickle_vm`], which says why); writing is
-//! serde-pickle's.
+//! Reading is the core's own machine's (`cachalot_core::trace::pickle`, which says why, and
+//! which the browser runs too); writing is serde-pickle's.
 //!
 //! Invariants: reading never imports or calls anything, keeps the reader's limits, and
 //! every pickle value becomes the JSON value Python's `json.dumps` would write for it
@@ -11,16 +11,15 @@
 //! pickles hold only dicts, lists, strings, numbers, booleans and None, which any Python
 //! `pickle.load` reads back.
 
+use cachalot_core::trace::pickle::{self, PickleError};
 use cachalot_core::trace::{Limit, TraceLimits};
 use serde_json::Value as Json;
 use serde_pickle::SerOptions;
 
-use crate::pickle_vm::{self, PickleError};
-
 /// True when `bytes` start as a pickle of protocol 2 or later does (the PROTO opcode): what
-/// `pickle.dump` writes by default.
+/// `pickle.dump` writes by default (the core's test, [`cachalot_core::trace::is_pickle`]).
 pub fn is_pickle(bytes: &[u8]) -> bool {
-    bytes.len() >= 2 && bytes[0] == 0x80 && (2..=5).contains(&bytes[1])
+    cachalot_core::trace::is_pickle(bytes)
 }
 
 /// The JSON value of the pickle `bytes` within the default limits; `what` names the file in
@@ -32,7 +31,7 @@ pub fn to_json(bytes: &[u8], what: &str) -> Result<Json, String> {
 /// The JSON value of the pickle `bytes` within `limits`: its nesting, and its values written
 /// out as JSON (a value the memo or DUP names counted at each use) within `limits.bytes`.
 pub fn to_json_within(bytes: &[u8], what: &str, limits: &TraceLimits) -> Result<Json, String> {
-    pickle_vm::read(bytes, limits).map_err(|e| match e {
+    pickle::read(bytes, limits).map_err(|e| match e {
         PickleError::Unreadable(m) => format!("{what}: not a readable pickle: {m}"),
         PickleError::Limit(Limit::Depth(_)) => format!(
             "{what}: the pickle nests values deeper than {} (the limit on nesting); raise the limit with --max-depth N",

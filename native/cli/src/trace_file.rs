@@ -13,10 +13,12 @@
 use std::io::{self, BufRead, BufReader, Cursor, Read};
 use std::path::PathBuf;
 
-use cachalot_core::trace::{nests_deeper, parse_snapshot_value_within, CsvReader, Limit, TraceLimits, LINE_BYTES};
+use cachalot_core::trace::{
+    format_of, is_gzip, nests_deeper, parse_snapshot_value_within, CsvReader, Format, Limit, TraceLimits, LINE_BYTES,
+};
 use cachalot_core::{Trace, TraceError, TraceErrorKind};
 
-use crate::gzip_members::{Members, GZIP_MAGIC};
+use crate::gzip_members::Members;
 use crate::pickle_snapshot;
 
 /// What a trace was read from, kept for what the trace itself does not hold (a CSV row's
@@ -126,7 +128,7 @@ fn decompressed<'a>(input: impl Read + 'a) -> io::Result<Box<dyn BufRead + 'a>> 
     let mut magic = Vec::new();
     (&mut input).take(2).read_to_end(&mut magic)?;
     let input = Cursor::new(magic.clone()).chain(input);
-    Ok(if magic == GZIP_MAGIC {
+    Ok(if is_gzip(&magic) {
         Box::new(BufReader::with_capacity(1 << 16, Members::new(BufReader::new(input))))
     } else {
         Box::new(BufReader::new(input))
@@ -192,25 +194,25 @@ pub fn parse_from(
     // The compressed bytes are capped too: they are never more than what they decompress to
     // by much, and a stream without end (/dev/zero) must end somewhere.
     let mut raw = BufReader::with_capacity(1 << 16, Capped { inner: input, left: limits.bytes });
-    let gzip = raw.fill_buf().map_err(|e| io_error(e, false))?.starts_with(&GZIP_MAGIC);
+    let gzip = is_gzip(raw.fill_buf().map_err(|e| io_error(e, false))?);
     let text = decompressed(raw).map_err(|e| io_error(e, false))?;
     let mut text = BufReader::with_capacity(1 << 16, Capped { inner: text, left: limits.bytes });
-    // The first bytes tell a pickle, JSON (after a byte-order mark and white space) or CSV.
+    // The first bytes tell a pickle, JSON (after a byte-order mark and white space) or CSV:
+    // the core's test, which the browser makes too.
     let mut head = Vec::new();
-    while undecided(&head) && head.len() < LINE_BYTES {
+    while format_of(&head).is_none() && head.len() < LINE_BYTES {
         let chunk = text.fill_buf().map_err(|e| io_error(e, gzip))?;
         let Some(&b) = chunk.first() else { break };
         head.push(b);
         text.consume(1);
     }
-    let body_start = head.strip_prefix(BOM).unwrap_or(&head);
-    let first = body_start.iter().copied().find(|b| !b.is_ascii_whitespace());
-    let mut all = Cursor::new(head.clone()).chain(text);
-    let snapshot = if pickle_snapshot::is_pickle(&head) {
+    let format = format_of(&head).unwrap_or(Format::Csv);
+    let mut all = Cursor::new(head).chain(text);
+    let snapshot = if format == Format::Pickle {
         let mut bytes = Vec::new();
         all.read_to_end(&mut bytes).map_err(|e| io_error(e, gzip))?;
         pickle_snapshot::to_json_within(&bytes, what, limits)?
-    } else if matches!(first, Some(b'{' | b'[')) {
+    } else if format == Format::Json {
         let mut bytes = Vec::new();
         all.read_to_end(&mut bytes).map_err(|e| io_error(e, gzip))?;
         let text = String::from_utf8(bytes).map_err(|_| not_text(gzip, what))?;
@@ -243,16 +245,6 @@ pub fn parse_from(
     };
     let trace = parse_snapshot_value_within(&snapshot, device, limits).map_err(named)?;
     Ok(Loaded { trace, input: Input::Snapshot(snapshot) })
-}
-
-/// A byte-order mark, as some editors write.
-const BOM: &[u8] = "\u{feff}".as_bytes();
-
-/// True while the first bytes `head` do not yet tell a pickle from JSON from CSV: nothing,
-/// the pickle's first byte, part of a byte-order mark, or white space alone.
-fn undecided(head: &[u8]) -> bool {
-    let body = head.strip_prefix(BOM).unwrap_or(head);
-    head == [0x80] || (BOM.starts_with(head) && head.len() < BOM.len()) || body.iter().all(u8::is_ascii_whitespace)
 }
 
 fn not_text(gzip: bool, what: &str) -> String {

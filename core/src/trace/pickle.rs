@@ -2,6 +2,9 @@
 //! memory snapshots (protocols 2 to 5: dicts, lists, tuples, sets, strings, bytes, integers,
 //! floats, booleans, None, the memo and frames), giving the JSON value `json.dumps` would.
 //!
+//! It lives in the core (no_std + alloc), so the CLI and the browser read a pickle with one
+//! machine under the same [`TraceLimits`].
+//!
 //! Why not serde-pickle, which read these before: its conversion recurses once per level of
 //! nesting with no bound (10,000 nested lists in 20 KB overflowed the stack), and every memo
 //! reference or DUP clones the value it names, so a 1 KiB string doubled 40 times through the
@@ -15,10 +18,15 @@
 //! it is allocated, so a reference cycle or a bomb of references ends in a `Limit`, not in
 //! memory taken; the conversion recurses at most `depth` deep.
 
-use std::collections::HashMap;
+use alloc::collections::BTreeMap;
+use alloc::format;
+use alloc::string::{String, ToString};
+use alloc::vec;
+use alloc::vec::Vec;
 
-use cachalot_core::trace::{Limit, TraceLimits};
 use serde_json::{Map, Number, Value as Json};
+
+use crate::trace::limits::{Limit, TraceLimits};
 
 /// Why the bytes are not a pickle this machine reads.
 #[derive(Debug, PartialEq)]
@@ -59,9 +67,9 @@ struct Arena {
 
 /// Reads the pickle `bytes` into its JSON value within `limits`.
 pub fn read(bytes: &[u8], limits: &TraceLimits) -> Result<Json, PickleError> {
-    let mut m = Machine { bytes, at: 0, arena: Arena::default(), stack: Vec::new(), memo: HashMap::new() };
+    let mut m = Machine { bytes, at: 0, arena: Arena::default(), stack: Vec::new(), memo: BTreeMap::new() };
     let top = m.run()?;
-    let (size, _) = measure(&m.arena, top, limits.depth, &mut HashMap::new()).map_err(|e| match e {
+    let (size, _) = measure(&m.arena, top, limits.depth, &mut BTreeMap::new()).map_err(|e| match e {
         PickleError::Limit(Limit::Depth(_)) => PickleError::Limit(Limit::Depth(limits.depth)),
         other => other,
     })?;
@@ -78,7 +86,7 @@ fn measure(
     arena: &Arena,
     v: Value,
     depth: usize,
-    seen: &mut HashMap<(bool, usize), (u64, usize)>,
+    seen: &mut BTreeMap<(bool, usize), (u64, usize)>,
 ) -> Result<(u64, usize), PickleError> {
     let key = match v {
         Value::Str(id) => return Ok((arena.strings[id].len() as u64 + 2, 0)),
@@ -91,7 +99,7 @@ fn measure(
     }
     let inner = depth.checked_sub(1).ok_or(PickleError::Limit(Limit::Depth(depth)))?;
     let (mut size, mut height) = (2u64, 0usize);
-    let mut add = |item: Value, seen: &mut HashMap<_, _>| -> Result<(), PickleError> {
+    let mut add = |item: Value, seen: &mut BTreeMap<_, _>| -> Result<(), PickleError> {
         let (s, h) = measure(arena, item, inner, seen)?;
         size = size.saturating_add(s + 1);
         height = height.max(h);
@@ -118,7 +126,7 @@ struct Machine<'a> {
     at: usize,
     arena: Arena,
     stack: Vec<Value>,
-    memo: HashMap<u64, Value>,
+    memo: BTreeMap<u64, Value>,
 }
 
 impl Machine<'_> {
@@ -198,7 +206,8 @@ impl Machine<'_> {
         } else {
             // Past 64 bits: a float, as Python's json would hold it in JavaScript.
             let magnitude = b.iter().rev().fold(0f64, |acc, &x| acc * 256.0 + f64::from(x));
-            Value::Big(if negative { magnitude - 256f64.powi(b.len() as i32) } else { magnitude })
+            let span = b.iter().fold(1f64, |acc, _| acc * 256.0);
+            Value::Big(if negative { magnitude - span } else { magnitude })
         };
         self.stack.push(v);
         Ok(())
