@@ -24,6 +24,7 @@ mod js_number;
 mod memory_map;
 pub mod reader;
 mod replay_run;
+mod snapshot_map;
 mod trace_cursor;
 mod trace_file;
 

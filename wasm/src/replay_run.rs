@@ -51,6 +51,8 @@ pub struct Pass {
     pub requested: Vec<f64>,
     pub allocated: Vec<f64>,
     pub reserved: Vec<f64>,
+    /// The index of each operation refused for lack of memory, in order.
+    pub oom_ops: Vec<f64>,
 }
 
 /// Replays all of `trace` once on a fresh allocator.
@@ -69,6 +71,7 @@ pub fn cold_pass(trace: &Trace, config: &Config, capacity: u64) -> Result<Pass, 
         match replayer.step(&mut alloc, op) {
             Ok(Step::OutOfMemory(report)) => {
                 outcome.ooms += 1;
+                p.oom_ops.push(i as f64);
                 outcome.first_oom.get_or_insert((i, report));
             }
             Ok(_) => {}
@@ -137,6 +140,12 @@ impl ReplayRun {
     pub fn reserved(&self) -> Vec<f64> {
         self.pass.reserved.clone()
     }
+
+    /// The index of each operation refused for lack of memory, in order (the first is the
+    /// figures' `first_oom_op`): what the timeline marks and the page jumps between.
+    pub fn oom_ops(&self) -> Vec<f64> {
+        self.pass.oom_ops.clone()
+    }
 }
 
 #[cfg(test)]
@@ -164,6 +173,8 @@ mod tests {
             assert_eq!(f.peak_allocated_bytes, want.peak_allocated_bytes);
             assert_eq!(f.peak_reserved_bytes, want.peak_reserved_bytes);
             assert_eq!((f.device_allocs, f.device_frees, f.ooms), (want.device_allocs, want.device_frees, want.ooms));
+            assert_eq!(pass.oom_ops.len() as u64, f.ooms, "{conf}: one marker per refusal");
+            assert_eq!(pass.oom_ops.first().map(|&i| i as usize), f.first_oom_op, "{conf}: the first is the figures'");
             assert_eq!(pass.reserved.len(), trace.ops.len());
             assert_eq!(pass.reserved[f.peak_reserved_op], f.peak_reserved_bytes as f64);
             assert_eq!(pass.requested.iter().cloned().fold(0.0, f64::max), f.peak_requested_bytes as f64);

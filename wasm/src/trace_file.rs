@@ -1,4 +1,5 @@
-//! `TraceFile`: a trace parsed by the core's own reader (RMM CSV or PyTorch snapshot JSON),
+//! `TraceFile`: a trace parsed by the core's own reader (RMM CSV, or a PyTorch snapshot as
+//! JSON or pickle), with the snapshot's own segments when it lists them,
 //! shared by every allocator and replay that uses it, so a trace is parsed once however
 //! many configs replay it.
 //!
@@ -12,19 +13,22 @@ use wasm_bindgen::prelude::*;
 
 use crate::error::js_error;
 use crate::js_argument::{bytes, count, text, whole};
-use crate::reader::{read_each_device, read_trace, BROWSER_LIMITS};
+use crate::reader::{read_file, read_trace, BROWSER_LIMITS};
+use crate::snapshot_map;
 
 /// A parsed allocation trace.
 #[wasm_bindgen]
 pub struct TraceFile {
     pub(crate) trace: Rc<Trace>,
     name: String,
+    /// The snapshot's own memory map (`snapshot_map::flat`), when it lists segments.
+    segments: Option<Rc<Vec<f64>>>,
 }
 
 #[wasm_bindgen]
 impl TraceFile {
-    /// Parses a trace given as UTF-8 bytes (a `Uint8Array`, already decompressed) or as a
-    /// string; `name` is what the page calls it. A PyTorch snapshot keeps one history per
+    /// Parses a trace given as bytes (a `Uint8Array`, already decompressed: UTF-8 text, or
+    /// the pickle `torch.cuda.memory._dump_snapshot` writes) or as a string; `name` is what the page calls it. A PyTorch snapshot keeps one history per
     /// GPU and a replay simulates one: `device` (optional) picks it, and is needed when
     /// several have allocations (or read each with `parse_each_device`). Throws, naming the
     /// trace and the line, if the text is not a trace the core's reader accepts, and when
@@ -42,16 +46,27 @@ impl TraceFile {
             Some(d)
         };
         let trace = read_trace(&bytes(data, "trace")?, &name, device, &BROWSER_LIMITS).map_err(js_error)?;
-        Ok(TraceFile { trace: Rc::new(trace), name })
+        Ok(TraceFile { trace: Rc::new(trace), name, segments: None })
     }
 
-    /// Parses a trace as `parse` does, but a snapshot's every GPU with allocations becomes a
+    /// Parses a trace as `parse` does (keeping the snapshot's segments for `snapshot_map`), but a snapshot's every GPU with allocations becomes a
     /// trace of its own (its `device` set), in device order; a CSV gives one trace. One parse,
     /// however many GPUs.
     pub fn parse_each_device(data: &JsValue, name: &JsValue) -> Result<Vec<TraceFile>, JsError> {
         let name = text(name, "trace name")?;
-        let traces = read_each_device(&bytes(data, "trace")?, &name, &BROWSER_LIMITS).map_err(js_error)?;
-        Ok(traces.into_iter().map(|t| TraceFile { trace: Rc::new(t), name: name.clone() }).collect())
+        let (traces, segments) = read_file(&bytes(data, "trace")?, &name, &BROWSER_LIMITS).map_err(js_error)?;
+        let segments = segments.map(|s| Rc::new(snapshot_map::flat(&s)));
+        Ok(traces
+            .into_iter()
+            .map(|t| TraceFile { trace: Rc::new(t), name: name.clone(), segments: segments.clone() })
+            .collect())
+    }
+
+    /// The memory map (as `Allocator.memory_map()` gives it) of the segments the snapshot
+    /// itself lists, as they were when it was taken: what the page draws of a snapshot taken
+    /// without a history. `undefined` for a CSV or a snapshot without a `segments` list.
+    pub fn snapshot_map(&self) -> Option<Vec<f64>> {
+        self.segments.as_deref().cloned()
     }
 
     /// The snapshot device whose history this is, when the snapshot listed several;

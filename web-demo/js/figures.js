@@ -71,7 +71,7 @@ export function outcomeTable(host, f, elapsedMs = null, { embedded = false } = {
   note.className = 'note';
   const timing = elapsedMs === null ? '' : ` Replayed in ${elapsedMs.toFixed(0)} ms in this browser.`;
   note.textContent = `${count(f.ops)} operations on a simulated device of ${bytes(f.capacity_bytes)}.${timing}`
-    + (f.first_oom ? ` First out of memory: ${f.first_oom}` : '');
+    + (f.first_oom ? ` First out of memory (of ${count(f.ooms)}): ${f.first_oom}` : '');
   host.append(note);
   if (measured && !ref) {
     const apart = document.createElement('p');

@@ -32,8 +32,9 @@ export class ReplayPane {
     this.figures = JSON.parse(run.figures_json());
     this.timeline.setSeries({
       requested: run.requested(), allocated: run.allocated(), reserved: run.reserved(),
-      peakOp: this.figures.peak_reserved_op, peakReserved: this.figures.peak_reserved_bytes,
+      peakOp: this.figures.peak_reserved_op, peakReserved: this.figures.peak_reserved_bytes, ooms: run.oom_ops(),
     });
+    this.oomOps = run.oom_ops();
     run.free();
     if (this.alloc) this.alloc.free();
     this.alloc = alloc;

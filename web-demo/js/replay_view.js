@@ -1,11 +1,12 @@
-// Replay view: an embedded trace or a file a person loads (RMM CSV, .csv.gz, PyTorch
-// snapshot JSON), replayed under one config: play, pause, step (explained), scrub, speed,
+// Replay view: an embedded trace or a file a person opens or drops on the page (RMM CSV,
+// .csv.gz, PyTorch snapshot as pickle or JSON), replayed under one config: play, pause, step (explained), scrub, speed,
 // the timeline with its peak, the map, memory_summary and empty_cache.
 // Invariant: the player drives exactly the pane's allocator; changing trace or config
 // replays afresh, and a change that fails (a config the core rejects, a file it cannot
 // read) changes nothing: the trace list and the config form show again what is replayed.
 // The map shows the trace alone, or says that an empty_cache() the trace does not make has
-// been applied to it since the player last went back.
+// been applied to it since the player last went back. A snapshot without a history (no
+// events) is not replayed: its own segments are drawn above the replay, which stays.
 
 import { ConfigForm } from './config_form.js';
 import { Player } from './player.js';
@@ -14,6 +15,9 @@ import { emptyCacheTitle, showDecisions, showNote } from './explanation.js';
 import { addFileOptions, embedded, fillSelect, fromFile } from './trace_source.js';
 import { count } from './units.js';
 import { refusal } from './refusal.js';
+import { SnapshotOnly } from './snapshot_only.js';
+import { acceptDrops } from './file_drop.js';
+import { OomNav } from './oom_nav.js';
 
 const $ = (id) => document.getElementById(id);
 
@@ -48,7 +52,15 @@ export class ReplayView {
     fillSelect($('replay-trace'));
     $('replay-trace').addEventListener('change', () => this.apply());
     $('replay-apply').addEventListener('click', () => this.apply());
-    $('replay-file').addEventListener('change', () => this.loadFile());
+    this.snapshotOnly = new SnapshotOnly($('snapshot-only'));
+    this.ooms = new OomNav($('replay-ooms'), {
+      seek: (p) => this.player.seek(p), explain: () => (this.pane.alloc ? this.pane.alloc.trace_last_oom() : ''),
+    });
+    $('replay-file').addEventListener('change', () => this.loadFile($('replay-file').files[0]));
+    acceptDrops(document.body, (file) => {
+      window.cachalot.show('replay');
+      this.loadFile(file);
+    });
     $('replay-empty').addEventListener('click', () => this.emptyCache());
     $('replay-snapshot').addEventListener('click', () => this.download());
   }
@@ -57,20 +69,25 @@ export class ReplayView {
     return this.files.get(value) || embedded(value);
   }
 
-  async loadFile() {
+  /** Opens `file` (picked or dropped): replays it, or draws a snapshot without a history. */
+  async loadFile(file) {
     const input = $('replay-file');
-    const file = input.files[0];
     if (!file) return;
     $('replay-error').textContent = '';
     let traces;
     try {
       this.setStatus(`Reading ${file.name}…`);
-      traces = await fromFile(file);
+      traces = await fromFile(file, { noHistory: true });
     } catch (e) {
       // The file is refused: the box says no file is chosen, the replay stays as it was.
       input.value = '';
       $('replay-error').textContent = refusal(e.message, `Still replaying ${this.trace ? this.trace.label : 'nothing'}.`);
       this.setStatus(this.statusLine);
+      return;
+    }
+    if (traces.noHistory) {
+      this.snapshotOnly.show(traces.name, traces.map);
+      this.setStatus(`${traces.name}: a snapshot without a history; its segments are drawn. Still replaying ${this.trace ? this.trace.label : 'nothing'}.`);
       return;
     }
     const select = $('replay-trace');
@@ -104,11 +121,13 @@ export class ReplayView {
       const alloc = this.pane.run(trace, value.config, value.capacity);
       this.trace = trace;
       this.traceKey = key;
+      this.snapshotOnly.hide();
       this.form.accept(value);
       $('replay-trace-info').textContent = `${trace.label}: ${trace.describe()}. Read in ${trace.parseMs.toFixed(0)} ms.`;
       showNote($('replay-explain'), NO_STEP_YET);
       this.diverged(false);
       this.player.load([alloc], trace.length);
+      this.ooms.set(this.pane.oomOps);
       this.statusLine = `${trace.label}: ${count(trace.length)} operations under ${alloc.config_string()}.`;
       this.setStatus(this.statusLine);
     } catch (e) {
@@ -149,8 +168,11 @@ export class ReplayView {
     if (decisions) {
       showDecisions($('replay-explain'), decisions[0], { title: `op ${count(position - 1)}: ${this.trace.describe_op(position - 1)}` });
     }
+    // At the end, the last refusal (the outcome table's note names the first).
     const oom = a.trace_last_oom();
-    if (oom && decisions === null && position === this.player.length) $('replay-error').textContent = `Out of memory during the replay, ${oom}`;
+    if (oom && decisions === null && position === this.player.length) {
+      $('replay-error').textContent = `Last out of memory during the replay (of ${count(a.trace_ooms())}; the table names the first), ${oom}`;
+    }
   }
 
   download() {

@@ -7,7 +7,7 @@
 
 import { bytes, count } from './units.js';
 
-const COLORS = { reserved: '#7b4bc4', allocated: '#2f6fdb', requested: '#14a38b', peak: '#d0312d', cursor: '#1d232b' };
+const COLORS = { reserved: '#7b4bc4', allocated: '#2f6fdb', requested: '#14a38b', peak: '#d0312d', cursor: '#1d232b', oom: '#c2185b' };
 const H = 170;
 const PAD = { left: 64, right: 10, top: 14, bottom: 18 };
 
@@ -41,7 +41,7 @@ export class Timeline {
     new ResizeObserver(() => this.draw()).observe(this.canvas);
   }
 
-  /** New series: `{requested, allocated, reserved, peakOp, peakReserved}` (Float64Arrays, one value per op). */
+  /** New series: `{requested, allocated, reserved, peakOp, peakReserved, ooms}` (Float64Arrays, one value per op; `ooms`: the refused ops, marked under the plot). */
   setSeries(series, yMax = 0) {
     this.series = series ? { ...series, length: series.reserved.length } : null;
     this.yMax = yMax;
@@ -157,6 +157,17 @@ export class Timeline {
     const label = `peak reserved ${bytes(s.peakReserved)} at op ${count(s.peakOp)}`;
     const tw = ctx.measureText(label).width;
     ctx.fillText(label, Math.min(px + 6, width - PAD.right - tw), PAD.top - 3 + 10);
+    // Each operation refused for lack of memory: a short red tick under the plot.
+    if (s.ooms && s.ooms.length) {
+      ctx.fillStyle = COLORS.oom;
+      let last = -1;
+      for (const op of s.ooms) {
+        const ox = Math.round(PAD.left + ((op + 1) / s.length) * cols);
+        if (ox === last) continue;
+        last = ox;
+        ctx.fillRect(ox - 1, H - PAD.bottom - 8, 2, 8);
+      }
+    }
     // Cursor.
     const cx = PAD.left + (this.position / s.length) * cols;
     ctx.strokeStyle = COLORS.cursor;

@@ -1,15 +1,19 @@
 // Trace sources: the three embedded reference traces (copied next to the page at build
-// time, under pkg/traces/) and any file a person picks, plain or gzip (decompressed with
-// the browser's DecompressionStream, detected by gzip's magic bytes, not the file name).
-// Every trace is parsed by the core's reader in wasm (TraceFile.parse).
+// time, under pkg/traces/) and any file a person picks or drops — RMM CSV, PyTorch snapshot
+// JSON, or the pickle `torch.cuda.memory._dump_snapshot` writes — plain or gzip (decompressed
+// with the browser's DecompressionStream, detected by gzip's magic bytes, not the file name).
+// Every trace is parsed from the file's bytes by the core's reader in wasm (TraceFile.parse),
+// the CLI's own, pickles included.
 // Invariant: an embedded trace is fetched and parsed at most once per page load, and is
 // marked `embedded` (PyTorch's reference figures may apply to it, never to a file); a file
 // that is not valid gzip, holds more text than the page can parse, or holds no allocation
-// event, is refused with its name; a
+// event (and no segments to draw, or the caller cannot draw them), is refused with its name
+// and the two lines that record a history; a
 // snapshot of several GPUs becomes one trace per GPU with events, each labelled with it.
 
 import { TraceFile } from '../pkg/cachalot_wasm.js';
 import { clause } from './refusal.js';
+import { RECORD_LINES } from './snapshot_only.js';
 
 export const EMBEDDED = ['gpt2_train.csv.gz', 'resnet50_train.csv.gz', 'mixed_fc_conv.csv.gz'];
 const cache = new Map();
@@ -112,15 +116,21 @@ export async function embedded(name) {
 /**
  * The traces in a File the person picked: one, or one per GPU of a snapshot that recorded
  * several (a replay simulates one GPU); throws an Error naming the file if it is unusable.
+ * A snapshot with segments but no history comes back as `{ noHistory: true, name, map }`
+ * (its segments' memory map) when `noHistory` allows it.
  */
-export async function fromFile(file) {
+export async function fromFile(file, { noHistory = false } = {}) {
   const bytes = await textBytes(file, file.name);
   const t0 = performance.now();
   const traces = TraceFile.parse_each_device(bytes, file.name);
   const ms = performance.now() - t0;
   if (traces[0].length === 0) {
+    const map = traces[0].snapshot_map();
     traces.forEach((t) => t.free());
-    throw new Error(`${file.name} holds no allocation events: nothing to replay`);
+    if (map && noHistory) return { noHistory: true, name: file.name, map };
+    const how = map ? ` (it was taken without a recorded history: call ${RECORD_LINES[0]} before the work and `
+      + `${RECORD_LINES[1]} after it)` : '';
+    throw new Error(`${file.name} holds no allocation events: nothing to replay${how}`);
   }
   return traces.map((t) => labelled(t, ms));
 }

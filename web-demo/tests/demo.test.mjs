@@ -614,8 +614,6 @@ test('replay: a loaded .csv.gz, a plain .csv and a PyTorch snapshot .json equal 
   await writeFile(truncated, whole.subarray(0, whole.length >> 1));
   const headerOnly = path.join(dir, 'header_only.csv');
   await writeFile(headerOnly, 'Thread,Time,Action,Pointer,Size,Stream\n');
-  const ownSnapshot = path.join(dir, 'own_snapshot.json');
-  await writeFile(ownSnapshot, await page.evaluate(() => window.cachalot.replay.pane.alloc.snapshot_json()));
   const bad = path.join(dir, 'bad.csv');
   await writeFile(bad, 'Thread,Time,Action,Pointer,Size,Stream\n0,1,allocate,0xZZ,5,0x0\n');
   const shown = {
@@ -626,7 +624,6 @@ test('replay: a loaded .csv.gz, a plain .csv and a PyTorch snapshot .json equal 
     // The decompressor's own reason (Chromium's words), not the "Failed to fetch" of a Response.
     [truncated, /^truncated\.csv\.gz: not a valid gzip file \((?!Failed to fetch)[^)]*truncated[^)]*\)\. Still replaying gpt2_train\.csv\.gz\.$/],
     [headerOnly, /^header_only\.csv holds no allocation events: nothing to replay\. Still replaying gpt2_train\.csv\.gz\.$/],
-    [ownSnapshot, /^own_snapshot\.json holds no allocation events/],
     [bad, /bad\.csv: invalid trace, line 2: bad pointer '0xZZ'/],
     // Past the page's limit (lowered here): named, with the tool that can replay it.
     [gz, /^mixed_fc_conv\.csv\.gz: too large for the page \(more than 4096 bytes of trace text once decompressed\); replay it with the command-line tool: cachalot replay FILE\. Still replaying/, 4096],
