@@ -9,7 +9,9 @@ What it holds:
   cachalot_torch.py, cachalot_replay.py            the Python modules
   cachalot_native/libcachalot.so.0.x               the library, under its SONAME, debug info stripped
   cachalot_native/libcachalot_torch_<M>_<m>.so     the PyTorch extension for each minor built
+  cachalot_native/extensions.json                  each extension's minor, PyTorch release, sha256
   cachalot_native/include/cachalot.h               the C header
+  cachalot-<version>.dist-info/licenses/           LICENSE-MIT and LICENSE-APACHE
   cachalot-<version>.data/scripts/cachalot         the command-line tool, on the user's PATH
 
 Tag: py3-none-manylinux_<glibc>_x86_64, no Python ABI (nothing is a Python extension module),
@@ -22,9 +24,10 @@ an extension for each minor build_extensions.py builds, or the build fails here.
 """
 import argparse
 import base64
-import glob
 import hashlib
+import json
 import os
+import platform
 import re
 import shutil
 import subprocess
@@ -35,7 +38,7 @@ import zipfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(REPO, "native", "torch"))
-from build_extensions import BUILDS  # noqa: E402  (the one list of supported minors)
+from build_extensions import BUILDS, write_manifest  # noqa: E402  (the one list of supported minors)
 
 
 def cargo_version():
@@ -78,6 +81,8 @@ def main():
     parser.add_argument("--out", required=True)
     args = parser.parse_args()
 
+    if platform.machine() != "x86_64":  # the tag and the PyTorch wheels built against are x86_64's
+        sys.exit(f"build_wheel: this builds x86_64 wheels only (this machine is {platform.machine()})")
     version = cargo_version()
     extensions = {m: os.path.join(args.extensions, "libcachalot_torch_" + m.replace(".", "_") + ".so") for m in BUILDS}
     missing = [p for p in extensions.values() if not os.path.isfile(p)]
@@ -88,6 +93,14 @@ def main():
     next_minor = f"{high.split('.')[0]}.{int(high.split('.')[1]) + 1}"
 
     with tempfile.TemporaryDirectory() as tmp:
+        manifest_dir = os.path.join(tmp, "manifest")
+        os.makedirs(manifest_dir)
+        for p in extensions.values():
+            shutil.copy(p, manifest_dir)
+        write_manifest(manifest_dir)
+        with open(os.path.join(manifest_dir, "extensions.json")) as f:
+            if sorted(json.load(f)["minors"]) != sorted(BUILDS):
+                sys.exit("build_wheel: the manifest does not list every minor built")
         lib = stripped(args.lib, tmp)
         cli = stripped(args.cli, tmp)
         floor = glibc_floor([lib, cli, *extensions.values()])
@@ -99,6 +112,9 @@ def main():
             ("cachalot_native/__init__.py", os.path.join(HERE, "cachalot_native", "__init__.py"), False),
             (f"cachalot_native/{soname(args.lib)}", lib, True),
             ("cachalot_native/include/cachalot.h", os.path.join(REPO, "include", "cachalot.h"), False),
+            ("cachalot_native/extensions.json", os.path.join(manifest_dir, "extensions.json"), False),
+            (f"{dist_info}/licenses/LICENSE-MIT", os.path.join(REPO, "LICENSE-MIT"), False),
+            (f"{dist_info}/licenses/LICENSE-APACHE", os.path.join(REPO, "LICENSE-APACHE"), False),
             (f"cachalot-{version}.data/scripts/cachalot", cli, True),
         ] + [(f"cachalot_native/{os.path.basename(p)}", p, True) for p in extensions.values()]
         metadata = "\n".join([
@@ -108,6 +124,8 @@ def main():
             "Summary: cachalot, a GPU caching allocator, as PyTorch's CUDA allocator (cachalot_torch), "
             "trace replay (cachalot_replay) and the cachalot command",
             "License: MIT OR Apache-2.0",
+            "License-File: LICENSE-MIT",
+            "License-File: LICENSE-APACHE",
             "Requires-Python: >=3.9",
             "Provides-Extra: torch",
             f'Requires-Dist: torch<{next_minor},>={low}; extra == "torch"',
@@ -119,8 +137,8 @@ def main():
         wheel_meta = f"Wheel-Version: 1.0\nGenerator: cachalot build_wheel.py\nRoot-Is-Purelib: false\nTag: {tag}\n"
         os.makedirs(args.out, exist_ok=True)
         path = os.path.join(args.out, f"cachalot-{version}-{tag}.whl")
-        for old in glob.glob(os.path.join(args.out, "cachalot-*.whl")):
-            os.remove(old)
+        if os.path.exists(path):
+            os.remove(path)
         records = []
         with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as whl:
             def add(name, data, executable):
@@ -136,8 +154,10 @@ def main():
             add(f"{dist_info}/METADATA", metadata.encode(), False)
             add(f"{dist_info}/WHEEL", wheel_meta.encode(), False)
             records.append(f"{dist_info}/RECORD,,")
-            whl.writestr(zipfile.ZipInfo(f"{dist_info}/RECORD", date_time=(2026, 1, 1, 0, 0, 0)),
-                         "\n".join(records) + "\n")
+            record = zipfile.ZipInfo(f"{dist_info}/RECORD", date_time=(2026, 1, 1, 0, 0, 0))
+            record.external_attr = 0o100644 << 16
+            record.compress_type = zipfile.ZIP_DEFLATED
+            whl.writestr(record, "\n".join(records) + "\n")
     print(f"{path} ({os.path.getsize(path) / 2**20:.1f} MiB): PyTorch {', '.join(minors)}")
 
 

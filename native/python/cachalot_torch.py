@@ -40,11 +40,13 @@ that has served nothing, `snapshot()` lists no segments and no history, and
 import collections
 import ctypes
 import glob
+import hashlib
 import json
 import operator
 import os
 import re
 import sys
+import threading
 import warnings
 
 __all__ = [
@@ -61,7 +63,7 @@ _HERE = os.path.dirname(os.path.abspath(__file__))
 # cachalot_torch_allocator serves CUDA ordinals 0 to 63 (include/cachalot.h).
 DEVICE_LIMIT = 64
 # The `cachalot_stats` layout this module reads (CACHALOT_STATS_VERSION of include/cachalot.h).
-STATS_VERSION = 1
+STATS_VERSION = 2
 # cachalot_status codes this module acts on (fixed forever, include/cachalot.h).
 STATUS_BUFFER_TOO_SMALL = 9
 # How many times a text reader sizes and fills again when other threads outgrow its buffer.
@@ -93,10 +95,11 @@ class _Stats(ctypes.Structure):
     """`cachalot_stats`, layout version STATS_VERSION (include/cachalot.h)."""
     _fields_ = ([("struct_size", ctypes.c_uint32), ("version", ctypes.c_uint32)]
                 + [(n, _StatArray) for n in STAT_ARRAYS] + [(n, ctypes.c_uint64) for n in COUNTERS]
-                + [(n, _Stat) for n in SINGLE_STATS] + [("max_split_size", ctypes.c_int64)])
+                + [(n, _Stat) for n in SINGLE_STATS] + [("max_split_size", ctypes.c_int64)]
+                + [("num_oom_rejections", ctypes.c_int64)])  # version 2; -1 where not counted
 
 
-assert ctypes.sizeof(_Stats) == 8 + 9 * 96 + 5 * 8 + 2 * 32 + 8, "cachalot_stats layout changed"
+assert ctypes.sizeof(_Stats) == 8 + 9 * 96 + 5 * 8 + 2 * 32 + 8 + 8, "cachalot_stats layout changed"
 
 
 class CachalotError(RuntimeError):
@@ -270,6 +273,8 @@ def stats_dict(s):
     for name in SINGLE_STATS:
         items += [(f"{name}.{m}", getattr(getattr(s, name), m)) for m in METRICS]
     items += [(n, getattr(s, n)) for n in COUNTERS] + [("max_split_size", s.max_split_size)]
+    if s.num_oom_rejections >= 0:  # counted by the PyTorch release the config follows (2.12 on)
+        items.append(("num_oom_rejections", s.num_oom_rejections))
     return collections.OrderedDict(sorted(items))
 
 
@@ -278,7 +283,9 @@ def stats_dict(s):
 _LIB = None               # the Library loaded in this process
 _INSTALLED = None         # the Extension (or CUDAPluggableAllocator) install() plugged in
 _EXTENSION = None         # the Extension loaded in this process
+_INSTALL_LOCK = threading.RLock()  # one install() at a time: the swap happens once per process
 _INSTALLED_CONFIG = None  # the $CACHALOT_ALLOC_CONF it was plugged in with ("" for the defaults)
+_INSTALLED_PATH = None    # "extension" or "pluggable"
 
 
 def find_library(lib_path=None):
@@ -343,9 +350,13 @@ def install(lib_path=None, config=None, extension=True):
 
     `config` (PYTORCH_CUDA_ALLOC_CONF syntax plus cachalot's keys, e.g. "policy:pytorch")
     is set as $CACHALOT_ALLOC_CONF, which cachalot reads at its first allocation; without it
-    the variable's value (or the defaults) applies. The config is checked here: a bad one
-    raises ValueError naming the key. A second call returns the same allocator; given a
-    config, it must be the one installed (spaces around keys and values aside).
+    the variable's value (or the defaults) applies. Unless it names `pytorch_version`, the
+    running PyTorch's release is added, so `policy:pytorch` makes that release's decisions and
+    the statistics have its keys. The config is checked here: a bad one raises ValueError
+    naming the key. A second call returns the same allocator; given a config, it must be the
+    one installed (spaces around keys and values aside), and it must ask for the same path.
+    Calls from several threads install once. A pre-release or source build of PyTorch is
+    refused unless $CACHALOT_ANY_TORCH_BUILD=1.
 
     A key that changes nothing under the policy the config selects (PyTorch's
     max_split_size_mb under cachalot's own policy, say) is named in a UserWarning.
@@ -353,19 +364,39 @@ def install(lib_path=None, config=None, extension=True):
     Raises FileNotFoundError when the library is missing, OSError when the file cannot be
     loaded as a shared library, RuntimeError when it is not cachalot or an older cachalot
     than this module, RuntimeError when the extension cannot be loaded, RuntimeError when
-    PyTorch has already initialised its allocator, and RuntimeError when called again with
-    another config."""
-    global _INSTALLED, _INSTALLED_CONFIG
+    PyTorch has already initialised its allocator, RuntimeError when called again with
+    another config or path, and ModuleNotFoundError naming the pip command without PyTorch."""
+    with _INSTALL_LOCK:
+        return _install(lib_path, config, extension)
+
+
+# The PyTorch releases whose keys and decisions the core follows (core/src/base/pytorch_version.rs).
+CORE_PYTORCH_VERSIONS = ("2.11", "2.12", "2.13", "2.14", "2.15")
+
+
+def _install(lib_path, config, extension):
+    global _INSTALLED, _INSTALLED_CONFIG, _INSTALLED_PATH
     # Without a path, the library already loaded is the one meant, wherever it came from.
     path = _LIB.path if lib_path is None and _LIB is not None else find_library(lib_path)
     lib = load_library(path)
+    try:
+        import torch  # the one place torch is imported
+    except ModuleNotFoundError as e:
+        raise ModuleNotFoundError(f"cachalot: PyTorch is not installed in this environment ({e}): "
+                                  f"`pip install 'torch>={CORE_PYTORCH_VERSIONS[0]},<2.16'` (PyPI's CUDA builds)",
+                                  name="torch") from e
+    minor = torch_minor(getattr(torch, "__version__", ""))
+    wanted = "extension" if extension else "pluggable"
     if _INSTALLED is not None:
-        if config is not None and not _same_config(config, _INSTALLED_CONFIG):
+        asked = _with_torch_version(config, minor) if config is not None else None
+        if asked is not None and not _same_config(asked, _INSTALLED_CONFIG):
             raise RuntimeError(f"cachalot is already installed with {CONFIG_ENV}={_INSTALLED_CONFIG!r}; "
                                f"the config cannot change afterwards (asked for {config!r})")
+        if wanted != _INSTALLED_PATH:
+            raise RuntimeError(f"cachalot is already installed through the {_INSTALLED_PATH} path; "
+                               f"install(extension={extension!r}) asks for the {wanted} path, which cannot "
+                               f"replace it in this process")
         return _INSTALLED
-    import torch  # the one place torch is imported
-
     if torch.cuda.is_initialized():
         why = "CUDA is already initialised in this process"
         try:
@@ -373,30 +404,56 @@ def install(lib_path=None, config=None, extension=True):
         except RuntimeError:
             pass
         raise RuntimeError(_TOO_LATE.format(why=why))
+    if os.environ.get("PYTORCH_CUDA_ALLOC_CONF") and config is None and not os.environ.get(CONFIG_ENV):
+        warnings.warn(f"cachalot: PYTORCH_CUDA_ALLOC_CONF={os.environ['PYTORCH_CUDA_ALLOC_CONF']!r} does not apply "
+                      f"to cachalot; set {CONFIG_ENV} (the same keys) or install(config=...)", UserWarning,
+                      stacklevel=3)
+    effective = config if config is not None else os.environ.get(CONFIG_ENV, "")
+    versioned = _with_torch_version(effective, minor)
+    if versioned != effective and any(lib.torch_allocator(d) for d in range(DEVICE_LIMIT)):
+        versioned = effective  # an allocator exists already: the config it read stays
+    previous = os.environ.get(CONFIG_ENV)
     if config is not None:
         if any(lib.torch_allocator(d) for d in range(DEVICE_LIMIT)):
             raise RuntimeError("cachalot: its allocator was created already (by an earlier allocation); "
                                "a config set now would not apply")
-        previous = os.environ.get(CONFIG_ENV)
-        os.environ[CONFIG_ENV] = config
+    if config is not None or versioned != effective:
+        os.environ[CONFIG_ENV] = versioned
     try:
         _check_config(lib)
         for note in lib.config_notes():
-            warnings.warn(f"cachalot: {CONFIG_ENV}: {note}", UserWarning, stacklevel=2)
+            warnings.warn(f"cachalot: {CONFIG_ENV}: {note}", UserWarning, stacklevel=3)
         if extension:
             alloc = load_extension(torch)
             alloc.install()
         else:
             alloc = _install_pluggable(torch, lib, path)
     except BaseException:
-        if config is not None:
-            if previous is None:
-                os.environ.pop(CONFIG_ENV, None)
-            else:
-                os.environ[CONFIG_ENV] = previous
+        if previous is None:
+            os.environ.pop(CONFIG_ENV, None)
+        else:
+            os.environ[CONFIG_ENV] = previous
         raise
-    _INSTALLED, _INSTALLED_CONFIG = alloc, os.environ.get(CONFIG_ENV, "")
+    _INSTALLED, _INSTALLED_CONFIG, _INSTALLED_PATH = alloc, os.environ.get(CONFIG_ENV, ""), wanted
     return alloc
+
+
+def _with_torch_version(config, minor):
+    """`config` following the running PyTorch's release (`pytorch_version`) unless it names one:
+    the core's default is the newest, whose keys and statistics a 2.11 user would not see. A
+    release it names other than the running one is kept, with a warning."""
+    if minor not in CORE_PYTORCH_VERSIONS:
+        return config
+    pairs = _config_pairs(config)
+    if pairs is None:
+        return config  # malformed: the core's check names the problem
+    named = [v for k, v in pairs if k == "pytorch_version"]
+    if named:
+        if named[-1] != minor:
+            warnings.warn(f"cachalot: {CONFIG_ENV} follows PyTorch {named[-1]}'s allocator (pytorch_version), "
+                          f"while PyTorch {minor} is running", UserWarning, stacklevel=4)
+        return config
+    return f"{config},pytorch_version:{minor}" if config.strip() else f"pytorch_version:{minor}"
 
 
 def _install_pluggable(torch, lib, path):
@@ -419,34 +476,50 @@ def _install_pluggable(torch, lib, path):
 # ---- the prebuilt extension -----------------------------------------------------------------
 
 EXTENSIONS_ENV = "CACHALOT_TORCH_EXTENSIONS"
+ANY_TORCH_ENV = "CACHALOT_ANY_TORCH_BUILD"
+# What build_extensions.py writes beside the extensions: each minor's file, PyTorch release, sha256.
+MANIFEST = "extensions.json"
 _EXTENSION_PATTERN = re.compile(r"^libcachalot_torch_(\d+)_(\d+)\.so$")
-_FIX_WHEEL = ("install cachalot's wheel, which carries the extension for each supported PyTorch "
-              "(`make wheel`, then `pip install dist/cachalot-*.whl`)")
+_ENTRY_POINTS = ("cachalot_torch_extension_torch_version", "cachalot_torch_extension_install",
+                 "cachalot_torch_extension_is_current")
+
+
+def _fix_install(folder):
+    """The command that puts the extensions back: a reinstall for the wheel's, a build in a checkout."""
+    if os.path.realpath(folder) == os.path.realpath(os.path.join(_HERE, "cachalot_native")):
+        return ("reinstall cachalot's wheel (`pip install --force-reinstall --no-deps cachalot-*.whl`; "
+                "`make wheel` in the cachalot repository builds it)")
+    return "build them (`make torch-extensions` in the cachalot repository) or install cachalot's wheel"
 
 
 class Extension:
     """The extension built for one PyTorch minor, loaded into this process (ctypes)."""
 
     def __init__(self, path, minor):
-        self.path, self.minor = path, minor
+        self.path, self.minor = os.path.abspath(path), minor
         try:
-            self._dll = ctypes.CDLL(path)
+            self._dll = ctypes.CDLL(self.path)
         except OSError as e:
             if "undefined symbol: cachalot_" in str(e):  # the library loaded is older than the extension
-                raise RuntimeError(f"cachalot: the extension {path} needs a newer libcachalot than the one loaded "
-                                   f"({_LIB.path if _LIB else 'none'}): {e}. Use the library and the extension of "
-                                   f"one build: {_FIX_WHEEL}, or unset ${LIB_ENV} and ${EXTENSIONS_ENV}.") from e
-            raise RuntimeError(f"cachalot: the extension for PyTorch {minor} ({path}) does not load into this "
-                               f"PyTorch: {e}. Reinstall cachalot's wheel; if it persists, this PyTorch build "
-                               f"is not one cachalot was built against (PyPI's CUDA builds are).") from e
+                raise RuntimeError(f"cachalot: the extension {self.path} needs a newer libcachalot than the one "
+                                   f"loaded ({_LIB.path if _LIB else 'none'}): {e}. Use the library and the "
+                                   f"extension of one build: {_fix_install(os.path.dirname(self.path))}, or unset "
+                                   f"${LIB_ENV} and ${EXTENSIONS_ENV}.") from e
+            raise RuntimeError(f"cachalot: the extension for PyTorch {minor} ({self.path}) does not load into this "
+                               f"PyTorch: {e}. {_fix_install(os.path.dirname(self.path))}; if it persists, this "
+                               f"PyTorch build is not one cachalot was built against (PyPI's CUDA builds are).") from e
+        missing = [name for name in _ENTRY_POINTS if not hasattr(self._dll, name)]
+        if missing:
+            raise RuntimeError(f"cachalot: {self.path} is no cachalot extension (it lacks {', '.join(missing)}); "
+                               f"{_fix_install(os.path.dirname(self.path))}")
         self._dll.cachalot_torch_extension_torch_version.restype = ctypes.c_int
         self._dll.cachalot_torch_extension_install.restype = ctypes.c_int
         self._dll.cachalot_torch_extension_install.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
         self._dll.cachalot_torch_extension_is_current.restype = ctypes.c_int
         built = self._dll.cachalot_torch_extension_torch_version()
         if f"{built // 100}.{built % 100}" != minor:
-            raise RuntimeError(f"cachalot: {path} was built for PyTorch {built // 100}.{built % 100}, "
-                               f"not {minor}; {_FIX_WHEEL}")
+            raise RuntimeError(f"cachalot: {self.path} was built for PyTorch {built // 100}.{built % 100}, "
+                               f"not {minor}; {_fix_install(os.path.dirname(self.path))}")
 
     def install(self):
         """Makes cachalot PyTorch's current CUDA allocator (before PyTorch's has served anything)."""
@@ -465,7 +538,7 @@ def extension_dir():
     package's cachalot_native, else this checkout's target/torch-ext (make torch-extensions)
     when it holds any (else cachalot_native, for the message)."""
     if os.environ.get(EXTENSIONS_ENV):
-        return os.environ[EXTENSIONS_ENV]
+        return os.path.abspath(os.environ[EXTENSIONS_ENV])
     installed = os.path.join(_HERE, "cachalot_native")
     if supported_minors(installed):
         return installed
@@ -473,15 +546,29 @@ def extension_dir():
     return built if supported_minors(built) else installed
 
 
+def _manifest(folder):
+    """The manifest build_extensions.py wrote in `folder` ({minor: {file, torch, sha256}}), or None."""
+    try:
+        with open(os.path.join(folder, MANIFEST)) as f:
+            return json.load(f)["minors"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
 def supported_minors(folder=None):
-    """The PyTorch minors with an extension in `folder` (default extension_dir()), oldest first."""
+    """The PyTorch minors built for `folder` (default extension_dir()), oldest first: those its
+    manifest lists, else those with an extension file."""
     folder = extension_dir() if folder is None else folder
-    found = []
-    for name in os.listdir(folder) if os.path.isdir(folder) else ():
-        m = _EXTENSION_PATTERN.match(name)
-        if m:
-            found.append((int(m.group(1)), int(m.group(2))))
-    return [f"{a}.{b}" for a, b in sorted(found)]
+    listed = _manifest(folder)
+    if listed is not None:
+        names = list(listed)
+    else:
+        names = []
+        for name in os.listdir(folder) if os.path.isdir(folder) else ():
+            m = _EXTENSION_PATTERN.match(name)
+            if m:
+                names.append(f"{m.group(1)}.{m.group(2)}")
+    return sorted(names, key=lambda m: tuple(int(x) for x in m.split(".")))
 
 
 def torch_minor(version):
@@ -490,31 +577,55 @@ def torch_minor(version):
     return f"{int(m.group(1))}.{int(m.group(2))}" if m else None
 
 
+def _is_release(version):
+    """False for a pre-release, nightly or source build (2.15.0a0+git..., 2.16.0.dev2026...,
+    2.15.0rc1, NVIDIA's 2.15.0a0+...nv26.10), whose C++ ABI need not be the release's."""
+    return re.match(r"^\d+\.\d+(\.\d+)?(\+[0-9A-Za-z]+)?$", str(version)) is not None
+
+
 def load_extension(torch):
     """The extension for the running PyTorch, loaded (once per process); RuntimeError naming
     what is missing and the command that fixes it."""
     global _EXTENSION
     if _EXTENSION is not None:
         return _EXTENSION
-    version = getattr(torch, "__version__", "unknown")
+    version = str(getattr(torch, "__version__", "unknown"))
     minor = torch_minor(version)
+    versions = getattr(torch, "version", None)
+    pluggable = ("install(extension=False) takes PyTorch's pluggable path instead, without "
+                 "torch.OutOfMemoryError or torch.cuda.memory_stats().")
+    if getattr(versions, "hip", None):
+        raise RuntimeError(f"cachalot: this PyTorch ({version}) is a ROCm build; cachalot drives CUDA only")
+    if getattr(versions, "cuda", "unknown") is None:
+        raise RuntimeError(f"cachalot: this PyTorch ({version}) is built without CUDA (torch.version.cuda is "
+                           f"None); install a CUDA build, such as PyPI's: `pip install --force-reinstall "
+                           f"'torch=={minor or '2.15'}.*'`")
     folder = extension_dir()
     supported = supported_minors(folder)
     where = f"in {folder}" + (f" (${EXTENSIONS_ENV})" if os.environ.get(EXTENSIONS_ENV) else "")
     if not supported:
-        raise RuntimeError(f"cachalot: no PyTorch extension {where}: {_FIX_WHEEL}. "
-                           f"install(extension=False) takes PyTorch's pluggable path instead, without "
-                           f"torch.OutOfMemoryError or torch.cuda.memory_stats().")
+        raise RuntimeError(f"cachalot: no PyTorch extension {where}: {_fix_install(folder)}. {pluggable}")
     if minor not in supported:
         raise RuntimeError(f"cachalot: PyTorch {version} is not supported; cachalot supports PyTorch "
                            f"{', '.join(supported)} (`pip install 'torch>={supported[0]},<{_next_minor(supported[-1])}'`). "
-                           f"install(extension=False) takes PyTorch's pluggable path instead, without "
-                           f"torch.OutOfMemoryError or torch.cuda.memory_stats().")
-    if getattr(getattr(torch, "version", None), "cuda", "unknown") is None:
-        raise RuntimeError(f"cachalot: this PyTorch ({version}) is built without CUDA (torch.version.cuda is "
-                           f"None); install a CUDA build, such as PyPI's: `pip install --force-reinstall "
-                           f"'torch=={minor}.*'`")
-    _EXTENSION = Extension(os.path.join(folder, "libcachalot_torch_" + minor.replace(".", "_") + ".so"), minor)
+                           f"{pluggable}")
+    if not _is_release(version) and os.environ.get(ANY_TORCH_ENV) != "1":
+        raise RuntimeError(f"cachalot: PyTorch {version} is not a release build; the extension is built against "
+                           f"PyPI's {minor} release, whose C++ interface a pre-release or source build need not "
+                           f"share. Install the release (`pip install 'torch=={minor}.*'`), or set "
+                           f"{ANY_TORCH_ENV}=1 to load it anyway. {pluggable}")
+    listed = (_manifest(folder) or {}).get(minor, {})
+    path = os.path.join(folder, listed.get("file", "libcachalot_torch_" + minor.replace(".", "_") + ".so"))
+    if not os.path.isfile(path):
+        raise RuntimeError(f"cachalot: the extension for PyTorch {minor} is missing from {folder}: "
+                           f"{_fix_install(folder)}")
+    if listed.get("sha256"):
+        with open(path, "rb") as f:
+            digest = hashlib.sha256(f.read()).hexdigest()
+        if digest != listed["sha256"]:
+            raise RuntimeError(f"cachalot: the extension for PyTorch {minor} ({path}) is damaged (its sha256 is not "
+                               f"the one its build recorded): {_fix_install(folder)}")
+    _EXTENSION = Extension(path, minor)
     return _EXTENSION
 
 

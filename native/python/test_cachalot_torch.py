@@ -96,10 +96,13 @@ class EnvVar:
             os.environ[self.name] = self.saved
 
 
-def pytorch_stat_keys():
-    """torch.cuda.memory_stats()'s keys, written out from PyTorch's nested dict (Module.cpp)."""
+def pytorch_stat_keys(minor="2.15"):
+    """torch.cuda.memory_stats()'s keys, written out from PyTorch's nested dict (Module.cpp);
+    from 2.12 with num_oom_rejections. cachalot's config follows 2.15 unless it names a release."""
     nested = {k: 0 for k in ["num_alloc_retries", "num_ooms", "max_split_size", "num_sync_all_streams",
                              "num_device_alloc", "num_device_free"]}
+    if minor != "2.11":
+        nested["num_oom_rejections"] = 0
     stat = {m: 0 for m in ["current", "peak", "allocated", "freed"]}
     for name in ["allocation", "segment", "active", "inactive_split", "allocated_bytes", "reserved_bytes",
                  "active_bytes", "inactive_split_bytes", "requested_bytes"]:
@@ -160,8 +163,14 @@ class Readers(unittest.TestCase):
             s = self.lib.stats(h)
             self.assertIsInstance(s, collections.OrderedDict)
             self.assertEqual(list(s), pytorch_stat_keys())
-            self.assertEqual(len(s), 122)
+            self.assertEqual(len(s), 123)
             self.assertEqual(s["max_split_size"], 20 << 20)
+            self.assertEqual(s["num_oom_rejections"], 0)
+            h211 = self.lib.new_simulated(GiB, "policy:pytorch,pytorch_version:2.11")
+            try:
+                self.assertEqual(list(self.lib.stats(h211)), pytorch_stat_keys("2.11"), "2.11 counts no rejections")
+            finally:
+                self.lib.free_allocator(h211)
             p = self.lib.malloc(h, 3 << 20)
             s = self.lib.stats(h)
             self.assertEqual(s["allocation.all.current"], 1)
@@ -270,7 +279,7 @@ class Readers(unittest.TestCase):
         stats_check = checks["memory_stats = simulated replay's (all keys)"]
         self.assertFalse(stats_check["ok"])
         peak = sim["stats"]["reserved_bytes.all.peak"]
-        self.assertIn(f"1 of 122 keys differ: reserved_bytes.all.peak: {peak + 512} vs {peak}", stats_check["detail"])
+        self.assertIn(f"1 of 123 keys differ: reserved_bytes.all.peak: {peak + 512} vs {peak}", stats_check["detail"])
         shorter = cachalot_replay.replay_simulated(self.lib, ops[:-1], config, 8 * GiB)
         checks = {c["check"]: c for c in cachalot_replay.compare(live, config, sim=shorter)}
         history = checks["snapshot history = simulated replay's (actions, sizes)"]
@@ -427,12 +436,12 @@ class LoadingTheLibrary(unittest.TestCase):
 
         def newer_layout(handle, out):
             status = real(handle, out)
-            out._obj.version = 2  # a layout this module does not read
+            out._obj.version = 3  # a layout this module does not read
             return status
 
         h = lib.new_simulated(GiB, "")
         try:
-            with self.assertRaisesRegex(RuntimeError, "wrote cachalot_stats version 2 .*this module reads version 1"):
+            with self.assertRaisesRegex(RuntimeError, "wrote cachalot_stats version 3 .*this module reads version 2"):
                 library_with(lib, cachalot_get_stats=newer_layout).stats(h)
         finally:
             lib.free_allocator(h)
@@ -895,7 +904,8 @@ class Install(unittest.TestCase):
             self.assertEqual(torch.calls["swapped"], [], "no pluggable allocator was swapped in")
             self.assertIs(cachalot_torch.install(), ext, "a second install() is a no-op")
             self.assertEqual(ext._dll.fake_extension_installs(), 1)
-            self.assertEqual(os.environ["CACHALOT_ALLOC_CONF"], "policy:pytorch")
+            self.assertEqual(os.environ["CACHALOT_ALLOC_CONF"], f"policy:pytorch,pytorch_version:{minor}",
+                             "the config follows the running PyTorch's release")
             os.environ.pop("CACHALOT_ALLOC_CONF")
 
     def assert_refused(self, *needles, **torch_args):
@@ -922,7 +932,7 @@ class Install(unittest.TestCase):
 
     def test_no_extension_shipped_is_refused_naming_the_wheel(self):
         with tempfile.TemporaryDirectory() as empty, EnvVar("CACHALOT_TORCH_EXTENSIONS", empty):
-            self.assert_refused("no PyTorch extension in " + empty, "make wheel", "pip install dist/cachalot-")
+            self.assert_refused("no PyTorch extension in " + empty, "make torch-extensions", "cachalot's wheel")
 
     def test_only_the_minors_shipped_are_supported(self):
         with tempfile.TemporaryDirectory() as folder, EnvVar("CACHALOT_TORCH_EXTENSIONS", folder):
@@ -933,14 +943,110 @@ class Install(unittest.TestCase):
 
     def test_an_extension_built_for_another_minor_is_refused(self):
         with EnvVar("FAKE_EXTENSION_TORCH_VERSION", "214"):
-            self.assert_refused("was built for PyTorch 2.14, not 2.15", "make wheel")
+            self.assert_refused("was built for PyTorch 2.14, not 2.15", "make torch-extensions")
 
     def test_an_extension_newer_than_the_library_loaded_is_refused_naming_both(self):
         newer = FAKE_EXTENSION.replace(".so", "_newer.so")
         shutil.copy(newer, os.path.join(self.extensions, "libcachalot_torch_2_15.so"))
         message = self.assert_refused("needs a newer libcachalot than the one loaded",
-                                      "cachalot_function_of_a_newer_build", "make wheel")
+                                      "cachalot_function_of_a_newer_build", "make torch-extensions")
         self.assertIn(cachalot_torch.load_library().path, message)
+
+    def write_manifest(self, minors):
+        entries = {}
+        for minor, digest in minors.items():
+            entries[minor] = {"file": "libcachalot_torch_" + minor.replace(".", "_") + ".so", "torch": minor + ".0",
+                              "sha256": digest}
+        with open(os.path.join(self.extensions, "extensions.json"), "w") as f:
+            json.dump({"minors": entries}, f)
+
+    def digest_of(self, minor):
+        import hashlib
+        with open(os.path.join(self.extensions, "libcachalot_torch_" + minor.replace(".", "_") + ".so"), "rb") as f:
+            return hashlib.sha256(f.read()).hexdigest()
+
+    def test_a_missing_extension_of_a_supported_minor_asks_for_a_reinstall_not_another_pytorch(self):
+        self.write_manifest({m: self.digest_of(m) for m in MINORS})
+        os.remove(os.path.join(self.extensions, "libcachalot_torch_2_15.so"))
+        message = self.assert_refused("the extension for PyTorch 2.15 is missing from " + self.extensions,
+                                      "make torch-extensions")
+        self.assertNotIn("not supported", message)
+
+    def test_a_damaged_extension_is_refused_before_it_is_loaded(self):
+        self.write_manifest({m: self.digest_of(m) for m in MINORS})
+        path = os.path.join(self.extensions, "libcachalot_torch_2_15.so")
+        with open(path, "r+b") as f:
+            f.truncate(4096)  # loading this would end the process (SIGBUS), not raise
+        self.assert_refused("is damaged (its sha256 is not the one its build recorded)", "make torch-extensions")
+
+    def test_the_manifest_names_the_supported_minors(self):
+        self.write_manifest({"2.14": self.digest_of("2.14"), "2.15": self.digest_of("2.15")})
+        self.assertEqual(cachalot_torch.supported_minors(), ["2.14", "2.15"])
+        self.assert_refused("PyTorch 2.13.0 is not supported", "supports PyTorch 2.14, 2.15", version="2.13.0")
+
+    def test_a_library_without_the_entry_points_is_refused_naming_them(self):
+        shutil.copy(FAKE_CUDA, os.path.join(self.extensions, "libcachalot_torch_2_15.so"))
+        self.assert_refused("is no cachalot extension (it lacks cachalot_torch_extension_torch_version")
+
+    def test_a_pre_release_or_source_build_of_pytorch_is_refused_unless_asked_for(self):
+        for version in ("2.15.0a0+git1234abc", "2.15.0rc1", "2.15.0.dev20261101+cu132", "2.15.0a0+872d972e41.nv26.10"):
+            self.assert_refused(f"PyTorch {version} is not a release build", "CACHALOT_ANY_TORCH_BUILD=1",
+                                "pip install 'torch==2.15.*'", version=version)
+        cachalot_torch._INSTALLED = cachalot_torch._EXTENSION = None
+        sys.modules["torch"] = fake_torch(version="2.15.0a0+git1234abc")
+        with EnvVar("CACHALOT_ANY_TORCH_BUILD", "1"):
+            self.assertTrue(cachalot_torch.install(config="policy:pytorch").is_current())
+
+    def test_a_rocm_build_is_refused_as_such(self):
+        cachalot_torch._INSTALLED = cachalot_torch._EXTENSION = None
+        torch = sys.modules["torch"] = fake_torch(version="2.15.0+rocm6.4", cuda=None)
+        torch.version.hip = "6.4"
+        with self.assertRaisesRegex(RuntimeError, "is a ROCm build; cachalot drives CUDA only"):
+            cachalot_torch.install()
+
+    def test_the_config_follows_the_running_pytorch_unless_it_names_a_release(self):
+        sys.modules["torch"] = fake_torch(version="2.12.1+cu130")
+        with EnvVar("FAKE_EXTENSION_TORCH_VERSION", "212"):
+            cachalot_torch.install()
+        self.assertEqual(os.environ["CACHALOT_ALLOC_CONF"], "pytorch_version:2.12")
+        cachalot_torch._INSTALLED = cachalot_torch._EXTENSION = None
+        os.environ.pop("CACHALOT_ALLOC_CONF")
+        sys.modules["torch"] = fake_torch()
+        with self.assertWarnsRegex(UserWarning, "follows PyTorch 2.11's allocator \\(pytorch_version\\), while "
+                                                "PyTorch 2.15 is running"):
+            cachalot_torch.install(config="pytorch_version:2.11,policy:pytorch")
+        self.assertEqual(os.environ["CACHALOT_ALLOC_CONF"], "pytorch_version:2.11,policy:pytorch")
+
+    def test_pytorchs_own_config_variable_is_named_when_it_no_longer_applies(self):
+        sys.modules["torch"] = fake_torch()
+        with EnvVar("PYTORCH_CUDA_ALLOC_CONF", "expandable_segments:True"), \
+                self.assertWarnsRegex(UserWarning, "PYTORCH_CUDA_ALLOC_CONF='expandable_segments:True' does not apply "
+                                                   "to cachalot; set CACHALOT_ALLOC_CONF"):
+            cachalot_torch.install()
+
+    def test_installs_from_two_threads_make_one_allocator(self):
+        sys.modules["torch"] = fake_torch()
+        results, barrier = [], threading.Barrier(4)
+
+        def one(config):
+            barrier.wait()
+            try:
+                results.append(cachalot_torch.install(config=config))
+            except RuntimeError as e:
+                results.append(e)
+
+        threads = [threading.Thread(target=one, args=(c,)) for c in
+                   ("policy:pytorch", "policy:pytorch", "lock_per_stream:True", "policy:pytorch")]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        installed = [r for r in results if not isinstance(r, Exception)]
+        self.assertEqual(len({id(r) for r in installed}), 1, "one allocator, whichever thread came first")
+        self.assertEqual(installed[0]._dll.fake_extension_installs(), 1, "installed once")
+        refused = [r for r in results if isinstance(r, Exception)]
+        self.assertTrue(all("already installed with" in str(e) for e in refused), refused)
+        self.assertEqual(len(installed) + len(refused), 4)
 
     def test_a_file_that_is_no_library_is_refused_naming_it(self):
         with open(os.path.join(self.extensions, "libcachalot_torch_2_15.so"), "wb") as f:
@@ -961,9 +1067,11 @@ class Install(unittest.TestCase):
         self.assertEqual(torch.calls["hooks"], {setter: lib.address(symbol) for setter, symbol in cachalot_torch.HOOKS})
         self.assertTrue(all(torch.calls["hooks"].values()))
         self.assertEqual(os.environ["CACHALOT_ALLOC_CONF"], "policy:pytorch,max_split_size_mb:128")
-        self.assertIs(cachalot_torch.install(), alloc, "a second install() is a no-op")
+        self.assertIs(cachalot_torch.install(extension=False), alloc, "a second install() is a no-op")
+        with self.assertRaisesRegex(RuntimeError, "already installed through the pluggable path"):
+            cachalot_torch.install()  # the extension cannot replace it, and no switch is silent
         with self.assertRaises(RuntimeError):
-            cachalot_torch.install(config="policy:cachalot")
+            cachalot_torch.install(config="policy:cachalot", extension=False)
         self.assertEqual(cachalot_torch.memory_stats(), collections.OrderedDict(), "CUDA not initialised yet")
 
     def test_a_second_install_compares_with_the_config_installed(self):
@@ -974,8 +1082,8 @@ class Install(unittest.TestCase):
         os.environ["CACHALOT_ALLOC_CONF"] = "policy:cachalot"  # changed behind install()'s back
         with self.assertRaises(RuntimeError) as e:
             cachalot_torch.install(config="policy:cachalot")
-        self.assertIn("already installed with CACHALOT_ALLOC_CONF='policy:pytorch,max_split_size_mb:128'",
-                      str(e.exception))
+        self.assertIn("already installed with CACHALOT_ALLOC_CONF='policy:pytorch,max_split_size_mb:128,"
+                      "pytorch_version:2.15'", str(e.exception))
         with self.assertRaises(RuntimeError):
             cachalot_torch.install(config="policy:pytorch")
 

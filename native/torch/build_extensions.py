@@ -21,11 +21,17 @@ Each build, `libcachalot_torch_<MAJOR>_<MINOR>.so`:
     PyTorch's libraries, the CUDA runtime and libcachalot, so a symbol that version lacks
     fails here and not in a user's process.
 
+OUT/extensions.json lists each minor whose extension is in OUT, with its file, the PyTorch
+release it was built against and its sha256: cachalot_torch reads its supported minors from it
+and refuses a file whose hash differs (a damaged install), naming the reinstall.
+
 Invariant: SDK/<version>/.complete exists only once that version's headers and libraries are
 all in place, so an interrupted download is fetched again, never half used.
 """
 import argparse
 import glob
+import hashlib
+import json
 import os
 import shutil
 import subprocess
@@ -119,6 +125,20 @@ def build(minor, sdk, lib, out, syntax_only):
     return f"{minor}: {target} (torch {BUILDS[minor][0]}, {standard})"
 
 
+def write_manifest(out):
+    """OUT/extensions.json for the extensions present in OUT (written whole, then renamed)."""
+    minors = {}
+    for minor, (torch_version, _, _) in sorted(BUILDS.items()):
+        name = "libcachalot_torch_" + minor.replace(".", "_") + ".so"
+        path = os.path.join(out, name)
+        if os.path.isfile(path):
+            with open(path, "rb") as f:
+                minors[minor] = {"file": name, "torch": torch_version, "sha256": hashlib.sha256(f.read()).hexdigest()}
+    with open(os.path.join(out, "extensions.json.tmp"), "w") as f:
+        json.dump({"minors": minors}, f, indent=1, sort_keys=True)
+    os.replace(os.path.join(out, "extensions.json.tmp"), os.path.join(out, "extensions.json"))
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--lib", required=True, help="libcachalot.so to link against")
@@ -139,6 +159,8 @@ def main():
                         args.minors)
         for line in done:
             print(line)
+    if not args.syntax_only:
+        write_manifest(args.out)
 
 
 if __name__ == "__main__":
