@@ -121,7 +121,7 @@ fn a_released_pool_s_live_allocation_stays_valid_until_freed() {
     let p = a.create_pool();
     let x = a.malloc_in_pool(p, 8 * MIB, 0).unwrap();
     a.release_pool(p).unwrap();
-    assert!(matches!(a.malloc_in_pool(p, MIB, 0), Err(AllocError::UnknownPool { .. })), "no use: no allocation");
+    assert!(matches!(a.malloc_in_pool(p, MIB, 0), Err(AllocError::PoolNotInUse { .. })), "no use: no allocation");
     a.empty_cache().unwrap();
     assert_eq!(a.reserved_bytes(), 20 * MIB, "the live block's segment stays");
     a.free(x).unwrap();

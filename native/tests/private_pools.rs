@@ -88,6 +88,7 @@ fn a_graph_s_pool_through_the_c_abi() {
         assert!(blocks(a).iter().any(|b| b.pool == pool), "a pool in use keeps its cache");
         assert_eq!(cachalot_pool_release(a, pool), Status::Ok);
         assert_eq!(pool_malloc(a, pool, MIB, 0), Err(Status::InvalidArgument), "no use left");
+        assert!(last_error().contains(&format!("private pool {pool} has no use left")), "{}", last_error());
         assert_eq!(cachalot_pool_empty_cache(a, pool), Status::Ok);
         assert!(blocks(a).iter().all(|b| b.pool != pool), "released and emptied: its memory is back");
         assert_eq!(cachalot_pool_use_count(a, pool, &mut uses), Status::InvalidArgument);

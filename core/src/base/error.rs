@@ -57,6 +57,12 @@ pub enum AllocError {
         /// The id given.
         pool: u32,
     },
+    /// A private pool whose last use was released: it takes no more allocations (it gives its
+    /// memory back at the next release of cached memory).
+    PoolNotInUse {
+        /// The id given.
+        pool: u32,
+    },
     /// A capture was ended that had not begun ([`crate::Allocator::end_capture`]), or more
     /// captures were begun than can be counted.
     NoCaptureUnderway,
@@ -94,6 +100,11 @@ impl fmt::Display for AllocError {
                 f,
                 "private pool {pool} does not exist: it was never created, or was released and has \
                  given its memory back"
+            ),
+            AllocError::PoolNotInUse { pool } => write!(
+                f,
+                "private pool {pool} has no use left (its last use was released): it takes no more \
+                 allocations, and gives its memory back at the next release of cached memory"
             ),
             AllocError::NoCaptureUnderway => {
                 write!(f, "no CUDA graph capture is underway to end (each end needs a begin before it)")

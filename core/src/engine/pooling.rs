@@ -59,6 +59,15 @@ impl<D: Device> Allocator<D> {
         self.pools.get(pool).map(|p| p.uses)
     }
 
+    /// Pool `pool` exists and has a use left, or the error that says which it lacks.
+    fn pool_in_use(&self, pool: u32) -> Result<(), AllocError> {
+        match self.pools.get(pool) {
+            None => Err(AllocError::UnknownPool { pool }),
+            Some(p) if p.uses == 0 => Err(AllocError::PoolNotInUse { pool }),
+            Some(_) => Ok(()),
+        }
+    }
+
     /// Ids of the pools that exist, in the order they were made.
     pub fn pool_ids(&self) -> Vec<u32> {
         self.pools.iter().map(|p| p.id).collect()
@@ -68,7 +77,8 @@ impl<D: Device> Allocator<D> {
     /// [`Allocator::end_allocate_to_pool`] or the pool's last use ends (a pool takes one
     /// stream at a time: routing it again moves it to the new stream).
     pub fn begin_allocate_to_pool(&mut self, pool: u32, stream: Stream) -> Result<(), AllocError> {
-        let p = self.pools.get_mut(pool).filter(|p| p.uses > 0).ok_or(AllocError::UnknownPool { pool })?;
+        self.pool_in_use(pool)?;
+        let p = self.pools.get_mut(pool).ok_or(AllocError::UnknownPool { pool })?;
         if p.routed.replace(stream).is_none() {
             self.pools.routes += 1;
         }
@@ -85,7 +95,7 @@ impl<D: Device> Allocator<D> {
     /// Allocates `size` bytes for use on `stream` out of pool `pool`'s memory, by PyTorch's
     /// rules within the pool; out of memory as [`Allocator::malloc`].
     pub fn malloc_in_pool(&mut self, pool: u32, size: u64, stream: Stream) -> Result<u64, AllocError> {
-        self.pools.get(pool).filter(|p| p.uses > 0).ok_or(AllocError::UnknownPool { pool })?;
+        self.pool_in_use(pool)?;
         self.settle();
         self.pools.serving = pool;
         let served = self.malloc_served_in_pool(size, stream);

@@ -64,6 +64,7 @@ impl Status {
                 | AllocError::TooManyStreams { .. }
                 | AllocError::NotCached { .. }
                 | AllocError::UnknownPool { .. }
+                | AllocError::PoolNotInUse { .. }
                 | AllocError::NoCaptureUnderway => Status::InvalidArgument,
                 AllocError::Device(DeviceError::OutOfMemory) => Status::OutOfMemory,
                 AllocError::Device(DeviceError::Driver { .. }) => Status::Driver,
