@@ -636,7 +636,7 @@ def _next_minor(minor):
 
 def _config_pairs(text):
     """The (key, value) pairs of a config string, split as the core's parser splits them
-    (core/src/config.rs, split_pairs): spaces around the whole, each key and each value do
+    (core/src/base/config.rs, split_pairs): spaces around the whole, each key and each value do
     not count, and a bracketed value ("[a:b,c:d]") stays whole. None when that parser
     would refuse the text's shape."""
     pairs, rest = [], text.strip()

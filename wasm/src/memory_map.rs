@@ -1,5 +1,5 @@
 //! The memory map the page draws, as one flat array of numbers: the core's layout
-//! (`core/src/layout.rs`: classic segments, and virtual ranges with their unmapped holes and
+//! (`core/src/report/layout.rs`: classic segments, and virtual ranges with their unmapped holes and
 //! idle pages) without the strings, cheap enough to rebuild on every animation frame.
 //!
 //! Layout: `[segment_count, seg_0, blocks of seg_0..., seg_1, ...]` where a segment is

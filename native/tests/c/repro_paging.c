@@ -1,7 +1,7 @@
 /*
  * Minimal reproducers of the library bugs the C ABI hardening found (docs/reliability-c-abi.md),
  * all in cachalot's own policy (the default config, which maps pages in virtual ranges;
- * core/src/paging.rs), all fixed since. Each prints what it saw and whether the bug is back;
+ * core/src/engine/paged/paging.rs), all fixed since. Each prints what it saw and whether the bug is back;
  * the exit status is the number of bugs present (`make c-repro`, part of `make test`; the core's
  * own tests in core/tests/policy.rs pin the same behaviour).
  *
