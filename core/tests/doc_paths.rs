@@ -3,7 +3,8 @@
 //! those under the repository's parts (core/, native/, wasm/, web-demo/, include/, traces/,
 //! docs/, fuzz/), in every line of README.md and docs/*.md and in the comment lines of source
 //! files; `name.*` and `name*` must match at least one file; a segment in capitals (`NAME`,
-//! `TRACE`) is a placeholder. The dated log (docs/log/) keeps the paths of its day.
+//! `TRACE`) is a placeholder. The dated log (docs/log/) keeps the paths of its day, and what a
+//! build or a test run writes (`web-demo/pkg/`, `web-demo/test-results/`) is not in a clone.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -11,6 +12,8 @@ use std::path::{Path, PathBuf};
 const PARTS: &[&str] = &["core/", "native/", "wasm/", "web-demo/", "include/", "traces/", "docs/", "fuzz/"];
 const SKIP_DIRS: &[&str] = &["target", "node_modules", ".git", "log", "pkg", "test-results", "corpus", "seeds"];
 const SOURCE_EXTS: &[&str] = &["rs", "py", "sh", "c", "h", "cpp", "js", "mjs", "toml"];
+/// Folders that builds and test runs write, absent from a fresh clone.
+const GENERATED: &[&str] = &["web-demo/pkg", "web-demo/test-results", "web-demo/node_modules"];
 
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
@@ -58,6 +61,10 @@ fn paths_in(line: &str) -> Vec<(String, bool)> {
     found
 }
 
+fn is_generated(path: &str) -> bool {
+    GENERATED.iter().any(|g| path.starts_with(g))
+}
+
 fn is_placeholder(path: &str) -> bool {
     path.split(['/', '.']).any(|s| s.len() > 1 && s.chars().all(|c| c.is_ascii_uppercase() || c == '_'))
 }
@@ -99,7 +106,7 @@ fn every_path_the_docs_and_comments_name_exists() {
                 continue;
             }
             for (path, glob) in paths_in(line) {
-                if !is_placeholder(&path) && !exists(&root, &path, glob) {
+                if !is_placeholder(&path) && !is_generated(&path) && !exists(&root, &path, glob) {
                     missing.push(format!("{}:{}: {path}", file.strip_prefix(&root).unwrap().display(), n + 1));
                 }
             }
@@ -114,6 +121,7 @@ fn the_checker_finds_paths_and_globs_and_skips_what_is_no_path() {
     assert_eq!(paths_in("from `traces/recorded/two_stream.*`"), vec![("traces/recorded/two_stream".into(), true)]);
     assert!(paths_in("target/release/libcachalot.so and my_docs/x").is_empty());
     assert!(is_placeholder("traces/NAME.csv.gz"));
+    assert!(is_generated("web-demo/pkg/traces/") && !is_generated("web-demo/tests/harness.mjs"));
     let root = root();
     assert!(exists(&root, "traces/recorded/two_stream", true));
     assert!(!exists(&root, "core/src/paging.rs", false), "a path that is gone is found missing");
