@@ -408,15 +408,13 @@ def _install(lib_path, config, extension):
         warnings.warn(f"cachalot: PYTORCH_CUDA_ALLOC_CONF={os.environ['PYTORCH_CUDA_ALLOC_CONF']!r} does not apply "
                       f"to cachalot; set {CONFIG_ENV} (the same keys) or install(config=...)", UserWarning,
                       stacklevel=3)
+    created = any(lib.torch_allocator(d) for d in range(DEVICE_LIMIT))  # it read its config already
+    if config is not None and created:
+        raise RuntimeError("cachalot: its allocator was created already (by an earlier allocation); "
+                           "a config set now would not apply")
     effective = config if config is not None else os.environ.get(CONFIG_ENV, "")
-    versioned = _with_torch_version(effective, minor)
-    if versioned != effective and any(lib.torch_allocator(d) for d in range(DEVICE_LIMIT)):
-        versioned = effective  # an allocator exists already: the config it read stays
+    versioned = effective if created else _with_torch_version(effective, minor)
     previous = os.environ.get(CONFIG_ENV)
-    if config is not None:
-        if any(lib.torch_allocator(d) for d in range(DEVICE_LIMIT)):
-            raise RuntimeError("cachalot: its allocator was created already (by an earlier allocation); "
-                               "a config set now would not apply")
     if config is not None or versioned != effective:
         os.environ[CONFIG_ENV] = versioned
     try:
