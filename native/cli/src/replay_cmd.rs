@@ -4,12 +4,13 @@
 
 use std::io::Write;
 
+use super::byte_size::human;
 use super::command_line::ReplayArgs;
 use super::output::wrote;
 use super::output::Out;
 use super::paragraph::field;
 use super::plot_file::PlotFile;
-use super::run::{driver_calls, human, run as replay};
+use super::run::{driver_calls, run as replay};
 use super::search::{candidates, search, why_none_fits};
 use super::snapshot_file::SnapshotFile;
 use super::table::DEFAULT_WIDTH as WIDTH;

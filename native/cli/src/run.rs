@@ -203,19 +203,3 @@ fn summary_at_peak(t: &NamedTrace, config: &Config, capacity: u64) -> Result<Str
 pub fn driver_calls(c: &DeviceCalls) -> u64 {
     c.allocations + c.frees + c.vm_creates + c.vm_maps + c.vm_unmaps + c.vm_destroys
 }
-
-/// Formats bytes in binary units with two decimals ("20.00 GiB").
-pub fn human(bytes: u64) -> String {
-    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let mut v = bytes as f64;
-    let mut u = 0;
-    while v >= 1024.0 && u < UNITS.len() - 1 {
-        v /= 1024.0;
-        u += 1;
-    }
-    if u == 0 {
-        format!("{bytes} B")
-    } else {
-        format!("{v:.2} {}", UNITS[u])
-    }
-}

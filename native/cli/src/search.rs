@@ -12,8 +12,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use cachalot_core::{Allocator, Config, Policy, Replayer, SimDevice};
 
+use super::byte_size::human;
 use super::input::NamedTrace;
-use super::run::{driver_calls, human};
+use super::run::driver_calls;
 
 /// One candidate's figures.
 #[derive(Clone, Debug, serde::Serialize)]

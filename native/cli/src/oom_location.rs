@@ -12,8 +12,8 @@ use cachalot_core::{OomReport, Position, TraceOp};
 use serde::Serialize;
 use serde_json::Value;
 
+use super::byte_size::human;
 use super::input::NamedTrace;
-use super::run::human;
 
 /// The first out of memory of a replay.
 #[derive(Serialize, Debug, Clone)]

@@ -9,12 +9,13 @@
 
 use cachalot_core::{Config, Policy};
 
+use super::byte_size::human;
 use super::command_line::CompareArgs;
 use super::output::Out;
 use super::paragraph::fill;
 use super::plot_file::PlotFile;
 use super::reference::{ns_per_op, peak_reserved, PyTorchFigures};
-use super::run::{driver_calls, human, run as replay, RunReport};
+use super::run::{driver_calls, run as replay, RunReport};
 use super::table::{Align, Table, DEFAULT_WIDTH};
 use super::{config_from_env, input, parse_user_configs, plot, run_options, series, ConfigText, Failure};
 

@@ -10,7 +10,7 @@
 use std::fmt::Write;
 
 use super::axis_ticks;
-use super::run::human;
+use super::byte_size::human;
 use super::series::Series;
 
 const W: f64 = 960.0;

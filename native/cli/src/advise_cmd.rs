@@ -7,11 +7,11 @@
 //! config tried does, advise says so instead of recommending one, and a PyTorch line that
 //! still runs out says how often.
 
+use super::byte_size::human;
 use super::command_line::AdviseArgs;
 use super::margin::{better_than, RULE};
 use super::output::Out;
 use super::paragraph::fill;
-use super::run::human;
 use super::search::{as_pytorch_conf, candidates, quieter_than, search, why_none_fits, Candidate, WARM_PASSES};
 use super::table::{Align, Table, DEFAULT_WIDTH};
 use super::{equal_results, input, run, Failure};

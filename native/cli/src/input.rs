@@ -16,9 +16,9 @@ use super::output::note;
 
 /// The reference traces, embedded: (file name, gzip bytes).
 pub const EMBEDDED: [(&str, &[u8]); 3] = [
-    ("gpt2_train.csv.gz", include_bytes!("../../../../traces/gpt2_train.csv.gz")),
-    ("resnet50_train.csv.gz", include_bytes!("../../../../traces/resnet50_train.csv.gz")),
-    ("mixed_fc_conv.csv.gz", include_bytes!("../../../../traces/mixed_fc_conv.csv.gz")),
+    ("gpt2_train.csv.gz", include_bytes!("../../../traces/gpt2_train.csv.gz")),
+    ("resnet50_train.csv.gz", include_bytes!("../../../traces/resnet50_train.csv.gz")),
+    ("mixed_fc_conv.csv.gz", include_bytes!("../../../traces/mixed_fc_conv.csv.gz")),
 ];
 
 /// The trace name that reads stdin.

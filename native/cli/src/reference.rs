@@ -12,7 +12,7 @@ use serde_json::Value;
 use super::input::NamedTrace;
 
 /// The measured rows (one JSON object per line).
-const PYTORCH_REFERENCE: &str = include_str!("../../../../traces/pytorch_reference.jsonl");
+const PYTORCH_REFERENCE: &str = include_str!("../../../traces/pytorch_reference.jsonl");
 
 /// PyTorch's figures for one trace, in file order.
 pub struct PyTorchFigures {
