@@ -6,9 +6,11 @@
 //! free, record_stream, empty_cache, explained decisions, snapshot, stats, memory_summary,
 //! and a trace it steps through), [`TraceFile`] (a parsed trace) and [`ReplayRun`] (one
 //! whole cold pass of a trace, with its timeline and the figures `cachalot replay --json`
-//! prints). No allocator logic lives here: every decision is the core's. The file reader
-//! behind `TraceFile` is plain Rust ([`reader`], within [`reader::BROWSER_LIMITS`]), so that
-//! it can be fuzzed natively (`fuzz/doors/browser.rs`).
+//! prints), and one function, [`epoch_calls::epoch_calls_json`] (the driver calls of two
+//! passes of a trace, with and without `empty_cache()` between them). No allocator logic
+//! lives here: every decision is the core's. The file reader behind `TraceFile` is plain
+//! Rust ([`reader`], within [`reader::BROWSER_LIMITS`]), so that it can be fuzzed natively
+//! (`fuzz/doors/browser.rs`).
 //!
 //! Byte counts and addresses cross as JS numbers (`f64`): simulated addresses and every
 //! size a device can hold are below 2^53, so they are exact; `js_number` checks it.
@@ -18,6 +20,7 @@
 
 mod allocator_handle;
 mod decisions;
+mod epoch_calls;
 mod error;
 mod js_argument;
 mod js_number;
