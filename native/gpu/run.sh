@@ -143,6 +143,9 @@ run_step "build stream_check" 120 build4.log \
 run_step "build vmm_costs" 120 build5.log \
     "$NVCC" -O2 -std=c++17 native/gpu/vmm_costs.cpp -o "$WORK/vmm_costs" -lcuda || true
 [ -x "$WORK/vmm_costs" ] && run_step "virtual-memory call costs" 60 vmm_costs.log "$WORK/vmm_costs" 512 || true
+run_step "build segment_call_costs" 120 build6.log \
+    "$NVCC" -O2 -std=c++17 native/gpu/segment_call_costs.cpp -o "$WORK/segment_call_costs" -lcuda || true
+[ -x "$WORK/segment_call_costs" ] && run_step "segment call costs" 60 segment_call_costs.log "$WORK/segment_call_costs" 21 || true
 run_step "build replay_timing" 120 build3.log \
     "$NVCC" -O2 -std=c++17 native/gpu/replay_timing.cpp -o "$WORK/replay_timing" "${LINK[@]}" || true
 

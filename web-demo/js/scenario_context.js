@@ -1,7 +1,7 @@
 // Scenario context: what a guided scenario's script may do — start a fresh allocator,
 // allocate and free named tensors, empty_cache, set a memory fraction, read the figures,
-// and replay a real trace (a whole cold pass, or an allocator left at the trace's end for
-// the map). Each call returns a line of output for the step list, and notes the
+// and replay a real trace (a whole cold pass, two passes with or without empty_cache()
+// between them, or an allocator left at the trace's end for the map). Each call returns a line of output for the step list, and notes the
 // allocator's decisions for it in `this.calls`, in order, until the next step begins. No
 // DOM here: the view passes `show(allocator)` to draw and `loadTrace(name)` to fetch, so the
 // scripts also run under Node in the tests.
@@ -9,7 +9,7 @@
 // addresses of live allocations only. Once disposed, a context shows nothing more and
 // keeps no allocator: a step still running when its scenario was left fails instead.
 
-import { Allocator, ReplayRun } from '../pkg/cachalot_wasm.js';
+import { Allocator, ReplayRun, epoch_calls_json as epochCallsJson } from '../pkg/cachalot_wasm.js';
 import { bytes, count } from './units.js';
 import { emptyCacheTitle } from './explanation.js';
 
@@ -115,6 +115,11 @@ export class ScenarioContext {
     this.note(`set_per_process_memory_fraction(${f})`);
   }
 
+  /** The shown allocator's statistics, in PyTorch's `DeviceStats` shape (`stats_json()`). */
+  stats() {
+    return JSON.parse(this.alloc.stats_json());
+  }
+
   /** Current and peak figures of the shown allocator. */
   fig() {
     const [requested, allocated, reserved, peakRequested, peakAllocated, peakReserved, deviceAllocs, ooms, segments, kind] = this.alloc.figures();
@@ -139,6 +144,15 @@ export class ScenarioContext {
     const figures = JSON.parse(run.figures_json());
     run.free();
     return figures;
+  }
+
+  /** The driver calls of two epochs (passes) of an embedded trace, keeping the cache or
+   *  calling empty_cache() between them: `cold` and `warm` are what `cachalot replay --json
+   *  --passes 3` reports as `device_calls_cold` and `device_calls_warm` (wasm/src/epoch_calls.rs). */
+  async epochCalls(trace, config, capacity = 140 * GiB) {
+    const t = await this.loadTrace(trace);
+    this.live();
+    return JSON.parse(epochCallsJson(t, config, capacity));
   }
 
   /** Replays an embedded trace on a fresh allocator up to `position` (default: its end) and shows it. */

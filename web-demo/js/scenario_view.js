@@ -1,6 +1,7 @@
 // Scenario view: the guided scenarios — pick one, read its claim and explanation, then
 // step through its script (or run it all) and watch the map, the figures and each step's
-// decisions; a conclusion computed from the live figures closes it.
+// decisions; a conclusion computed from the live figures closes it. Under the map,
+// memory_summary() is shown line by line beside what each line counts.
 // Invariant: steps run strictly in order, one at a time; a step that throws marks the
 // scenario failed (`data-state="failed"`) and stops it, with the error shown. Selecting a
 // scenario (or Restart) starts a new generation: a step still in flight from an earlier one
@@ -11,6 +12,7 @@ import { ScenarioContext } from './scenario_context.js';
 import { MemoryMap } from './memory_map.js';
 import { liveFigures } from './figures.js';
 import { showCalls } from './explanation.js';
+import { showExplainedSummary } from './summary_explained.js';
 import { embedded } from './trace_source.js';
 
 const $ = (id) => document.getElementById(id);
@@ -43,7 +45,9 @@ export class ScenarioView {
   show(alloc) {
     this.map.update(alloc.memory_map());
     liveFigures($('scenario-figures'), alloc.figures());
-    $('scenario-summary').textContent = alloc.memory_summary(false);
+    const summary = alloc.memory_summary(false);
+    $('scenario-summary').textContent = summary;
+    showExplainedSummary($('scenario-summary-explained'), summary);
   }
 
   select(id) {
@@ -84,6 +88,9 @@ export class ScenarioView {
     this.map.update([0]);
     $('scenario-figures').innerHTML = '';
     $('scenario-summary').textContent = '';
+    $('scenario-summary-explained').innerHTML = '';
+    // The memory_summary() scenario is about the table: open it.
+    $('scenario-summary-box').open = s.id === 'summary';
     this.setStatus(`${s.title}: ${s.steps.length} steps to run.`);
     this.mark();
   }

@@ -168,7 +168,8 @@ test('scenarios: a step still loading a real trace is dropped when its scenario 
 });
 
 test('every guided scenario runs to its conclusion', async () => {
-  const expectedOoms = { caching: 0, splitting: 0, fragmentation: 2, 'max-split': 1, 'empty-cache': 0, leak: 1, fraction: 2 };
+  // fragmentation and max-split each add mixed_fc_conv on a 1.40 GiB device, where PyTorch's default runs out.
+  const expectedOoms = { caching: 0, splitting: 0, fragmentation: 3, 'max-split': 2, 'empty-cache': 0, summary: 0, leak: 1, fraction: 2 };
   const ids = await page.$$eval('#scenario-list button', (bs) => bs.map((b) => b.dataset.id));
   assert.deepEqual(ids.sort(), Object.keys(expectedOoms).sort());
   for (const id of ids) {
