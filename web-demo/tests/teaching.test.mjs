@@ -1,18 +1,18 @@
-// End-to-end tests of what the guided scenarios teach under pressure, in Debian's
-// Chromium, headless. Each figure a scenario states about a
+// End-to-end tests of what the guided scenarios teach under pressure, and the page on a
+// phone, in Debian's Chromium, headless. Each figure a scenario states about a
 // real trace is read off the page and compared with `cachalot replay --json` (or its
 // `--summary`) for the same trace, config and capacity: the FC/conv fragmentation and
 // max_split_size_mb on mixed_fc_conv at 1.40 GiB, where PyTorch's default runs out of memory;
 // empty_cache()'s driver calls between two epochs of gpt2_train and their time from the
 // H200's measured costs (which docs/benchmarks.md must state); memory_summary() line by
-// line.
+// line. At 390×844 no view scrolls sideways and Compare's player stays a thin band.
 
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFile } from 'node:fs/promises';
 import { spawnSync } from 'node:child_process';
 import path from 'node:path';
-import { serve, launch, openPage, REPO } from './harness.mjs';
+import { serve, launch, openPage, screenshot, REPO } from './harness.mjs';
 
 let server;
 let browser;
@@ -171,4 +171,38 @@ test('memory_summary(): every line explained beside it; the figures equal the CL
   const h = atEnd.match(/CUDA OOMs: (\d+)\s+\|\s+cudaMalloc retries: (\d+)/);
   assert.ok(end.includes(`CUDA OOMs ${h[1]}, cudaMalloc retries ${h[2]}`), end);
   assert.equal(Number(h[1]), run.ooms);
+});
+
+test('phone, 390×844: no view scrolls sideways, tables scroll in their own box, Compare’s player is a thin band', async () => {
+  await page.setViewportSize({ width: 390, height: 844 });
+  try {
+    for (const view of ['scenarios', 'hand', 'replay', 'compare']) {
+      await page.click(`#tab-${view}`);
+      if (view === 'replay') await page.waitForSelector('#replay-outcome table');
+      if (view === 'compare') await page.waitForSelector('#compare-outcome-b table');
+      await page.waitForTimeout(200);
+      const widths = await page.evaluate(() => ({
+        document: document.documentElement.scrollWidth,
+        // Any box wider than the screen scrolls inside a parent that does not.
+        overflowing: [...document.querySelectorAll('table, .legend, pre, canvas')]
+          .filter((e) => e.getClientRects().length && e.getBoundingClientRect().width > 390)
+          .filter((e) => { for (let p = e.parentElement; p; p = p.parentElement) { if (['auto', 'scroll'].includes(getComputedStyle(p).overflowX) && p.getBoundingClientRect().width <= 390) return false; } return true; })
+          .map((e) => e.id || e.className || e.tagName),
+      }));
+      assert.ok(widths.document <= 390, `${view}: the document is ${widths.document} px wide`);
+      assert.deepEqual(widths.overflowing, [], view);
+      await screenshot(page, `phone-${view}`);
+    }
+    // Compare: the sticky player takes at most a thin band of the screen, and still plays.
+    const player = await page.$eval('#compare-player', (p) => p.getBoundingClientRect().height);
+    assert.ok(player <= 60, `the player is ${player} px high on an 844 px screen`);
+    assert.equal(await page.isVisible('#compare-player [aria-label="Play"]'), true);
+    assert.equal(await page.isVisible('#compare-player-scrub'), true);
+    // The scenarios' summary and the footer's legend fit too.
+    await runScenario('summary');
+    assert.ok(await page.evaluate(() => document.documentElement.scrollWidth) <= 390);
+  } finally {
+    await page.setViewportSize({ width: 1400, height: 1000 });
+  }
+  assert.equal(errors.length, 0, errors.join('\n'));
 });
