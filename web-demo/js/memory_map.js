@@ -6,7 +6,8 @@
 // address space, where pages moved away, is left blank inside a dashed outline. A
 // marker gives the pool, the label the size and stream. Hovering or moving the keyboard
 // focus over a block shows its address, size, requested size and state; Enter or a click
-// activates it (the by-hand view frees it).
+// activates it (the by-hand view frees it). Under the map, a segment list (segment_list.js)
+// sorts the segments by address, size or free bytes and selects one in the map.
 //
 // Input is the wasm `memory_map()` flat array (see wasm/src/memory_map.rs). Only visible
 // rows are drawn, so a map of hundreds of segments redraws within a frame.
@@ -14,6 +15,7 @@
 // that exists in it.
 
 import { bytes, hex } from './units.js';
+import { SegmentList } from './segment_list.js';
 
 export const PALETTE = {
   allocated: '#2f6fdb', waste: '#9ec0f5', inactive: '#d9dde3', pending: '#f0a030', idle: '#5bb98c',
@@ -159,6 +161,7 @@ export class MemoryMap {
     this.tip.hidden = true;
     this.tip.setAttribute('role', 'tooltip');
     host.append(bar, this.scroll, this.tip);
+    this.list = new SegmentList(host, (s) => this.selectSegment(s));
     this.ctx = this.canvas.getContext('2d');
     this.fills = patterns(this.ctx);
     this.scroll.addEventListener('scroll', () => this.draw());
@@ -183,7 +186,17 @@ export class MemoryMap {
     const rows = this.segments.some((s) => s.kind !== KIND.CLASSIC)
       ? `${n} address range${n === 1 ? '' : 's'} holding memory` : `${n} segment${n === 1 ? '' : 's'}`;
     this.info.textContent = `${rows}, ${blocks} block${blocks === 1 ? '' : 's'}`;
+    this.list.update(this.segments);
     this.draw();
+  }
+
+  /** Selects segment `s` (its first block), scrolls the map to it and describes the block. */
+  selectSegment(s) {
+    if (!this.segments[s]) return;
+    this.focus = { seg: s, block: 0 };
+    this.canvas.focus({ preventScroll: true });
+    this.canvas.scrollIntoView({ block: 'nearest' });
+    this.key({ key: 'Focus', preventDefault() {} });
   }
 
   /** Draws bars against `bytes` at least (two maps shown side by side share one scale); null: each map its own. */
@@ -381,6 +394,7 @@ export class MemoryMap {
         if (this.focus) this.activate();
         return;
       case 'Escape': this.focus = null; this.tip.hidden = true; this.draw(); return;
+      case 'Focus': break;
       default: return;
     }
     e.preventDefault();

@@ -1,11 +1,12 @@
-// End-to-end tests of what the guided scenarios teach under pressure, and the page on a
-// phone, in Debian's Chromium, headless. Each figure a scenario states about a
+// End-to-end tests of what the guided scenarios teach under pressure, on a phone, and with
+// hundreds of segments, in Debian's Chromium, headless. Each figure a scenario states about a
 // real trace is read off the page and compared with `cachalot replay --json` (or its
 // `--summary`) for the same trace, config and capacity: the FC/conv fragmentation and
 // max_split_size_mb on mixed_fc_conv at 1.40 GiB, where PyTorch's default runs out of memory;
 // empty_cache()'s driver calls between two epochs of gpt2_train and their time from the
 // H200's measured costs (which docs/benchmarks.md must state); memory_summary() line by
-// line. At 390×844 no view scrolls sideways and Compare's player stays a thin band.
+// line. At 390×844 no view scrolls sideways and Compare's player stays a thin band; the
+// segment list under a map of 293 segments holds them all, sorts, and selects one.
 
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
@@ -204,5 +205,44 @@ test('phone, 390×844: no view scrolls sideways, tables scroll in their own box,
   } finally {
     await page.setViewportSize({ width: 1400, height: 1000 });
   }
+  assert.equal(errors.length, 0, errors.join('\n'));
+});
+
+test('hundreds of segments: the segment list holds every one, sorts by address, size and free bytes, and selects one in the map', async () => {
+  await page.click('#tab-compare');
+  await page.selectOption('#compare-trace', 'gpt2_train.csv.gz');
+  await page.click('#compare-run');
+  await page.waitForFunction(() => document.getElementById('status').textContent.startsWith('gpt2_train.csv.gz: peak reserved'));
+  await page.click('#compare-player [aria-label="Replay to the end"]');
+  const n = Number((await page.textContent('#compare-map-b .map-bar')).match(/(\d+) segments/)[1]);
+  assert.ok(n >= 200, `${n} segments`);
+  await page.click('#compare-map-b .segment-list summary');
+  // The list draws when it opens (the toggle event comes after the click).
+  await page.waitForFunction((k) => document.querySelectorAll('#compare-map-b .segment-list tbody tr').length === k, n);
+  assert.equal(await page.textContent('#compare-map-b .segment-list summary'), `Segment list (${n})`);
+  const column = (key) => page.$$eval(`#compare-map-b .segment-list td[data-key="${key}"]`, (tds) => tds.map((t) => Number(t.dataset.value)));
+  const addresses = await column('address');
+  assert.equal(addresses.length, n);
+  assert.deepEqual(addresses, [...addresses].sort((x, y) => x - y));
+  // Sorting from the keyboard: size, largest first.
+  await page.focus('#compare-map-b .segment-list th[data-key="size"] button');
+  await page.keyboard.press('Enter');
+  const sizes = await column('size');
+  assert.deepEqual(sizes, [...sizes].sort((x, y) => y - x));
+  assert.equal(await page.getAttribute('#compare-map-b .segment-list th[data-key="size"]', 'aria-sort'), 'descending');
+  // The sizes are the map's own segments.
+  const mapSizes = await page.evaluate(() => window.cachalot.compare.panes[1].map.segments.map((s) => s.total).sort((x, y) => y - x));
+  assert.deepEqual(sizes, mapSizes);
+  await page.click('#compare-map-b .segment-list th[data-key="free"] button');
+  const free = await column('free');
+  assert.deepEqual(free, [...free].sort((x, y) => y - x));
+  // A row selects its segment in the map: outlined, scrolled to, described.
+  const row = await page.$eval('#compare-map-b .segment-list tbody tr:nth-child(3)', (tr) => ({ index: Number(tr.dataset.index), address: tr.querySelector('button').textContent }));
+  await page.click('#compare-map-b .segment-list tbody tr:nth-child(3) button');
+  const focus = await page.evaluate(() => window.cachalot.compare.panes[1].map.focus);
+  assert.deepEqual(focus, { seg: row.index, block: 0 });
+  assert.match(await page.textContent('#compare-map-b .map-tip'), new RegExp(`segment +${row.address}`));
+  assert.equal(await page.isVisible('#compare-map-b .map-tip'), true);
+  await screenshot(page, 'segment-list');
   assert.equal(errors.length, 0, errors.join('\n'));
 });
