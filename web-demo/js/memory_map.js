@@ -6,7 +6,8 @@
 // address space, where pages moved away, is left blank inside a dashed outline. A
 // marker gives the pool, the label the size and stream. Hovering or moving the keyboard
 // focus over a block shows its address, size, requested size and state; Enter or a click
-// activates it (the by-hand view frees it). Under the map, a segment list (segment_list.js)
+// activates it (the by-hand view frees it). Zoom (the + and − buttons, + and - on the
+// map, Ctrl and the wheel) makes rows taller and labels larger. Under the map, a segment list (segment_list.js)
 // sorts the segments by address, size or free bytes and selects one in the map.
 //
 // Input is the wasm `memory_map()` flat array (see wasm/src/memory_map.rs). Only visible
@@ -32,6 +33,8 @@ const STATE_NAMES = [
 const LABEL_W = 150;
 const MAX_VIEW_H = 360;
 const MIN_VIEW_H = 80;
+/** Row heights (px) at each zoom level; level 0 fits the rows to the map (5 to 20 px). */
+const ZOOM_PITCH = [0, 14, 18, 24];
 
 /** Segment kinds (wasm/src/memory_map.rs): under virtual memory a row is one run of mapped pages. */
 export const KIND = { CLASSIC: 0, EXPANDABLE: 1, PAGED: 2 };
@@ -147,7 +150,23 @@ export class MemoryMap {
     logLabel.textContent = 'log scale';
     logBox.addEventListener('change', () => { this.log = logBox.checked; this.draw(); });
     this.logBox = logBox;
-    bar.append(title, this.info, logBox, logLabel);
+    // Zoom: taller rows and larger labels, for maps of hundreds of segments (a row is 9 px
+    // there, its label 7 px); + and - on the map, or Ctrl and the wheel, do the same.
+    this.zoom = 0;
+    const zoomButton = (text, label, by) => {
+      const b = document.createElement('button');
+      b.type = 'button';
+      b.className = 'zoom';
+      b.textContent = text;
+      b.setAttribute('aria-label', label);
+      b.title = label;
+      b.addEventListener('click', () => this.zoomBy(by));
+      return b;
+    };
+    this.zoomOut = zoomButton('−', 'Zoom out: shorter rows', -1);
+    this.zoomIn = zoomButton('+', 'Zoom in: taller rows, larger labels', 1);
+    this.zoomOut.disabled = true;
+    bar.append(title, this.info, logBox, logLabel, this.zoomOut, this.zoomIn);
     this.scroll = document.createElement('div');
     this.scroll.className = 'map-scroll';
     this.canvas = document.createElement('canvas');
@@ -169,6 +188,11 @@ export class MemoryMap {
     this.canvas.addEventListener('mouseleave', () => { if (!this.focus) this.tip.hidden = true; });
     this.canvas.addEventListener('click', (e) => this.click(e));
     this.canvas.addEventListener('keydown', (e) => this.key(e));
+    this.canvas.addEventListener('wheel', (e) => {
+      if (!e.ctrlKey) return;
+      e.preventDefault();
+      this.zoomBy(e.deltaY < 0 ? 1 : -1);
+    }, { passive: false });
     this.canvas.addEventListener('blur', () => { this.tip.hidden = true; });
     new ResizeObserver(() => this.draw()).observe(this.scroll);
   }
@@ -210,7 +234,27 @@ export class MemoryMap {
 
   pitch() {
     const n = this.segments.length;
-    return n > 600 ? 5 : n > 200 ? 9 : n > 60 ? 13 : 20;
+    const fit = n > 600 ? 5 : n > 200 ? 9 : n > 60 ? 13 : 20;
+    return Math.max(fit, ZOOM_PITCH[this.zoom]);
+  }
+
+  /** The label's font size in px at the current zoom (no label below a 9 px row). */
+  labelPx() {
+    const pitch = this.pitch();
+    return pitch >= 9 ? Math.min(12, pitch - 2) : 0;
+  }
+
+  /** Zooms in (`by` > 0) or out, keeping the focused segment, or the top row, in view. */
+  zoomBy(by) {
+    const zoom = Math.max(0, Math.min(ZOOM_PITCH.length - 1, this.zoom + by));
+    if (zoom === this.zoom) return;
+    const row = this.focus ? this.focus.seg : Math.floor(this.scroll.scrollTop / this.pitch());
+    this.zoom = zoom;
+    this.zoomOut.disabled = zoom === 0;
+    this.zoomIn.disabled = zoom === ZOOM_PITCH.length - 1;
+    this.draw();
+    this.scroll.scrollTop = row * this.pitch();
+    this.draw();
   }
 
   blockAt(s, b) {
@@ -261,7 +305,7 @@ export class MemoryMap {
     const top = this.scroll.scrollTop;
     const barW = width - LABEL_W - 10;
     const h = Math.max(3, pitch - (pitch > 10 ? 5 : 2));
-    ctx.font = `${Math.min(12, pitch - 2)}px ui-monospace, monospace`;
+    ctx.font = `${this.labelPx() || 7}px ui-monospace, monospace`;
     ctx.textBaseline = 'middle';
     if (this.segments.length === 0) {
       ctx.fillStyle = PALETTE.outline;
@@ -395,6 +439,8 @@ export class MemoryMap {
         return;
       case 'Escape': this.focus = null; this.tip.hidden = true; this.draw(); return;
       case 'Focus': break;
+      case '+': case '=': e.preventDefault(); this.zoomBy(1); return;
+      case '-': case '_': e.preventDefault(); this.zoomBy(-1); return;
       default: return;
     }
     e.preventDefault();

@@ -6,7 +6,8 @@
 // empty_cache()'s driver calls between two epochs of gpt2_train and their time from the
 // H200's measured costs (which docs/benchmarks.md must state); memory_summary() line by
 // line. At 390×844 no view scrolls sideways and Compare's player stays a thin band; the
-// segment list under a map of 293 segments holds them all, sorts, and selects one.
+// segment list under a map of 293 segments holds them all, sorts, and selects one; zoom
+// makes the map's labels 10 px or more.
 
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
@@ -244,5 +245,35 @@ test('hundreds of segments: the segment list holds every one, sorts by address, 
   assert.match(await page.textContent('#compare-map-b .map-tip'), new RegExp(`segment +${row.address}`));
   assert.equal(await page.isVisible('#compare-map-b .map-tip'), true);
   await screenshot(page, 'segment-list');
+  assert.equal(errors.length, 0, errors.join('\n'));
+});
+
+test('hundreds of segments: zoom, by button and by keyboard, keeps the map’s labels at 10 px or more and the selected segment in view', async () => {
+  // The compare view is at gpt2_train's end from the test before: 293 segments on side B.
+  const map = () => page.evaluate(() => {
+    const m = window.cachalot.compare.panes[1].map;
+    return { label: m.labelPx(), pitch: m.pitch(), rows: m.segments.length, top: m.scroll.scrollTop, view: m.viewH, focus: m.focus };
+  });
+  const start = await map();
+  assert.ok(start.rows >= 200 && start.label < 10, `at first ${start.rows} rows with ${start.label} px labels`);
+  assert.equal(await page.isDisabled('#compare-map-b [aria-label="Zoom out: shorter rows"]'), true);
+  await page.click('#compare-map-b [aria-label="Zoom in: taller rows, larger labels"]');
+  const zoomed = await map();
+  assert.ok(zoomed.label >= 10, `${zoomed.label} px labels after zooming in`);
+  // The selected segment (from the segment list) stays in view.
+  const y = 4 + zoomed.focus.seg * zoomed.pitch;
+  assert.ok(y >= zoomed.top && y + zoomed.pitch <= zoomed.top + zoomed.view, JSON.stringify(zoomed));
+  // From the keyboard, on the map: - and +.
+  await page.focus('#compare-map-b canvas');
+  await page.keyboard.press('-');
+  assert.equal((await map()).label, start.label);
+  await page.keyboard.press('+');
+  await page.keyboard.press('+');
+  const more = await map();
+  assert.ok(more.label >= 10 && more.pitch > zoomed.pitch, JSON.stringify(more));
+  // The map scrolls through every row at that height.
+  const height = await page.$eval('#compare-map-b .map-scroll', (s) => s.scrollHeight);
+  assert.ok(height >= more.rows * more.pitch, `${height} px for ${more.rows} rows of ${more.pitch} px`);
+  await screenshot(page, 'map-zoomed');
   assert.equal(errors.length, 0, errors.join('\n'));
 });
