@@ -10,6 +10,7 @@ import { HandView } from './hand_view.js';
 import { ReplayView } from './replay_view.js';
 import { CompareView } from './compare_view.js';
 import { ScenarioView } from './scenario_view.js';
+import { explainBeside } from './summary_explained.js';
 
 const status = document.getElementById('status');
 const setStatus = (text) => { status.textContent = text; };
@@ -55,6 +56,7 @@ async function main() {
     replay: new ReplayView(setStatus),
     compare: new CompareView(setStatus),
   };
+  for (const id of ['hand-summary', 'replay-summary']) explainBeside(document.getElementById(id));
   const shown = new Set();
   const show = tabs((name) => {
     if (name === 'hand') views.hand.render();

@@ -4,7 +4,8 @@
 // Invariant: every line of the summary appears, in order, as printed (the row's own text,
 // nothing recomputed); a line is explained from its label alone, so the figures shown are
 // always the allocator's. Separator lines are left out; a label this file does not know is
-// shown with no explanation rather than a wrong one.
+// shown with no explanation rather than a wrong one. The scenarios show it under their
+// map; the by-hand and replay views, beside their printed summary, on demand.
 
 const ROWS = {
   'Allocated memory': 'Bytes of blocks handed to tensors, after rounding (to multiples of 512 B, and remainders too small to split off): allocated_bytes.',
@@ -77,4 +78,22 @@ export function showExplainedSummary(host, summary) {
     what.textContent = explainLine(line);
   }
   host.append(table);
+}
+
+/** Adds after `pre` (where a view prints memory_summary() and prints it again after each
+ *  change) a box, closed at first, that shows the same text line by line, explained, and
+ *  follows each new printing while open. */
+export function explainBeside(pre) {
+  const box = document.createElement('details');
+  box.className = 'summary-lines';
+  const title = document.createElement('summary');
+  title.textContent = 'Line by line: what each line counts';
+  const host = document.createElement('div');
+  host.className = 'scroll-x';
+  box.append(title, host);
+  pre.after(box);
+  const render = () => { if (box.open) showExplainedSummary(host, pre.textContent); };
+  new MutationObserver(render).observe(pre, { childList: true, characterData: true, subtree: true });
+  box.addEventListener('toggle', render);
+  return box;
 }

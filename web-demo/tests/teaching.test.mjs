@@ -175,6 +175,31 @@ test('memory_summary(): every line explained beside it; the figures equal the CL
   assert.equal(Number(h[1]), run.ooms);
 });
 
+test('memory_summary() in the by-hand and replay views: explained line by line on demand, following each change', async () => {
+  const rows = (view) => page.$$eval(`#${view}-summary + .summary-lines tr[data-label]`, (trs) => trs.map((t) => t.querySelector('.line').textContent));
+  const printed = (view) => page.$eval(`#${view}-summary`, (p) => p.textContent.split('\n').filter((l) => l.trim() && !/^[|=\-\s]*$/.test(l)));
+  await page.click('#tab-hand');
+  await page.click('#hand-restart');
+  await page.click('#view-hand .quick button[data-size="5242880"]');
+  await page.click('#hand-summary + .summary-lines > summary');
+  await page.waitForFunction(() => document.querySelectorAll('#hand-summary + .summary-lines tr[data-label]').length > 10);
+  assert.deepEqual(await rows('hand'), await printed('hand'));
+  // Another allocation reprints the summary; the explained lines follow it.
+  const before = (await rows('hand')).find((l) => l.startsWith('| Allocated memory'));
+  await page.click('#view-hand .quick button[data-size="31457280"]');
+  await page.waitForFunction((b) => ![...document.querySelectorAll('#hand-summary + .summary-lines tr[data-label] .line')].some((l) => l.textContent === b), before);
+  assert.deepEqual(await rows('hand'), await printed('hand'));
+  assert.match((await rows('hand')).find((l) => l.startsWith('| Allocated memory')), /\|  35840 KiB \|/);
+  await page.click('#tab-replay');
+  await page.waitForSelector('#replay-outcome table');
+  await page.click('#replay-summary + .summary-lines > summary');
+  await page.waitForFunction(() => document.querySelectorAll('#replay-summary + .summary-lines tr[data-label]').length > 10);
+  assert.deepEqual(await rows('replay'), await printed('replay'));
+  const what = await page.$eval('#replay-summary + .summary-lines tr[data-label="Non-releasable memory"] .what', (t) => t.textContent);
+  assert.match(what, /empty_cache\(\) returns only wholly free segments/);
+  assert.equal(errors.length, 0, errors.join('\n'));
+});
+
 test('phone, 390×844: no view scrolls sideways, tables scroll in their own box, Compare’s player is a thin band', async () => {
   await page.setViewportSize({ width: 390, height: 844 });
   try {
