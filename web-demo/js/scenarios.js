@@ -382,7 +382,7 @@ export const SCENARIOS = [
           ctx.malloc('a', 5 * MiB);
           ctx.malloc('b', 5 * MiB);
           ctx.free('a');
-          return `${summaryLine(ctx)}: a’s 5 MiB and the segment’s unused 10 MiB are free, in the 20 MiB segment b still holds`;
+          return `${summaryLine(ctx)}: a’s block and the rest of the segment are free, in a segment b still holds`;
         },
       },
       { caption: 'torch.cuda.empty_cache()', run: (ctx) => { ctx.emptyCache(); return `${summaryLine(ctx)}: nothing went back; non-releasable memory is what empty_cache() cannot return`; } },
