@@ -22,8 +22,8 @@ const ROWS = {
 };
 
 const POOLS = {
-  'from large pool': 'The line above, for the large pool: blocks over 1 MiB, in segments of 20 MiB or of the request’s own size.',
-  'from small pool': 'The line above, for the small pool: blocks of 1 MiB or less, in 2 MiB segments.',
+  'from large pool': 'The same, large pool only (blocks over 1 MiB).',
+  'from small pool': 'The same, small pool only (blocks of 1 MiB or less, in 2 MiB segments).',
 };
 
 /** What one line of the summary says, or '' for a line this file does not know. */
