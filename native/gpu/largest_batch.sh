@@ -15,13 +15,8 @@ cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 OUT=${OUT:-gpu-out}
 mkdir -p "$OUT"
 ENV_DIR=${ENV_DIR:-/tmp/cachalot-wheel-env}
-if [ ! -x "$ENV_DIR/bin/python" ] || ! "$ENV_DIR/bin/python" -c 'import cachalot_torch' 2>/dev/null; then
-    wheel=$(ls dist/cachalot-*.whl 2>/dev/null | head -n 1)
-    [ -n "$wheel" ] || { echo "missing: dist/cachalot-*.whl (make wheel here, carry dist)"; exit 2; }
-    rm -rf "$ENV_DIR"
-    python3 -m venv --system-site-packages "$ENV_DIR" || exit 2
-    "$ENV_DIR/bin/pip" install -q --no-index --no-deps --disable-pip-version-check "$wheel" || exit 2
-fi
+source native/gpu/wheel_env.sh
+if ! "$ENV_DIR/bin/python" -c 'import cachalot_torch, torch' 2>/dev/null; then make_wheel_env || exit 2; fi
 export PYTHONUNBUFFERED=1 CAP_GIB=${CAP_GIB:-24}
 budget=${BUDGET_S:-540}
 start=$SECONDS

@@ -16,12 +16,9 @@ set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 OUT=${OUT:-gpu-out}
 mkdir -p "$OUT"
-wheel=$(ls dist/cachalot-*.whl 2>/dev/null | head -n 1)
-[ -n "$wheel" ] || { echo "missing: dist/cachalot-*.whl (make wheel here, carry dist)"; exit 2; }
 ENV_DIR=${ENV_DIR:-/tmp/cachalot-wheel-env}
-rm -rf "$ENV_DIR"
-python3 -m venv --system-site-packages "$ENV_DIR" || exit 2
-"$ENV_DIR/bin/pip" install -q --no-index --no-deps --disable-pip-version-check "$wheel" || exit 2
+source native/gpu/wheel_env.sh
+make_wheel_env || exit 2
 # PATH without builders: links to every program on the machine's PATH but these.
 NOBUILD="$ENV_DIR/nobuild-bin"
 mkdir -p "$NOBUILD"
@@ -40,7 +37,7 @@ for tool in cc c++ g++ nvcc ninja cargo; do
     if command -v "$tool" > /dev/null; then echo "FAIL: $tool is still on PATH"; exit 2; fi
 done
 torch_version=$(python -c 'import torch; print(torch.__version__)') || { echo "FAIL: no PyTorch to import"; exit 2; }
-echo "installed $(basename "$wheel"); torch $torch_version; no compiler on PATH"
+echo "torch $torch_version; no compiler on PATH"
 timeout 420 python -X faulthandler native/gpu/torch_allocator_check.py > "$OUT/wheel_allocator_check.log" 2>&1
 first=$?
 grep '^{' "$OUT/wheel_allocator_check.log" | cut -c1-600
