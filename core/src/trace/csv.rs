@@ -1,6 +1,8 @@
 //! RAPIDS RMM's logging CSV (`Thread,Time,Action,Pointer,Size,Stream`, columns found by name),
 //! read a line at a time: [`CsvReader`] is fed lines as a file yields them, so a reader of a
-//! large or endless file holds one line and the operations, never the text.
+//! large or endless file holds one line and the operations, never the text; a caller that
+//! takes the operations out after each line ([`CsvReader::take_operations`]) holds only what
+//! grows with live allocations, distinct pointers and segments.
 //!
 //! Invariants: a reader fed a text's lines (as `str::lines` splits them) gives what
 //! [`parse_csv`](crate::trace::parse_csv) gives for the text; line numbers are 1-based and
@@ -11,7 +13,7 @@ use alloc::string::String;
 use alloc::vec::Vec;
 
 use crate::trace::limits::{Limit, TraceLimits, LINE_BYTES};
-use crate::trace::operations::{checked_size, parse_hex, parse_time, Builder, Trace};
+use crate::trace::operations::{checked_size, parse_hex, parse_time, Builder, Trace, TraceOp};
 use crate::trace::position::Position;
 use crate::trace::trace_error::{error, over, TraceError};
 
@@ -93,6 +95,13 @@ impl CsvReader {
         }
     }
 
+    /// Moves the operations the lines fed so far made into `each` (see
+    /// [`Trace::take_operations`]): called after each line, the reader holds none, and the
+    /// trace [`CsvReader::finish`] gives counts them in `ops_taken` instead of holding them.
+    pub fn take_operations(&mut self, each: impl FnMut(TraceOp, u64, Position)) {
+        self.builder.take_operations(each);
+    }
+
     /// The trace of the lines fed; an error if none held a header.
     pub fn finish(self) -> Result<Trace, TraceError> {
         if self.columns.is_none() {
@@ -158,5 +167,28 @@ mod tests {
         let long = alloc::format!("Time,Action,Pointer,Size{}", " ".repeat(LINE_BYTES));
         let e = CsvReader::new(TraceLimits::DEFAULT).line(&long).unwrap_err();
         assert_eq!(e.kind, TraceErrorKind::Limit(Limit::LineBytes(LINE_BYTES)));
+    }
+
+    /// Operations taken out after each line are those a reader that holds them gives, with
+    /// their times and lines, and the trace left counts them without holding them.
+    #[test]
+    fn operations_taken_line_by_line_are_the_held_ones() {
+        let csv = "Time,Action,Pointer,Size\n1,allocate,0x10,512\n\n2,allocate,0x10,1024\n3,free,0x10,0\n";
+        let held = parse_csv_within(csv, &TraceLimits::DEFAULT).unwrap();
+        let mut r = CsvReader::new(TraceLimits::DEFAULT);
+        let mut taken = Vec::new();
+        for line in csv.lines() {
+            r.line(line).unwrap();
+            r.take_operations(|op, t, p| taken.push((op, t, p)));
+        }
+        let streamed = r.finish().unwrap();
+        let want: Vec<_> = (0..held.ops.len()).map(|i| (held.ops[i], held.times_us[i], held.positions[i])).collect();
+        assert_eq!(taken, want);
+        assert_eq!(want.len(), 4, "an implicit free, then the allocation, then the free");
+        assert!(streamed.ops.is_empty() && streamed.times_us.is_empty() && streamed.positions.is_empty());
+        assert_eq!((streamed.op_count(), streamed.ops_taken, held.op_count()), (4, 4, 4));
+        assert_eq!((&streamed.report, streamed.slots), (&held.report, held.slots));
+        assert_eq!(streamed.segment_placements, held.segment_placements);
+        assert_eq!(streamed.describe(), held.describe());
     }
 }

@@ -4,6 +4,7 @@
 pub(crate) mod csv;
 pub mod file_format;
 pub(crate) mod inferred_segments;
+pub(crate) mod late_frees;
 pub(crate) mod limits;
 pub(crate) mod operations;
 pub mod pickle;

@@ -128,6 +128,9 @@ pub struct Trace {
     pub placements_inferred: bool,
     /// The device whose events these are, when the snapshot listed several devices.
     pub device: Option<usize>,
+    /// Operations moved out while reading ([`Trace::take_operations`]), no longer in `ops`:
+    /// a reader that streams them holds none.
+    pub ops_taken: usize,
 }
 
 /// Builds a trace from pointer-level events, assigning slots.
@@ -283,6 +286,11 @@ impl Builder {
         self.trace.report.alloc_failures += 1;
     }
 
+    /// Moves the operations built so far out (see [`Trace::take_operations`]).
+    pub(crate) fn take_operations(&mut self, each: impl FnMut(TraceOp, u64, Position)) {
+        self.trace.take_operations(each);
+    }
+
     pub(crate) fn finish(mut self) -> Trace {
         self.trace.report.live_at_end = self.slot_of.len();
         self.trace.report.streams = self.streams.len();
@@ -342,7 +350,26 @@ pub(crate) fn checked_size(size: u64) -> Result<u64, String> {
 }
 
 impl Trace {
-    /// Peak of the bytes live at once, as requested (before rounding).
+    /// Operations read: those held in `ops` and those taken out.
+    pub fn op_count(&self) -> usize {
+        self.ops.len().saturating_add(self.ops_taken)
+    }
+
+    /// Moves the operations held out, in order, each with its time and position (0 and
+    /// line 0 where the trace has none), into `each`, and counts them in `ops_taken`: what a
+    /// reader fed a line at a time calls after each line, so that it holds none of them.
+    pub fn take_operations(&mut self, mut each: impl FnMut(TraceOp, u64, Position)) {
+        let n = self.ops.len();
+        for (i, op) in self.ops.drain(..).enumerate() {
+            each(op, self.times_us.get(i).copied().unwrap_or(0), self.positions.get(i).copied().unwrap_or_default());
+        }
+        self.times_us.clear();
+        self.positions.clear();
+        self.ops_taken = self.ops_taken.saturating_add(n);
+    }
+
+    /// Peak of the bytes live at once, as requested (before rounding), of the operations
+    /// held in `ops`.
     pub fn peak_requested(&self) -> u64 {
         let mut size_of = alloc::vec![0u64; self.slots as usize];
         // Summed wide: live sizes of a hand-made trace may add past u64 (the peak saturates).
@@ -370,7 +397,7 @@ impl Trace {
     /// A one-line description of what the reader counted.
     pub fn describe(&self) -> String {
         let r = &self.report;
-        let mut s = alloc::format!("{} operations ({} allocations, {} frees)", self.ops.len(), r.allocs, r.frees);
+        let mut s = alloc::format!("{} operations ({} allocations, {} frees)", self.op_count(), r.allocs, r.frees);
         for (n, what) in [
             (r.unknown_frees, "frees of unknown pointers skipped"),
             (r.double_frees, "double frees skipped"),

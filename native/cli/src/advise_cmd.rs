@@ -93,7 +93,7 @@ pub fn run(args: &AdviseArgs, out: Out) -> Result<(), Failure> {
         ))
     )?;
     match ranked.first() {
-        Some(best) if best.ooms > 0 => no_fit(out, best, trace.trace.peak_requested(), capacity)?,
+        Some(best) if best.ooms > 0 => no_fit(out, best, trace.peak_requested(), capacity)?,
         Some(best) => recommend(out, &ranked, best)?,
         None => {}
     }

@@ -1,16 +1,21 @@
 //! Where traces come from: files (`.csv`, `.csv.gz`, snapshot `.json`, gzip detected by its
 //! magic bytes) or the three reference traces built into the binary, by name.
 //!
+//! A loaded trace's operations are not held: they are in a spool (`op_spool.rs`), read a
+//! piece at a time by each pass over them ([`NamedTrace::pieces`], [`NamedTrace::steps`]), so
+//! that a replay's memory follows live blocks, not the file's length.
+//!
 //! Invariants: a loaded trace carries the name it is reported under (a file's base name, or
-//! the embedded trace's file name) and holds at least one operation; a snapshot's trace holds
+//! the embedded trace's file name) and has at least one operation; a snapshot's trace holds
 //! one device's events (the core's `parse_device_trace`), chosen with `--device N` when it
-//! recorded several.
+//! recorded several; `trace.ops` is empty (`trace.ops_taken` counts what `ops` holds).
 
 use std::path::Path;
 
-use cachalot_cli::trace_file::{parse_from, Input, Loaded, Source};
+use cachalot_cli::op_spool::{Piece, Spool};
+use cachalot_cli::trace_file::{parse_spooled, Input, Loaded, Source};
 use cachalot_core::trace::TraceLimits;
-use cachalot_core::Trace;
+use cachalot_core::{Position, Trace, TraceOp};
 
 use super::output::note;
 
@@ -33,10 +38,12 @@ pub struct NamedTrace {
     pub name: String,
     /// The device whose events were kept, when the snapshot recorded several devices' lists.
     pub device: Option<usize>,
-    /// The parsed trace.
+    /// The parsed trace, without its operations (see `ops`).
     pub trace: Trace,
     /// What it was read from.
     pub input: Input,
+    /// The operations, spooled.
+    pub ops: Spool,
 }
 
 impl NamedTrace {
@@ -47,6 +54,26 @@ impl NamedTrace {
             None => self.name.clone(),
         }
     }
+
+    /// Calls `each` with the operations in order, a piece at a time (see `op_spool.rs`).
+    pub fn pieces(&self, each: impl FnMut(&Piece) -> Result<(), String>) -> Result<(), String> {
+        self.ops.pieces(each)
+    }
+
+    /// Calls `each` with every operation and its index, in order.
+    pub fn steps(&self, mut each: impl FnMut(usize, &TraceOp) -> Result<(), String>) -> Result<(), String> {
+        self.pieces(|p| p.ops.iter().enumerate().try_for_each(|(k, op)| each(p.first + k, op)))
+    }
+
+    /// Operation `i` with its time and its place in the input.
+    pub fn operation(&self, i: usize) -> Result<Option<(TraceOp, u64, Position)>, String> {
+        self.ops.get(i)
+    }
+
+    /// Peak of the bytes live at once, as requested (`Trace::peak_requested`).
+    pub fn peak_requested(&self) -> u64 {
+        self.ops.peak_requested()
+    }
 }
 
 /// Loads a trace from a path, or an embedded trace by name (`gpt2_train`, with or without
@@ -54,7 +81,7 @@ impl NamedTrace {
 /// a snapshot. The bytes are read as they come, within `limits`.
 pub fn load(spec: Option<&str>, device: Option<usize>, limits: &TraceLimits) -> Result<NamedTrace, String> {
     let spec = spec.unwrap_or(DEFAULT_TRACE);
-    let read = |name: &str, input: &mut dyn std::io::Read, source| parse_from(input, name, device, limits, source);
+    let read = |name: &str, input: &mut dyn std::io::Read, source| parse_spooled(input, name, device, limits, source);
     let (name, loaded) = if spec == STDIN {
         ("stdin".to_string(), read("stdin", &mut std::io::stdin().lock(), Source::Gone)?)
     } else if let Some((n, bytes)) = EMBEDDED
@@ -75,9 +102,9 @@ pub fn load(spec: Option<&str>, device: Option<usize>, limits: &TraceLimits) -> 
         let loaded = read(&name, &mut file, Source::File(path.into()))?;
         (name, loaded)
     };
-    let Loaded { trace, input } = loaded;
-    let t = NamedTrace { name, device: trace.device, trace, input };
-    if t.trace.ops.is_empty() {
+    let (Loaded { trace, input }, ops) = loaded;
+    let t = NamedTrace { name, device: trace.device, trace, input, ops };
+    if t.ops.is_empty() {
         // Nothing to replay: any figure would be made up.
         let unknown = match &t.trace.report.first_unknown_action {
             Some(u) => format!(

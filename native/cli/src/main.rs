@@ -22,6 +22,7 @@ mod metadata;
 mod oom_location;
 mod output;
 mod paragraph;
+mod pass;
 mod placements;
 mod plot;
 mod plot_file;

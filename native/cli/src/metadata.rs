@@ -40,10 +40,11 @@ pub fn measure(t: &NamedTrace, config: &Config, capacity: u64) -> Result<Metadat
         peak.fixed_bytes = peak.fixed_bytes.max(fixed);
     };
     for _pass in 0..2 {
-        for (i, op) in t.trace.ops.iter().enumerate() {
+        t.steps(|i, op| {
             replayer.step(&mut alloc, op).map_err(|e| format!("{}: operation {i}: {e}", t.name))?;
             sample(&mut alloc);
-        }
+            Ok(())
+        })?;
         replayer.free_live(&mut alloc).map_err(|e| format!("{}: {e}", t.name))?;
         sample(&mut alloc);
     }

@@ -46,19 +46,22 @@ pub struct OomLocation {
 }
 
 impl OomLocation {
-    /// Locates operation `op` of `t`, refused with `report`.
-    pub fn new(t: &NamedTrace, op: usize, report: &OomReport) -> OomLocation {
-        let (size, stream) = match t.trace.ops.get(op) {
-            Some(TraceOp::Alloc { size, stream, .. }) => (*size, *stream),
+    /// Locates operation `op` of `t`, refused with `report` (reading the spooled operations
+    /// again to find it).
+    pub fn new(t: &NamedTrace, op: usize, report: &OomReport) -> Result<OomLocation, String> {
+        let found = t.operation(op)?;
+        let (size, stream) = match found {
+            Some((TraceOp::Alloc { size, stream, .. }, _, _)) => (size, stream),
             _ => (report.requested, 0),
         };
-        let position = t.trace.positions.get(op).copied();
+        let position = found.map(|(_, _, p)| p);
+        let time_us = found.map(|(_, time, _)| time);
         let mut at = OomLocation {
             operation: op,
             line: None,
             event: None,
-            time_us: t.trace.times_us.get(op).copied(),
-            since_start_us: t.trace.times_us.get(op).zip(t.trace.times_us.first()).map(|(t, t0)| t.saturating_sub(*t0)),
+            time_us,
+            since_start_us: time_us.zip(t.ops.first_time_us()).map(|(t, t0)| t.saturating_sub(t0)),
             pointer: None,
             size,
             stream,
@@ -79,7 +82,7 @@ impl OomLocation {
             }
             _ => {}
         }
-        at
+        Ok(at)
     }
 
     /// The report's lines: where, then the frames (innermost first), then the explanation.

@@ -48,21 +48,30 @@ impl Abandoned {
 pub fn locate(t: &NamedTrace, config: &Config, capacity: u64) -> Result<Option<Abandoned>, String> {
     let mut alloc = Allocator::new(SimDevice::for_replay(capacity, &t.trace), config.clone());
     let mut replayer = Replayer::new(t.trace.slots);
-    for (i, op) in t.trace.ops.iter().enumerate() {
-        match replayer.step(&mut alloc, op) {
-            Err(e) => return Err(format!("{}: operation {i}: {e}", t.name)),
-            Ok(Step::Allocated(_) | Step::OutOfMemory(_)) => {
-                if let Some(device) = alloc.device().placements_abandoned() {
-                    let (line, event) = match t.trace.positions.get(i) {
-                        Some(Position::Line(l)) => (Some(*l), None),
-                        Some(Position::Event(e)) => (None, Some(*e)),
-                        _ => (None, None),
-                    };
-                    return Ok(Some(Abandoned { operation: i, line, event, device, why: device.to_string() }));
-                }
+    let mut found = None;
+    // The spooled operations come a piece at a time; those after the one found are read
+    // but not replayed.
+    t.pieces(|p| {
+        for (k, op) in p.ops.iter().enumerate() {
+            if found.is_some() {
+                break;
             }
-            Ok(_) => {}
+            let i = p.first + k;
+            match replayer.step(&mut alloc, op) {
+                Err(e) => return Err(format!("{}: operation {i}: {e}", t.name)),
+                Ok(Step::Allocated(_) | Step::OutOfMemory(_)) => {
+                    if let Some(device) = alloc.device().placements_abandoned() {
+                        let (line, event) = match p.positions[k] {
+                            Position::Line(l) => (Some(l), None),
+                            Position::Event(e) => (None, Some(e)),
+                        };
+                        found = Some(Abandoned { operation: i, line, event, device, why: device.to_string() });
+                    }
+                }
+                Ok(_) => {}
+            }
         }
-    }
-    Ok(None)
+        Ok(())
+    })?;
+    Ok(found)
 }

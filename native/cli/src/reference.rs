@@ -33,11 +33,11 @@ impl PyTorchFigures {
         if rows.is_empty() {
             return none;
         }
-        let peak_requested = t.trace.peak_requested();
+        let peak_requested = t.peak_requested();
         let same_trace = rows.iter().all(|v| {
             // Rows that measured no requested bytes (cudaMallocAsync keeps none) record 0.
             let requested = v["peak_requested"].as_u64().unwrap_or(0);
-            v["ops"].as_u64() == Some(t.trace.ops.len() as u64) && (requested == 0 || requested == peak_requested)
+            v["ops"].as_u64() == Some(t.ops.len() as u64) && (requested == 0 || requested == peak_requested)
         });
         if same_trace {
             PyTorchFigures { rows, peak_requested }

@@ -32,7 +32,7 @@ fn avoiding_config(t: &input::NamedTrace, failed: &str, capacity: u64) -> Result
             ),
             WIDTH,
         ),
-        None => format!("avoided by     no config tried: {}", why_none_fits(t.trace.peak_requested(), capacity)),
+        None => format!("avoided by     no config tried: {}", why_none_fits(t.peak_requested(), capacity)),
     })
 }
 

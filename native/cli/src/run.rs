@@ -2,10 +2,10 @@
 //! memory figures, then warm passes on the same allocator for the CPU cost per operation.
 //!
 //! Invariant: `ns_per_op` is the median over at least three warm passes of the replay loop
-//! alone (parsing, setup and the final frees are outside the clock).
+//! alone (parsing, reading the spooled operations back, setup and the final frees are
+//! outside the clock).
 
 use std::io::{IsTerminal, Write};
-use std::time::Instant;
 
 use cachalot_core::replay::Step;
 use cachalot_core::sim::DeviceCalls;
@@ -13,6 +13,7 @@ use cachalot_core::{Allocator, Config, PassFigures, Replayer, SimDevice};
 use serde::Serialize;
 
 use super::input::NamedTrace;
+use super::pass::replay_pass;
 
 /// Simulated device size when none is given: an H200's usable memory.
 pub const DEFAULT_CAPACITY: u64 = 140 << 30;
@@ -94,15 +95,13 @@ fn done_progress() {
 
 /// Replays `t` under `config`.
 pub fn run(t: &NamedTrace, config: &Config, opts: &RunOptions) -> Result<RunReport, String> {
-    let ops = &t.trace.ops;
+    let ops = t.ops.len().max(1) as f64;
     let config_name = config.to_config_string();
-    let fail = |e: cachalot_core::replay::ReplayError| format!("{}: {e}", t.name);
     progress(&format!("{} under {config_name}: cold pass", t.name));
     let mut alloc = Allocator::new(SimDevice::for_replay(opts.capacity, &t.trace), config.clone());
     let mut replayer = Replayer::new(t.trace.slots);
-    let start = Instant::now();
-    let cold = replayer.run_ops(&mut alloc, ops).map_err(fail)?;
-    let cold_ns = start.elapsed().as_nanos() as f64 / ops.len().max(1) as f64;
+    let (cold, spent) = replay_pass(t, &mut replayer, &mut alloc)?;
+    let cold_ns = spent.as_nanos() as f64 / ops;
     let device_calls_cold = alloc.device().calls();
     let segment_placements_followed = alloc.device().placements_followed();
     let segment_placements_abandoned = match alloc.device().placements_abandoned() {
@@ -118,9 +117,8 @@ pub fn run(t: &NamedTrace, config: &Config, opts: &RunOptions) -> Result<RunRepo
         let before = alloc.device().calls();
         let memo_before = alloc.memo_counts().periods_replayed;
         progress(&format!("{} under {config_name}: warm pass {}/{}", t.name, p + 1, opts.warm_passes.max(3)));
-        let start = Instant::now();
-        replayer.run_ops(&mut alloc, ops).map_err(fail)?;
-        passes.push(start.elapsed().as_nanos() as f64 / ops.len().max(1) as f64);
+        let (_, spent) = replay_pass(t, &mut replayer, &mut alloc)?;
+        passes.push(spent.as_nanos() as f64 / ops);
         memo_answered.push(alloc.memo_counts().periods_replayed > memo_before);
         replayer.free_live(&mut alloc).map_err(|e| format!("{}: {e}", t.name))?;
         device_calls_warm = alloc.device().calls().since(&before);
@@ -132,7 +130,11 @@ pub fn run(t: &NamedTrace, config: &Config, opts: &RunOptions) -> Result<RunRepo
     let of_kind = |answered: bool| {
         median_of(passes.iter().zip(&memo_answered).filter(|(_, m)| **m == answered).map(|(p, _)| *p)).map(round1)
     };
-    let first_oom = cold.first_oom.as_ref().map(|(op, report)| super::oom_location::OomLocation::new(t, *op, report));
+    let first_oom = cold
+        .first_oom
+        .as_ref()
+        .map(|(op, report)| super::oom_location::OomLocation::new(t, *op, report))
+        .transpose()?;
     let mut figures = PassFigures::new(&t.name, &config_name, opts.capacity, &cold);
     // The browser shows the core's one-line `first_oom`; here the located object replaces it.
     figures.first_oom = None;
@@ -179,7 +181,7 @@ fn summary_at_peak(t: &NamedTrace, config: &Config, capacity: u64) -> Result<Str
     let mut alloc = Allocator::new(SimDevice::for_replay(capacity, &t.trace), config.clone());
     let mut replayer = Replayer::new(t.trace.slots);
     let mut best = (0u64, alloc.stats(), 0usize);
-    for (i, op) in t.trace.ops.iter().enumerate() {
+    t.steps(|i, op| {
         match replayer.step(&mut alloc, op) {
             Ok(Step::Allocated(_)) if alloc.reserved_bytes() > best.0 => {
                 best = (alloc.reserved_bytes(), alloc.stats(), i)
@@ -187,11 +189,12 @@ fn summary_at_peak(t: &NamedTrace, config: &Config, capacity: u64) -> Result<Str
             Ok(_) => {}
             Err(e) => return Err(format!("{}: operation {i}: {e}", t.name)),
         }
-    }
+        Ok(())
+    })?;
     let (_, stats, op) = best;
     Ok(format!(
         "at operation {op} of {}, when reserved memory peaked:\n{}",
-        t.trace.ops.len(),
+        t.ops.len(),
         cachalot_core::summary::memory_summary(&stats, 0, false)
     ))
 }

@@ -14,6 +14,7 @@ use cachalot_core::{Allocator, Config, Policy, Replayer, SimDevice};
 
 use super::byte_size::human;
 use super::input::NamedTrace;
+use super::pass::{replay_pass, replay_whole_pass};
 use super::run::driver_calls;
 
 /// One candidate's figures.
@@ -79,15 +80,15 @@ pub fn evaluate(t: &NamedTrace, config: &str, capacity: u64) -> Result<Candidate
     let mut alloc = Allocator::new(SimDevice::for_replay(capacity, &t.trace), conf);
     let failed = |e: &dyn std::fmt::Display| format!("{}: {e}", t.name);
     let mut replayer = Replayer::new(t.trace.slots);
-    let out = replayer.run_ops(&mut alloc, &t.trace.ops).map_err(|e| failed(&e))?;
+    let (out, _) = replay_pass(t, &mut replayer, &mut alloc)?;
     let c = alloc.device().calls();
     replayer.free_live(&mut alloc).map_err(|e| failed(&e))?;
     let mut before = alloc.device().calls();
     for _ in 1..WARM_PASSES {
-        replayer.run_pass(&mut alloc, &t.trace.ops).map_err(|e| failed(&e))?;
+        replay_whole_pass(t, &mut replayer, &mut alloc)?;
         before = alloc.device().calls();
     }
-    replayer.run_pass(&mut alloc, &t.trace.ops).map_err(|e| failed(&e))?;
+    replay_whole_pass(t, &mut replayer, &mut alloc)?;
     let warm = driver_calls(&alloc.device().calls().since(&before));
     Ok(Candidate {
         config: config.to_string(),

@@ -28,7 +28,7 @@ pub struct Series {
 pub fn record(t: &NamedTrace, config: &Config, capacity: u64) -> Result<Series, String> {
     let mut alloc = Allocator::new(SimDevice::for_replay(capacity, &t.trace), config.clone());
     let mut replayer = Replayer::new(t.trace.slots);
-    let n = t.trace.ops.len().max(1);
+    let n = t.ops.len().max(1);
     let per = n.div_ceil(BUCKETS);
     let mut s = Series {
         label: config.to_config_string(),
@@ -37,7 +37,7 @@ pub fn record(t: &NamedTrace, config: &Config, capacity: u64) -> Result<Series, 
         ooms: Vec::new(),
         peak_reserved: (0, 0),
     };
-    for (i, op) in t.trace.ops.iter().enumerate() {
+    t.steps(|i, op| {
         let step = replayer.step(&mut alloc, op).map_err(|e| format!("{}: operation {i}: {e}", t.name))?;
         let st = alloc.stats();
         let (req, all, res) =
@@ -55,6 +55,7 @@ pub fn record(t: &NamedTrace, config: &Config, capacity: u64) -> Result<Series, 
             p.2 = p.2.max(all);
             p.3 = p.3.max(res);
         }
-    }
+        Ok(())
+    })?;
     Ok(s)
 }

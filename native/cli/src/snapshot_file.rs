@@ -82,27 +82,36 @@ enum Anchor {
 pub fn replayed_snapshot(t: &NamedTrace, config: &Config, capacity: u64) -> Result<Value, String> {
     let mut config = config.clone();
     // Every entry of the trace kept: each operation makes a few (segment, map, free completed).
-    config.history_entries = t.trace.ops.len().saturating_mul(6).saturating_add(64);
+    config.history_entries = t.ops.len().saturating_mul(6).saturating_add(64);
     let mut alloc = Allocator::new(SimDevice::for_replay(capacity, &t.trace), config);
     let mut replayer = Replayer::new(t.trace.slots);
     let (mut allocs, mut frees, mut ooms) = (Vec::new(), Vec::new(), Vec::new());
-    for (i, op) in t.trace.ops.iter().enumerate() {
-        match replayer.step(&mut alloc, op).map_err(|e| format!("{}: operation {i}: {e}", t.name))? {
-            Step::Allocated(_) => allocs.push(i),
-            Step::Freed(_) => frees.push(i),
-            Step::OutOfMemory(_) => ooms.push(i),
-            Step::Skipped => {}
+    // Each operation's time and place, for its entries: the snapshot's history holds a few
+    // entries per operation anyway.
+    let (mut times, mut positions) = (Vec::with_capacity(t.ops.len()), Vec::with_capacity(t.ops.len()));
+    t.pieces(|p| {
+        times.extend_from_slice(&p.times_us);
+        positions.extend_from_slice(&p.positions);
+        for (k, op) in p.ops.iter().enumerate() {
+            let i = p.first + k;
+            match replayer.step(&mut alloc, op).map_err(|e| format!("{}: operation {i}: {e}", t.name))? {
+                Step::Allocated(_) => allocs.push(i),
+                Step::Freed(_) => frees.push(i),
+                Step::OutOfMemory(_) => ooms.push(i),
+                Step::Skipped => {}
+            }
         }
-    }
+        Ok(())
+    })?;
     let mut snapshot = serde_json::to_value(alloc.snapshot(0)).map_err(|e| e.to_string())?;
     let entries = snapshot["device_traces"][0].as_array_mut().map(std::mem::take).unwrap_or_default();
     let anchored = anchor_ops(&entries, &allocs, &frees, &ooms);
-    let frames_of = |op: usize| input_frames(t, op);
+    let frames_of = |op: usize| input_frames(t, positions.get(op));
     let mut live_frames: std::collections::HashMap<u64, Value> = std::collections::HashMap::new();
     let mut out = Vec::with_capacity(entries.len());
     for (mut e, op) in entries.into_iter().zip(anchored) {
         if let Some(op) = op {
-            if let Some(&time) = t.trace.times_us.get(op) {
+            if let Some(&time) = times.get(op) {
                 e["time_us"] = json!(time);
             }
             e["frames"] = frames_of(op);
@@ -176,10 +185,9 @@ fn anchor_ops(entries: &[Value], allocs: &[usize], frees: &[usize], ooms: &[usiz
     own
 }
 
-/// The frames the input recorded for operation `op` (an empty list for a CSV).
-fn input_frames(t: &NamedTrace, op: usize) -> Value {
-    let (Input::Snapshot(snapshot), Some(cachalot_core::Position::Event(i))) = (&t.input, t.trace.positions.get(op))
-    else {
+/// The frames the input recorded for the operation at `position` (an empty list for a CSV).
+fn input_frames(t: &NamedTrace, position: Option<&cachalot_core::Position>) -> Value {
+    let (Input::Snapshot(snapshot), Some(cachalot_core::Position::Event(i))) = (&t.input, position) else {
         return json!([]);
     };
     let lists = snapshot["device_traces"].as_array();

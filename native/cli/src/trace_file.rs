@@ -2,7 +2,8 @@
 //! `torch.cuda.memory._dump_snapshot` writes, plain or gzipped (gzip and pickle are recognised
 //! by their first bytes, whatever the file is called), parsed by the core's own reader; of a
 //! snapshot of several GPUs, the one chosen. Bytes are read as they come: a CSV is fed to the
-//! core a line at a time and never held; a snapshot is held, up to the limit on bytes.
+//! core a line at a time and never held (with [`parse_spooled`], nor are its operations); a
+//! snapshot is held, up to the limit on bytes.
 //!
 //! Invariants: every failure is a message that names the file and what is wrong with it; a
 //! limit met names itself and the flag that raises it (`--max-bytes`, `--max-depth`,
@@ -19,6 +20,7 @@ use cachalot_core::trace::{
 use cachalot_core::{Trace, TraceError, TraceErrorKind};
 
 use crate::gzip_members::Members;
+use crate::op_spool::{Spool, SpoolWriter};
 use crate::pickle_snapshot;
 
 /// What a trace was read from, kept for what the trace itself does not hold (a CSV row's
@@ -177,6 +179,38 @@ pub fn parse_from(
     limits: &TraceLimits,
     source: Source,
 ) -> Result<Loaded, String> {
+    parse_into(input, what, device, limits, source, None)
+}
+
+/// Parses a trace as [`parse_from`] does, its operations written to a [`Spool`] instead of
+/// held: a CSV's as each line is read, a snapshot's once it is read (the trace returned
+/// holds none of them and counts them in `ops_taken`).
+pub fn parse_spooled(
+    input: impl Read,
+    what: &str,
+    device: Option<usize>,
+    limits: &TraceLimits,
+    source: Source,
+) -> Result<(Loaded, Spool), String> {
+    let mut spool = SpoolWriter::new();
+    let mut loaded = parse_into(input, what, device, limits, source, Some(&mut spool))?;
+    loaded.trace.take_operations(|op, t, p| spool.push(op, t, p));
+    let spool = spool.finish().map_err(|e| {
+        let dir = std::env::temp_dir();
+        format!("{what}: cannot keep its operations in a temporary file in {}: {e}", dir.display())
+    })?;
+    Ok((loaded, spool))
+}
+
+/// [`parse_from`], a CSV's operations moved to `spool` line by line when one is given.
+fn parse_into(
+    input: impl Read,
+    what: &str,
+    device: Option<usize>,
+    limits: &TraceLimits,
+    source: Source,
+    mut spool: Option<&mut SpoolWriter>,
+) -> Result<Loaded, String> {
     let named = |e: TraceError| match &e.kind {
         TraceErrorKind::DeviceNotChosen { .. } => format!("{what}: {e}: choose one with --device N"),
         TraceErrorKind::Limit(l) => format!("{what}: {e}{}", raise(l)),
@@ -239,6 +273,9 @@ pub fn parse_from(
                 }
             })?;
             csv.line(l).map_err(named)?;
+            if let Some(spool) = spool.as_deref_mut() {
+                csv.take_operations(|op, t, p| spool.push(op, t, p));
+            }
         }
         let trace = csv.finish().map_err(named)?;
         return Ok(Loaded { trace, input: Input::Csv(source) });
