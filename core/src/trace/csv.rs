@@ -12,6 +12,7 @@
 use alloc::string::String;
 use alloc::vec::Vec;
 
+use crate::trace::late_frees::LateFrees;
 use crate::trace::limits::{Limit, TraceLimits, LINE_BYTES};
 use crate::trace::operations::{checked_size, parse_hex, parse_time, Builder, Trace, TraceOp};
 use crate::trace::position::Position;
@@ -30,6 +31,8 @@ struct Columns {
 /// A CSV trace read a line at a time.
 pub struct CsvReader {
     builder: Builder,
+    /// Free rows held until the next allocation row, and those that waited.
+    late: LateFrees,
     columns: Option<Columns>,
     /// Lines fed so far.
     line: usize,
@@ -41,7 +44,14 @@ pub struct CsvReader {
 impl CsvReader {
     /// A reader that keeps `limits`.
     pub fn new(limits: TraceLimits) -> CsvReader {
-        CsvReader { builder: Builder::within(limits), columns: None, line: 0, bytes: 0, limits }
+        CsvReader {
+            builder: Builder::within(limits),
+            late: LateFrees::default(),
+            columns: None,
+            line: 0,
+            bytes: 0,
+            limits,
+        }
     }
 
     /// Feeds the next line, without its line ending (`\n` or `\r\n`).
@@ -82,9 +92,12 @@ impl CsvReader {
         };
         match fields[c.action].trim() {
             "allocate" => {
-                b.alloc(ptr?, checked_size(size?).map_err(|m| error(n, m))?, stream, time).map_err(|m| error(n, m))
+                let (ptr, size) = (ptr?, checked_size(size?).map_err(|m| error(n, m))?);
+                self.late.before_alloc(b, time).map_err(|m| error(n, m))?;
+                b.alloc(ptr, size, stream, time).map_err(|m| error(n, m))
             }
-            "free" => b.free(ptr?, time).map_err(|m| error(n, m)),
+            // Emitted at the next allocation row, when its time tells whether it waited.
+            "free" => self.late.free(b, ptr?, time).map_err(|m| error(n, m)),
             "allocate failure" => {
                 b.failure();
                 Ok(())
@@ -96,17 +109,20 @@ impl CsvReader {
     }
 
     /// Moves the operations the lines fed so far made into `each` (see
-    /// [`Trace::take_operations`]): called after each line, the reader holds none, and the
-    /// trace [`CsvReader::finish`] gives counts them in `ops_taken` instead of holding them.
+    /// [`Trace::take_operations`]): called after each line, the reader holds none but the
+    /// frees since the last allocation row (`late_frees.rs`: the next allocation's time says
+    /// whether they waited), and the trace [`CsvReader::finish`] gives counts them in
+    /// `ops_taken` instead of holding them, holding only the frees after the last allocation.
     pub fn take_operations(&mut self, each: impl FnMut(TraceOp, u64, Position)) {
         self.builder.take_operations(each);
     }
 
     /// The trace of the lines fed; an error if none held a header.
-    pub fn finish(self) -> Result<Trace, TraceError> {
+    pub fn finish(mut self) -> Result<Trace, TraceError> {
         if self.columns.is_none() {
             return Err(error(0, "the text is empty"));
         }
+        self.late.finish(&mut self.builder).map_err(|m| error(self.line, m))?;
         Ok(self.builder.finish())
     }
 }
@@ -181,7 +197,9 @@ mod tests {
             r.line(line).unwrap();
             r.take_operations(|op, t, p| taken.push((op, t, p)));
         }
-        let streamed = r.finish().unwrap();
+        let mut streamed = r.finish().unwrap();
+        // The free of the last line is held until the rows end (late_frees.rs).
+        streamed.take_operations(|op, t, p| taken.push((op, t, p)));
         let want: Vec<_> = (0..held.ops.len()).map(|i| (held.ops[i], held.times_us[i], held.positions[i])).collect();
         assert_eq!(taken, want);
         assert_eq!(want.len(), 4, "an implicit free, then the allocation, then the free");

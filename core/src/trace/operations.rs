@@ -225,7 +225,7 @@ impl Builder {
 
     /// Counts a free row and gives back the slot of `ptr`, with room for its operation;
     /// `None` for a pointer with no live allocation.
-    fn release_slot(&mut self, ptr: u64) -> Result<Option<u32>, String> {
+    pub(crate) fn release_slot(&mut self, ptr: u64) -> Result<Option<u32>, String> {
         self.trace.report.rows += 1;
         self.room_for_one()?;
         let Some(slot) = self.slot_of.remove(&ptr) else {
@@ -260,6 +260,20 @@ impl Builder {
         self.push_time(time_us);
         self.lane_of.insert(ptr, lane);
         self.trace.report.deferred_frees += 1;
+        Ok(())
+    }
+
+    /// Appends an operation a reader placed itself, at `at` (`late_frees.rs`: a free held
+    /// back until the next allocation row), keeping `lanes` and the deferred frees counted.
+    pub(crate) fn push_op(&mut self, op: TraceOp, time_us: u64, at: Position) -> Result<(), String> {
+        self.room_for_one()?;
+        if let TraceOp::FreeDeferred { lane, .. } = op {
+            self.trace.lanes = self.trace.lanes.max(lane + 1);
+            self.trace.report.deferred_frees += 1;
+        }
+        self.trace.ops.push(op);
+        self.trace.times_us.push(time_us);
+        self.trace.positions.push(at);
         Ok(())
     }
 
