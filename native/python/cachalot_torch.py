@@ -69,13 +69,32 @@ STATUS_BUFFER_TOO_SMALL = 9
 # How many times a text reader sizes and fills again when other threads outgrow its buffer.
 TEXT_ATTEMPTS = 8
 
-# torch.cuda.memory_stats()'s names: nine statistics per pool, two without pools, six counters.
-STAT_ARRAYS = ("allocation", "segment", "active", "inactive_split", "allocated_bytes", "reserved_bytes",
-               "active_bytes", "inactive_split_bytes", "requested_bytes")
+# cachalot_stats's fields after struct_size and version, in layout order, with their kinds: the
+# list of core/src/report/stat_fields.rs, which native/tests/stat_fields.rs checks this one
+# against. torch.cuda.memory_stats()'s keys follow from it: `name.pool.metric` per pool,
+# `name.metric` for a single statistic, `name` for the rest.
+STATS_FIELDS = (
+    ("allocation", "per_pool"),
+    ("segment", "per_pool"),
+    ("active", "per_pool"),
+    ("inactive_split", "per_pool"),
+    ("allocated_bytes", "per_pool"),
+    ("reserved_bytes", "per_pool"),
+    ("active_bytes", "per_pool"),
+    ("inactive_split_bytes", "per_pool"),
+    ("requested_bytes", "per_pool"),
+    ("num_alloc_retries", "count"),
+    ("num_ooms", "count"),
+    ("num_sync_all_streams", "count"),
+    ("num_device_alloc", "count"),
+    ("num_device_free", "count"),
+    ("oversize_allocations", "single"),
+    ("oversize_segments", "single"),
+    ("max_split_size", "setting"),
+    ("num_oom_rejections", "optional_count"),  # version 2; -1 where not counted
+)
 POOLS = ("all", "small_pool", "large_pool")
 METRICS = ("current", "peak", "allocated", "freed")
-COUNTERS = ("num_alloc_retries", "num_ooms", "num_sync_all_streams", "num_device_alloc", "num_device_free")
-SINGLE_STATS = ("oversize_allocations", "oversize_segments")
 
 # PyTorch's hooks on a CUDAPluggableAllocator and the entry points that serve them.
 HOOKS = (("set_reset_fn", "cachalot_torch_empty_cache"),
@@ -91,12 +110,15 @@ class _StatArray(ctypes.Structure):
     _fields_ = [(p, _Stat) for p in POOLS]
 
 
+# How each kind of field is laid out in C.
+_KIND_TYPES = {"per_pool": _StatArray, "single": _Stat, "count": ctypes.c_uint64, "setting": ctypes.c_int64,
+               "optional_count": ctypes.c_int64}
+
+
 class _Stats(ctypes.Structure):
     """`cachalot_stats`, layout version STATS_VERSION (include/cachalot.h)."""
     _fields_ = ([("struct_size", ctypes.c_uint32), ("version", ctypes.c_uint32)]
-                + [(n, _StatArray) for n in STAT_ARRAYS] + [(n, ctypes.c_uint64) for n in COUNTERS]
-                + [(n, _Stat) for n in SINGLE_STATS] + [("max_split_size", ctypes.c_int64)]
-                + [("num_oom_rejections", ctypes.c_int64)])  # version 2; -1 where not counted
+                + [(name, _KIND_TYPES[kind]) for name, kind in STATS_FIELDS])
 
 
 assert ctypes.sizeof(_Stats) == 8 + 9 * 96 + 5 * 8 + 2 * 32 + 8 + 8, "cachalot_stats layout changed"
@@ -265,16 +287,14 @@ class Library:
 def stats_dict(s):
     """A `cachalot_stats` as torch.cuda.memory_stats()'s flat OrderedDict (sorted by key)."""
     items = []
-    for name in STAT_ARRAYS:
-        array = getattr(s, name)
-        for pool in POOLS:
-            stat = getattr(array, pool)
-            items += [(f"{name}.{pool}.{m}", getattr(stat, m)) for m in METRICS]
-    for name in SINGLE_STATS:
-        items += [(f"{name}.{m}", getattr(getattr(s, name), m)) for m in METRICS]
-    items += [(n, getattr(s, n)) for n in COUNTERS] + [("max_split_size", s.max_split_size)]
-    if s.num_oom_rejections >= 0:  # counted by the PyTorch release the config follows (2.12 on)
-        items.append(("num_oom_rejections", s.num_oom_rejections))
+    for name, kind in STATS_FIELDS:
+        value = getattr(s, name)
+        if kind == "per_pool":
+            items += [(f"{name}.{pool}.{m}", getattr(getattr(value, pool), m)) for pool in POOLS for m in METRICS]
+        elif kind == "single":
+            items += [(f"{name}.{m}", getattr(value, m)) for m in METRICS]
+        elif kind != "optional_count" or value >= 0:  # -1: the PyTorch release followed keeps no such count
+            items.append((name, value))
     return collections.OrderedDict(sorted(items))
 
 

@@ -7,6 +7,7 @@ pub mod history;
 pub mod layout;
 pub mod snapshot;
 pub(crate) mod stat;
+pub mod stat_fields;
 pub mod stats;
 pub mod summary;
 pub(crate) mod tally;

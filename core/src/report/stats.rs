@@ -13,6 +13,7 @@ use serde::Serialize;
 
 use crate::base::size::Pool;
 pub use crate::report::stat::{Stat, StatArray};
+pub use crate::report::stat_fields::{StatField, StatKind, STAT_FIELDS};
 pub use crate::report::tally::{PendingTally, Tally};
 
 /// Everything PyTorch's `torch.cuda.memory_stats()` reports, for one allocator. `A` is how

@@ -6,7 +6,8 @@
 //! program built against an older header keeps working with a newer library and the other
 //! way round: version 1 ends at `max_split_size`, version 2 adds `num_oom_rejections`.
 //! Invariant: the struct has no padding (every field is 8 bytes, after the two 4-byte header
-//! fields), so its bytes are fully defined.
+//! fields), so its bytes are fully defined. Its fields after the header are the core's
+//! `STAT_FIELDS` in order (`native/tests/stat_fields.rs` checks it through the header).
 
 use std::mem::size_of;
 use std::ptr;
@@ -115,27 +116,49 @@ impl From<&CoreStatArray> for StatArray {
 
 impl From<&DeviceStats> for Stats {
     fn from(s: &DeviceStats) -> Stats {
+        // Taken apart field by field, so that a statistic added to the core does not build
+        // until it has a place here (and, appended, in the layout and STAT_FIELDS).
+        let DeviceStats {
+            allocation,
+            segment,
+            active,
+            inactive_split,
+            allocated_bytes,
+            reserved_bytes,
+            active_bytes,
+            inactive_split_bytes,
+            requested_bytes,
+            num_alloc_retries,
+            num_ooms,
+            num_sync_all_streams,
+            num_device_alloc,
+            num_device_free,
+            num_oom_rejections,
+            oversize_allocations,
+            oversize_segments,
+            max_split_size,
+        } = s;
         Stats {
             struct_size: size_of::<Stats>() as u32,
             version: CACHALOT_STATS_VERSION,
-            allocation: (&s.allocation).into(),
-            segment: (&s.segment).into(),
-            active: (&s.active).into(),
-            inactive_split: (&s.inactive_split).into(),
-            allocated_bytes: (&s.allocated_bytes).into(),
-            reserved_bytes: (&s.reserved_bytes).into(),
-            active_bytes: (&s.active_bytes).into(),
-            inactive_split_bytes: (&s.inactive_split_bytes).into(),
-            requested_bytes: (&s.requested_bytes).into(),
-            num_alloc_retries: s.num_alloc_retries,
-            num_ooms: s.num_ooms,
-            num_sync_all_streams: s.num_sync_all_streams,
-            num_device_alloc: s.num_device_alloc,
-            num_device_free: s.num_device_free,
-            oversize_allocations: (&s.oversize_allocations).into(),
-            oversize_segments: (&s.oversize_segments).into(),
-            max_split_size: s.max_split_size,
-            num_oom_rejections: s.num_oom_rejections.map_or(-1, |n| n as i64),
+            allocation: allocation.into(),
+            segment: segment.into(),
+            active: active.into(),
+            inactive_split: inactive_split.into(),
+            allocated_bytes: allocated_bytes.into(),
+            reserved_bytes: reserved_bytes.into(),
+            active_bytes: active_bytes.into(),
+            inactive_split_bytes: inactive_split_bytes.into(),
+            requested_bytes: requested_bytes.into(),
+            num_alloc_retries: *num_alloc_retries,
+            num_ooms: *num_ooms,
+            num_sync_all_streams: *num_sync_all_streams,
+            num_device_alloc: *num_device_alloc,
+            num_device_free: *num_device_free,
+            oversize_allocations: oversize_allocations.into(),
+            oversize_segments: oversize_segments.into(),
+            max_split_size: *max_split_size,
+            num_oom_rejections: num_oom_rejections.map_or(-1, |n| n as i64),
         }
     }
 }
