@@ -64,6 +64,14 @@ pub enum Command {
     /// memory whatever its driver calls; otherwise advise says to keep the default.
     #[command(after_help = AFTER_HELP)]
     Advise(AdviseArgs),
+    /// Find the smallest device each config replays a trace on without an out-of-memory
+    /// (to 2 MiB), with the driver calls at that size and the named cards it fits.
+    ///
+    /// Configs: PyTorch's default, expandable segments and cachalot's default policy, then
+    /// each --config given. A card's usable memory is the total PyTorch reports for it less
+    /// 512 MiB for the CUDA context; the report lists the figures assumed.
+    #[command(after_help = AFTER_HELP)]
+    Fit(FitArgs),
 }
 
 /// Which trace, and which of a snapshot's devices.
@@ -199,6 +207,16 @@ pub struct AdviseArgs {
     /// configs to fit 100 columns.
     #[arg(long)]
     pub wide: bool,
+}
+
+/// `cachalot fit`.
+#[derive(Args, Debug)]
+pub struct FitArgs {
+    #[command(flatten)]
+    pub trace: TraceArgs,
+    /// A config to search besides the three searched always; repeat it for several.
+    #[arg(long, value_name = "CONF")]
+    pub config: Vec<String>,
 }
 
 /// `--capacity`: a size a simulated device can have.

@@ -16,6 +16,8 @@ mod byte_size;
 mod command_line;
 mod compare_cmd;
 mod equal_results;
+mod fit;
+mod fit_cmd;
 mod input;
 mod margin;
 mod metadata;
@@ -110,7 +112,7 @@ fn run_command(argv: Vec<String>) -> Result<Finished, Failure> {
             return output::to_stdout(|out| Ok(write!(out, "{text}")?)).map(|()| Finished::Done);
         }
         Err(e) if e.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
-            return Err(Failure::Usage("missing command (replay, compare or advise)\nsee 'cachalot --help'".into()))
+            return Err(Failure::Usage("missing command (replay, compare, advise or fit)\nsee 'cachalot --help'".into()))
         }
         Err(e) => return Err(Failure::Usage(usage_error::message(&e, &argv))),
     };
@@ -118,6 +120,7 @@ fn run_command(argv: Vec<String>) -> Result<Finished, Failure> {
         Command::Replay(a) => replay_cmd::run(a, out),
         Command::Compare(a) => compare_cmd::run(a, out).map(|()| Finished::Done),
         Command::Advise(a) => advise_cmd::run(a, out).map(|()| Finished::Done),
+        Command::Fit(a) => fit_cmd::run(a, out).map(|()| Finished::Done),
     })
 }
 

@@ -1,0 +1,118 @@
+//! `cachalot fit`: the smallest device a trace runs on under PyTorch's default, expandable
+//! segments, cachalot's default policy and each config given, with the driver calls at that
+//! size and whether the run fits the named cards (see `fit.rs`).
+//!
+//! Invariants: with `--json`, stdout holds exactly one JSON object; the text report's table
+//! fits 100 columns and names the usable bytes assumed for every card it names.
+
+use std::time::Instant;
+
+use super::byte_size::human;
+use super::command_line::FitArgs;
+use super::fit::{fit_all, Fit, CARDS, CUDA_CONTEXT, GRANULE};
+use super::output::Out;
+use super::paragraph::fill;
+use super::table::{Align, Table, DEFAULT_WIDTH};
+use super::{input, parse_user_configs, ConfigText, Failure};
+
+/// The configs searched always: PyTorch's two backends a user picks between, and cachalot's.
+pub const ALWAYS: [&str; 3] = ["policy:pytorch", "policy:pytorch,expandable_segments:True", ""];
+
+/// The configs to search: [`ALWAYS`], then those given, each once.
+fn configs(given: &[String]) -> Result<Vec<cachalot_core::Config>, Failure> {
+    let texts: Vec<ConfigText> =
+        ALWAYS.iter().copied().chain(given.iter().map(String::as_str)).map(ConfigText::given).collect();
+    let mut parsed = parse_user_configs(&texts)?;
+    let mut seen = Vec::new();
+    parsed.retain(|c| {
+        let s = c.to_config_string();
+        let new = !seen.contains(&s);
+        seen.push(s);
+        new
+    });
+    Ok(parsed)
+}
+
+/// The `--json` value.
+#[derive(serde::Serialize)]
+struct Report<'a> {
+    trace: String,
+    operations: usize,
+    granule_bytes: u64,
+    cuda_context_bytes: u64,
+    cards: &'a [super::fit::Card],
+    fits: &'a [Fit],
+    seconds: f64,
+}
+
+pub fn run(args: &FitArgs, out: Out) -> Result<(), Failure> {
+    let parsed = configs(&args.config)?;
+    let mut trace = input::load(args.trace.trace.as_deref(), args.trace.device, &args.trace.limits.limits())?;
+    input::check_skipped(&trace, args.trace.strict)?;
+    if args.trace.no_follow_addresses {
+        trace.trace.segment_placements.clear();
+    }
+    let start = Instant::now();
+    let fits = fit_all(&trace, &parsed)?;
+    let seconds = start.elapsed().as_secs_f64();
+    if args.trace.json {
+        let r = Report {
+            trace: trace.label(),
+            operations: trace.ops.len(),
+            granule_bytes: GRANULE,
+            cuda_context_bytes: CUDA_CONTEXT,
+            cards: &CARDS,
+            fits: &fits,
+            seconds: (seconds * 1000.0).round() / 1000.0,
+        };
+        serde_json::to_writer(&mut *out, &r).map_err(std::io::Error::from)?;
+        writeln!(out)?;
+        return Ok(());
+    }
+    let requested = fits.first().map_or(0, |f| f.peak_requested_bytes);
+    writeln!(out, "trace     {} ({} operations), peak requested {}", trace.label(), trace.ops.len(), human(requested))?;
+    writeln!(out)?;
+    let mut columns = vec![
+        ("config", Align::Label),
+        ("smallest", Align::Figure),
+        ("x requested", Align::Figure),
+        ("calls", Align::Figure),
+        ("retries", Align::Figure),
+        ("unbounded", Align::Figure),
+    ];
+    columns.extend(CARDS.iter().map(|c| (c.name, Align::Figure)));
+    let mut table = Table::new(&columns);
+    for f in &fits {
+        let mut row = vec![
+            f.config.clone(),
+            human(f.capacity_bytes),
+            format!("{:.3}", f.capacity_over_requested),
+            format!("{}", f.driver_calls),
+            format!("{}", f.alloc_retries),
+            format!("{:.3}", f.unbounded_peak_reserved_bytes as f64 / f.peak_requested_bytes.max(1) as f64),
+        ];
+        row.extend(f.cards.iter().map(|c| if c.fits { "fits" } else { "no" }.to_string()));
+        table.row(row);
+    }
+    for line in table.render(Some(DEFAULT_WIDTH)) {
+        writeln!(out, "{line}")?;
+    }
+    let cards: Vec<String> = CARDS
+        .iter()
+        .map(|c| format!("{} ({}): {} of {}", c.name, c.examples, human(c.usable_bytes), human(c.total_bytes)))
+        .collect();
+    let probes: u32 = fits.iter().map(|f| f.probes).sum();
+    let text = format!(
+        "Smallest: the least device capacity, to {}, on which a replay of the trace finishes with no \
+         out-of-memory (the allocator may free its cache and retry: 'retries'); 'x requested' is it over \
+         the peak requested bytes, 'unbounded' the peak reserved bytes on an unbounded device over them. \
+         Calls: the driver calls cuMemAlloc, cuMemFree, cuMemCreate, cuMemMap, cuMemUnmap and cuMemRelease of the \
+         replay at the smallest device. A card's usable memory is the total PyTorch reports for it less \
+         {} for the CUDA context: {}. Searched in {seconds:.1} s ({probes} replays).",
+        human(GRANULE),
+        human(CUDA_CONTEXT),
+        cards.join("; ")
+    );
+    writeln!(out, "\n{}", fill(&text, DEFAULT_WIDTH, ""))?;
+    Ok(())
+}

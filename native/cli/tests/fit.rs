@@ -1,0 +1,87 @@
+//! `cachalot fit` end to end: the capacity it finds for each config is one `replay` finishes
+//! on with no out-of-memory, and the capacity a step (2 MiB) below is one it runs out on;
+//! the three configs searched always come first, a given one after them; the cards it names
+//! fit exactly when the smallest device is no larger than their usable bytes.
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+fn cachalot(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_cachalot")).args(args).output().expect("run cachalot")
+}
+
+fn traces() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../traces")
+}
+
+fn fit_json(args: &[&str]) -> serde_json::Value {
+    let out = cachalot(&[&["fit", "--json"], args].concat());
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).expect("stdout is one JSON value")
+}
+
+/// `replay`'s exit status at `capacity` bytes: 0 finished, 3 ran out of memory.
+fn replay_status(trace: &str, config: &str, capacity: u64) -> Option<i32> {
+    let cap = capacity.to_string();
+    let out = cachalot(&["replay", trace, "--config", config, "--capacity", &cap, "--passes", "3", "--json"]);
+    out.status.code()
+}
+
+const GRANULE: u64 = 2 << 20;
+
+#[test]
+fn the_capacity_found_fits_and_a_step_below_does_not() {
+    let given = "policy:pytorch,max_split_size_mb:128";
+    let v = fit_json(&["mixed_fc_conv", "--config", given]);
+    let fits = v["fits"].as_array().unwrap();
+    let configs: Vec<&str> = fits.iter().map(|f| f["config"].as_str().unwrap()).collect();
+    assert_eq!(configs, ["policy:pytorch", "policy:pytorch,expandable_segments:True", "policy:cachalot", given]);
+    for f in fits {
+        let config = f["config"].as_str().unwrap();
+        let cap = f["capacity_bytes"].as_u64().unwrap();
+        assert_eq!(cap % GRANULE, 0, "{config}: {cap} is not a multiple of 2 MiB");
+        assert!(cap >= f["peak_requested_bytes"].as_u64().unwrap(), "{config}");
+        assert_eq!(replay_status("mixed_fc_conv", config, cap), Some(0), "{config} at {cap}");
+        assert_eq!(replay_status("mixed_fc_conv", config, cap - GRANULE), Some(3), "{config} at {cap} - 2 MiB");
+    }
+}
+
+#[test]
+fn a_card_fits_when_its_usable_bytes_hold_the_smallest_device() {
+    let v = fit_json(&[traces().join("resnet50_train.csv.gz").to_str().unwrap()]);
+    let cards = v["cards"].as_array().unwrap();
+    assert_eq!(cards.len(), 4);
+    for c in cards {
+        let (total, usable) = (c["total_bytes"].as_u64().unwrap(), c["usable_bytes"].as_u64().unwrap());
+        assert_eq!(total - usable, v["cuda_context_bytes"].as_u64().unwrap());
+    }
+    for f in v["fits"].as_array().unwrap() {
+        let cap = f["capacity_bytes"].as_u64().unwrap();
+        for c in f["cards"].as_array().unwrap() {
+            // resnet50_train fits in under 5 GiB under every config: every card holds it.
+            assert!(cap < c["usable_bytes"].as_u64().unwrap());
+            assert_eq!(c["fits"], true, "{}", f["config"]);
+        }
+        let calls = f["device_calls"].as_object().unwrap();
+        assert!(f["driver_calls"].as_u64().unwrap() > 0 && !calls.is_empty());
+    }
+}
+
+#[test]
+fn the_report_names_every_card_and_the_bytes_assumed() {
+    let out = cachalot(&["fit", "mixed_fc_conv"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8(out.stdout).unwrap();
+    let joined = text.replace('\n', " ");
+    for needle in ["24 GB", "40 GB", "80 GB", "141 GB", "23.15 GiB of 23.65 GiB", "512.00 MiB for the CUDA context"] {
+        assert!(joined.contains(needle), "no '{needle}' in:\n{text}");
+    }
+    assert!(text.lines().all(|l| l.chars().count() <= 100), "{text}");
+}
+
+#[test]
+fn a_bad_config_is_a_usage_error() {
+    let out = cachalot(&["fit", "mixed_fc_conv", "--config", "max_split_size_mb:x"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("max_split_size_mb"));
+}
