@@ -50,11 +50,23 @@ pub fn read_file(
     name: &str,
     limits: &TraceLimits,
 ) -> Result<(Vec<Trace>, Option<serde_json::Value>), String> {
+    let (traces, snapshot) = read_file_whole(data, name, limits)?;
+    let segments =
+        snapshot.and_then(|mut v| v.get_mut("segments").filter(|s| s.is_array()).map(serde_json::Value::take));
+    Ok((traces, segments))
+}
+
+/// Reads `data` as [`read_file`] does, with the whole snapshot when it is one (for what the
+/// recorded run itself did: `recorded_run.rs`).
+pub fn read_file_whole(
+    data: &[u8],
+    name: &str,
+    limits: &TraceLimits,
+) -> Result<(Vec<Trace>, Option<serde_json::Value>), String> {
     match open_bytes(data, limits).map_err(|e| message(name, e))? {
-        Opened::Snapshot(mut v) => {
+        Opened::Snapshot(v) => {
             let traces = parse_each_device_value_within(&v, limits).map_err(|e| message(name, e))?;
-            let segments = v.get_mut("segments").filter(|s| s.is_array()).map(serde_json::Value::take);
-            Ok((traces, segments))
+            Ok((traces, Some(v)))
         }
         Opened::Csv(text) => {
             Ok((vec![parse_device_trace_within(text, None, limits).map_err(|e| message(name, e))?], None))

@@ -13,7 +13,8 @@ use wasm_bindgen::prelude::*;
 
 use crate::error::js_error;
 use crate::js_argument::{bytes, count, text, whole};
-use crate::reader::{read_file, read_trace, BROWSER_LIMITS};
+use crate::reader::{read_file_whole, read_trace, BROWSER_LIMITS};
+use crate::recorded_run::{recorded, Recorded};
 use crate::snapshot_map;
 
 /// A parsed allocation trace.
@@ -23,6 +24,8 @@ pub struct TraceFile {
     name: String,
     /// The snapshot's own memory map (`snapshot_map::flat`), when it lists segments.
     segments: Option<Rc<Vec<f64>>>,
+    /// What the recorded run itself did, when the trace was read from a snapshot.
+    pub(crate) recorded: Option<Rc<Recorded>>,
 }
 
 #[wasm_bindgen]
@@ -46,7 +49,7 @@ impl TraceFile {
             Some(d)
         };
         let trace = read_trace(&bytes(data, "trace")?, &name, device, &BROWSER_LIMITS).map_err(js_error)?;
-        Ok(TraceFile { trace: Rc::new(trace), name, segments: None })
+        Ok(TraceFile { trace: Rc::new(trace), name, segments: None, recorded: None })
     }
 
     /// Parses a trace as `parse` does (keeping the snapshot's segments for `snapshot_map`), but a snapshot's every GPU with allocations becomes a
@@ -54,11 +57,17 @@ impl TraceFile {
     /// however many GPUs.
     pub fn parse_each_device(data: &JsValue, name: &JsValue) -> Result<Vec<TraceFile>, JsError> {
         let name = text(name, "trace name")?;
-        let (traces, segments) = read_file(&bytes(data, "trace")?, &name, &BROWSER_LIMITS).map_err(js_error)?;
-        let segments = segments.map(|s| Rc::new(snapshot_map::flat(&s)));
+        let (traces, snapshot) = read_file_whole(&bytes(data, "trace")?, &name, &BROWSER_LIMITS).map_err(js_error)?;
+        let segments = snapshot
+            .as_ref()
+            .and_then(|v| v.get("segments").filter(|s| s.is_array()))
+            .map(|s| Rc::new(snapshot_map::flat(s)));
         Ok(traces
             .into_iter()
-            .map(|t| TraceFile { trace: Rc::new(t), name: name.clone(), segments: segments.clone() })
+            .map(|t| {
+                let recorded = snapshot.as_ref().map(|v| Rc::new(recorded(v, &t)));
+                TraceFile { trace: Rc::new(t), name: name.clone(), segments: segments.clone(), recorded }
+            })
             .collect())
     }
 

@@ -18,6 +18,7 @@ import { refusal } from './refusal.js';
 import { SnapshotOnly } from './snapshot_only.js';
 import { acceptDrops } from './file_drop.js';
 import { OomNav } from './oom_nav.js';
+import { RecordedRun } from './recorded_run.js';
 
 const $ = (id) => document.getElementById(id);
 
@@ -53,6 +54,7 @@ export class ReplayView {
     $('replay-trace').addEventListener('change', () => this.apply());
     $('replay-apply').addEventListener('click', () => this.apply());
     this.snapshotOnly = new SnapshotOnly($('snapshot-only'));
+    this.recorded = new RecordedRun($('recorded-run'));
     this.ooms = new OomNav($('replay-ooms'), {
       seek: (p) => this.player.seek(p), explain: () => (this.pane.alloc ? this.pane.alloc.trace_last_oom() : ''),
     });
@@ -87,6 +89,7 @@ export class ReplayView {
     }
     if (traces.noHistory) {
       this.snapshotOnly.show(traces.name, traces.map);
+      this.recorded.showSnapshot(traces.trace, traces.name);
       this.setStatus(`${traces.name}: a snapshot without a history; its segments are drawn. Still replaying ${this.trace ? this.trace.label : 'nothing'}.`);
       return;
     }
@@ -128,6 +131,7 @@ export class ReplayView {
       this.diverged(false);
       this.player.load([alloc], trace.length);
       this.ooms.set(this.pane.oomOps);
+      this.recorded.show(trace, this.pane, $('replay-outcome'));
       this.statusLine = `${trace.label}: ${count(trace.length)} operations under ${alloc.config_string()}.`;
       this.setStatus(this.statusLine);
     } catch (e) {

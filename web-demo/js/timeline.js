@@ -1,13 +1,14 @@
 // Timeline: requested, allocated and reserved bytes after every operation of a trace
 // (from a wasm `ReplayRun`), drawn per pixel column as the maximum over the operations the
 // column covers, with the peak of reserved memory marked and the player's position as a
-// cursor. Clicking or dragging seeks.
+// cursor. Clicking or dragging seeks. Beside a snapshot's replay, the recorded run's own
+// reserved and allocated bytes (recorded_run.js) are drawn dashed and dotted.
 // Invariant: the envelope is recomputed whenever the series or the canvas width change;
 // drawing a frame only repaints from it (cheap enough for every animation frame).
 
 import { bytes, count } from './units.js';
 
-const COLORS = { reserved: '#7b4bc4', allocated: '#2f6fdb', requested: '#14a38b', peak: '#d0312d', cursor: '#1d232b', oom: '#c2185b' };
+const COLORS = { reserved: '#7b4bc4', allocated: '#2f6fdb', requested: '#14a38b', peak: '#d0312d', cursor: '#1d232b', oom: '#c2185b', recorded: '#e07b00' };
 const H = 170;
 const PAD = { left: 64, right: 10, top: 14, bottom: 18 };
 
@@ -23,6 +24,12 @@ export class Timeline {
     // Each swatch stays on the line of its name.
     legend.innerHTML = [['requested', COLORS.requested], ['allocated', COLORS.allocated], ['reserved', COLORS.reserved], ['peak reserved', COLORS.peak]]
       .map(([name, colour]) => `<span class="legend-item"><i style="background:${colour}"></i>${name}</span>`).join(' ');
+    // The recorded run's own bytes (recorded_run.js), shown only beside a snapshot's replay.
+    this.recordedLegend = document.createElement('span');
+    this.recordedLegend.className = 'legend-item recorded';
+    this.recordedLegend.innerHTML = `<i style="background:${COLORS.recorded}"></i>as recorded (dashed: reserved, dotted: allocated)`;
+    this.recordedLegend.hidden = true;
+    legend.append(' ', this.recordedLegend);
     host.append(this.canvas, legend);
     this.ctx = this.canvas.getContext('2d');
     this.series = null;
@@ -46,6 +53,17 @@ export class Timeline {
     this.series = series ? { ...series, length: series.reserved.length } : null;
     this.yMax = yMax;
     this.envelopeWidth = 0;
+    this.recorded = null;
+    this.recordedLegend.hidden = true;
+    this.draw();
+  }
+
+  /** The recorded run's `{reserved, allocated}` (one value per op, as the series), drawn dashed; null: none. */
+  setRecorded(recorded) {
+    this.recorded = recorded && recorded.reserved.length === (this.series && this.series.length) ? recorded : null;
+    this.recordedPeak = this.recorded ? this.recorded.reserved.reduce((a, b) => (b > a ? b : a), 0) : 0;
+    this.recordedLegend.hidden = !this.recorded;
+    this.envelopeWidth = 0;
     this.draw();
   }
 
@@ -61,13 +79,16 @@ export class Timeline {
   }
 
   envelope(cols) {
-    const s = this.series;
+    const r = this.recorded;
+    const s = r ? { ...this.series, recordedReserved: r.reserved, recordedAllocated: r.allocated } : this.series;
     const out = { requested: new Float64Array(cols), allocated: new Float64Array(cols), reserved: new Float64Array(cols) };
+    if (r) Object.assign(out, { recordedReserved: new Float64Array(cols), recordedAllocated: new Float64Array(cols) });
     const n = s.length;
     for (let c = 0; c < cols; c++) {
       const a = Math.floor((c * n) / cols);
       const b = Math.max(a + 1, Math.floor(((c + 1) * n) / cols));
-      for (const k of ['requested', 'allocated', 'reserved']) {
+      for (const k of ['requested', 'allocated', 'reserved', 'recordedReserved', 'recordedAllocated']) {
+        if (!out[k]) continue;
         const v = s[k];
         let m = 0;
         for (let i = a; i < b && i < n; i++) if (v[i] > m) m = v[i];
@@ -100,7 +121,7 @@ export class Timeline {
       this.env = this.envelope(cols);
       this.envelopeWidth = cols;
     }
-    const yMax = Math.max(this.yMax, s.peakReserved, 1) * 1.08;
+    const yMax = Math.max(this.yMax, s.peakReserved, this.recorded ? this.recordedPeak : 0, 1) * 1.08;
     const plotH = H - PAD.top - PAD.bottom;
     const y = (v) => PAD.top + plotH * (1 - v / yMax);
     // Axis and grid.
@@ -129,9 +150,11 @@ export class Timeline {
     for (let c = 0; c < cols; c++) ctx.lineTo(PAD.left + c, y(env.reserved[c]));
     ctx.lineTo(PAD.left + cols - 1, y(0));
     ctx.fill();
-    for (const k of ['reserved', 'allocated', 'requested']) {
-      ctx.strokeStyle = COLORS[k];
+    for (const k of ['reserved', 'allocated', 'requested', 'recordedReserved', 'recordedAllocated']) {
+      if (!env[k]) continue;
+      ctx.strokeStyle = COLORS[k] || COLORS.recorded;
       ctx.lineWidth = k === 'requested' ? 1 : 1.5;
+      ctx.setLineDash({ recordedReserved: [6, 3], recordedAllocated: [2, 2] }[k] || []);
       ctx.beginPath();
       for (let c = 0; c < cols; c++) {
         const py = y(env[k][c]);

@@ -116,8 +116,9 @@ export async function embedded(name) {
 /**
  * The traces in a File the person picked: one, or one per GPU of a snapshot that recorded
  * several (a replay simulates one GPU); throws an Error naming the file if it is unusable.
- * A snapshot with segments but no history comes back as `{ noHistory: true, name, map }`
- * (its segments' memory map) when `noHistory` allows it.
+ * A snapshot with segments but no history comes back as `{ noHistory: true, name, map, trace }`
+ * (its segments' memory map, and its TraceFile for the frames, which the caller frees) when
+ * `noHistory` allows it.
  */
 export async function fromFile(file, { noHistory = false } = {}) {
   const bytes = await textBytes(file, file.name);
@@ -126,8 +127,9 @@ export async function fromFile(file, { noHistory = false } = {}) {
   const ms = performance.now() - t0;
   if (traces[0].length === 0) {
     const map = traces[0].snapshot_map();
+    // The caller keeps the one trace it is handed (its segments' frames) and frees it.
+    if (map && noHistory) return { noHistory: true, name: file.name, map, trace: traces[0] };
     traces.forEach((t) => t.free());
-    if (map && noHistory) return { noHistory: true, name: file.name, map };
     const how = map ? ` (it was taken without a recorded history: call ${RECORD_LINES[0]} before the work and `
       + `${RECORD_LINES[1]} after it)` : '';
     throw new Error(`${file.name} holds no allocation events: nothing to replay${how}`);
