@@ -28,6 +28,8 @@ pub struct Allocator {
     fraction: Option<f64>,
     explain: bool,
     cursor: Option<TraceCursor>,
+    /// Whether a loaded trace's addresses place the segments (`load_trace`'s choice).
+    follow: bool,
 }
 
 #[wasm_bindgen]
@@ -40,7 +42,7 @@ impl Allocator {
         let config = Config::parse(&text(config, "config")?).map_err(js_error)?;
         let capacity = to_capacity(number(capacity, "capacity")?).map_err(js_error)?;
         let inner = Core::new(SimDevice::new(capacity), config.clone());
-        Ok(Allocator { inner, config, capacity, fraction: None, explain: false, cursor: None })
+        Ok(Allocator { inner, config, capacity, fraction: None, explain: false, cursor: None, follow: true })
     }
 
     /// The config as the core writes it back (`policy:pytorch,max_split_size_mb:128`).
@@ -188,8 +190,8 @@ impl Allocator {
     /// fraction; a loaded trace goes back to its start.
     pub fn reset(&mut self) -> Result<(), JsError> {
         let device = match &self.cursor {
-            Some(c) => SimDevice::for_replay(self.capacity, &c.trace),
-            None => SimDevice::new(self.capacity),
+            Some(c) if self.follow => SimDevice::for_replay(self.capacity, &c.trace),
+            _ => SimDevice::new(self.capacity),
         };
         let mut inner = Core::new(device, self.config.clone());
         if let Some(f) = self.fraction {
@@ -201,8 +203,12 @@ impl Allocator {
         Ok(())
     }
 
-    /// Starts afresh (see `reset`) with `trace` loaded at its start.
-    pub fn load_trace(&mut self, trace: &TraceFile) -> Result<(), JsError> {
+    /// Starts afresh (see `reset`) with `trace` loaded at its start, its segments placed
+    /// where the trace's addresses say unless `follow_addresses` is `false` (left out:
+    /// following, as `ReplayRun` does). Throws if `follow_addresses` is given but not a
+    /// boolean.
+    pub fn load_trace(&mut self, trace: &TraceFile, follow_addresses: &JsValue) -> Result<(), JsError> {
+        self.follow = crate::replay_run::follows(follow_addresses)?;
         self.cursor = Some(TraceCursor::new(trace.trace.clone()));
         self.reset()
     }

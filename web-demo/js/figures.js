@@ -31,10 +31,37 @@ function cell(value, field, exact = true) {
 }
 
 /**
- * Renders a ReplayRun's figures (parsed `figures_json`) into `host`; `embedded`: the trace is
- * one of the page's own, so PyTorch's figures for it may apply.
+ * Where the pass put its segments: how many of the placements the trace gives (a snapshot's
+ * `segment_alloc` entries, or its pointers') it followed, where it gave them up, or that
+ * following was off (`follow` false), as `cachalot replay`'s *placements* line says it.
  */
-export function outcomeTable(host, f, elapsedMs = null, { embedded = false } = {}) {
+function placementsNote(f, follow) {
+  const p = document.createElement('p');
+  p.className = 'note placements';
+  p.dataset.field = 'segment_placements_followed';
+  p.dataset.value = String(f.segment_placements_followed ?? 0);
+  if (!follow) {
+    p.textContent = 'Segments placed by the simulated device’s own rule: following the trace’s addresses is off, '
+      + 'so best fit may break ties between equal free blocks otherwise than the run did.';
+  } else if (f.segment_placements_recorded > 0) {
+    const source = f.segment_placements_inferred ? 'as the trace’s pointers say' : 'as the snapshot recorded them';
+    p.textContent = `${count(f.segment_placements_followed)} of the ${count(f.segment_placements_recorded)} segments `
+      + `placed where the run’s were, ${source}`;
+    const gaveUp = f.segment_placements_abandoned;
+    if (gaveUp) p.textContent += `; given up at operation ${count(gaveUp.operation)}: ${gaveUp.why}`;
+    p.textContent += '.';
+  } else {
+    return null;
+  }
+  return p;
+}
+
+/**
+ * Renders a ReplayRun's figures (parsed `figures_json`) into `host`; `embedded`: the trace is
+ * one of the page's own, so PyTorch's figures for it may apply; `follow`: the pass followed
+ * the trace's addresses (see placementsNote).
+ */
+export function outcomeTable(host, f, elapsedMs = null, { embedded = false, follow = true } = {}) {
   const measured = embedded ? reference(f.trace, f.config) : null;
   const ref = measured && f.capacity_bytes === REFERENCE_CAPACITY ? measured : null;
   host.innerHTML = '';
@@ -73,6 +100,8 @@ export function outcomeTable(host, f, elapsedMs = null, { embedded = false } = {
   note.textContent = `${count(f.ops)} operations on a simulated device of ${bytes(f.capacity_bytes)}.${timing}`
     + (f.first_oom ? ` First out of memory (of ${count(f.ooms)}): ${f.first_oom}` : '');
   host.append(note);
+  const placements = placementsNote(f, follow);
+  if (placements) host.append(placements);
   if (measured && !ref) {
     const apart = document.createElement('p');
     apart.className = 'note reference-apart';

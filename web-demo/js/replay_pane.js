@@ -22,13 +22,16 @@ export class ReplayPane {
     this.figures = null;
   }
 
-  /** Replays `trace` under `config` (cold pass) and loads a fresh allocator at its start; throws the core's Error. */
-  run(trace, config, capacity) {
+  /**
+   * Replays `trace` under `config` (cold pass) and loads a fresh allocator at its start, both
+   * placing segments where the trace's addresses say unless `follow` is false; throws the core's Error.
+   */
+  run(trace, config, capacity, { follow = true } = {}) {
     const t0 = performance.now();
-    const run = new ReplayRun(trace, config, capacity);
+    const run = new ReplayRun(trace, config, capacity, follow);
     const elapsed = performance.now() - t0;
     const alloc = new Allocator(config, capacity);
-    alloc.load_trace(trace);
+    alloc.load_trace(trace, follow);
     this.figures = JSON.parse(run.figures_json());
     this.timeline.setSeries({
       requested: run.requested(), allocated: run.allocated(), reserved: run.reserved(),
@@ -39,7 +42,7 @@ export class ReplayPane {
     if (this.alloc) this.alloc.free();
     this.alloc = alloc;
     this.elapsedMs = elapsed;
-    outcomeTable(this.outcomeHost, this.figures, elapsed, { embedded: trace.embedded === true });
+    outcomeTable(this.outcomeHost, this.figures, elapsed, { embedded: trace.embedded === true, follow });
     return alloc;
   }
 

@@ -53,6 +53,7 @@ export class ReplayView {
     fillSelect($('replay-trace'));
     $('replay-trace').addEventListener('change', () => this.apply());
     $('replay-apply').addEventListener('click', () => this.apply());
+    $('replay-follow').addEventListener('change', () => this.apply());
     this.snapshotOnly = new SnapshotOnly($('snapshot-only'));
     this.recorded = new RecordedRun($('recorded-run'));
     this.ooms = new OomNav($('replay-ooms'), {
@@ -121,7 +122,7 @@ export class ReplayView {
       // A later change (another trace picked while this one loaded) wins.
       if (applying !== this.applying) return;
       this.setStatus(`Replaying ${trace.label}…`);
-      const alloc = this.pane.run(trace, value.config, value.capacity);
+      const alloc = this.pane.run(trace, value.config, value.capacity, { follow: $('replay-follow').checked });
       this.trace = trace;
       this.traceKey = key;
       this.snapshotOnly.hide();

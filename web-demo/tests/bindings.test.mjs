@@ -60,6 +60,8 @@ test('flags must be booleans and text must be strings', () => {
     /^trace must be a Uint8Array or a string, got an object$/);
   const tf = api.TraceFile.parse(encode(allocations(1)), 't');
   throwsNaming(() => new api.ReplayRun(tf, null, 1e9), /^config must be a string, got null$/);
+  throwsNaming(() => new api.ReplayRun(tf, '', 1e9, 'no'), /^follow_addresses must be true or false, got a string$/);
+  throwsNaming(() => new api.Allocator('', 1e9).load_trace(tf, 0), /^follow_addresses must be true or false, got a number$/);
   // The module still works after every refusal above.
   assert.equal(new api.ReplayRun(tf, '', 1e9).requested().length, 1);
 });
