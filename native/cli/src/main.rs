@@ -112,7 +112,9 @@ fn run_command(argv: Vec<String>) -> Result<Finished, Failure> {
             return output::to_stdout(|out| Ok(write!(out, "{text}")?)).map(|()| Finished::Done);
         }
         Err(e) if e.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
-            return Err(Failure::Usage("missing command (replay, compare, advise or fit)\nsee 'cachalot --help'".into()))
+            return Err(Failure::Usage(
+                "missing command (replay, compare, advise or fit)\nsee 'cachalot --help'".into(),
+            ))
         }
         Err(e) => return Err(Failure::Usage(usage_error::message(&e, &argv))),
     };
