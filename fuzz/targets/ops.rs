@@ -1,5 +1,6 @@
 //! The `ops` target: runs a [`Scenario`] (any policy, limits, streams, injected device
-//! faults) against an allocator and checks it against the [`Model`] after every step.
+//! faults) against an allocator and checks it against the [`Model`] after every step: the
+//! shadow model `core/tests/property.rs` uses too (`core/tests/common/model.rs`).
 //!
 //! A crash is a panic, a broken invariant or model check, an error where none is allowed,
 //! or memory not returned at the end. Allowed errors: out of memory when the request could
@@ -7,10 +8,10 @@
 //! during the call, and then the call must have changed nothing the model sees; the
 //! refusals of bad pointers, zero or huge sizes and invalid fractions.
 
-use cachalot_core::size::{LARGE_BUFFER, MAX_REQUEST, SMALL_SIZE};
-use cachalot_core::{AllocError, Allocator, Config, OomReport, Policy, SimDevice};
+use cachalot_core::size::MAX_REQUEST;
+use cachalot_core::{AllocError, Allocator, Config, SimDevice};
 
-use super::model::Model;
+use super::model::{spurious_oom, Model};
 use super::scenario::{Op, Scenario, STREAMS};
 
 /// Runs one input; panics on a crash.
@@ -38,11 +39,12 @@ pub fn execute(s: &Scenario) -> Result<(), String> {
         a.device_mut().finish_stream(stream);
     }
     for addr in m.order.clone() {
+        let freeing = m.freeing(a.device(), addr);
         a.free(addr).map_err(|e| format!("final free of {addr:#x}: {e}"))?;
-        m.freed(addr);
+        m.freed(freeing);
     }
     a.empty_cache().map_err(|e| format!("final empty_cache: {e}"))?;
-    m.check_drained(&mut a)
+    m.check_drained(&a)
 }
 
 /// Runs one operation.
@@ -50,7 +52,7 @@ fn step(a: &mut Allocator<SimDevice>, m: &mut Model, op: &Op, fired_before: u64)
     let fired = |a: &Allocator<SimDevice>| a.device().calls().injected_failures > fired_before;
     match *op {
         Op::Malloc { size, stream } => match a.malloc(size, stream) {
-            Ok(addr) if size > 0 && size <= MAX_REQUEST => m.allocated(addr, size)?,
+            Ok(addr) if size > 0 && size <= MAX_REQUEST => m.allocated(addr, size, stream)?,
             Ok(addr) => return Err(format!("malloc({size}) returned {addr:#x}")),
             Err(AllocError::ZeroSize) if size == 0 => {}
             Err(AllocError::TooLarge { .. }) if size > MAX_REQUEST => {}
@@ -60,8 +62,9 @@ fn step(a: &mut Allocator<SimDevice>, m: &mut Model, op: &Op, fired_before: u64)
         },
         Op::Free { pick } => {
             let Some(addr) = m.pick(pick) else { return Ok(()) };
+            let freeing = m.freeing(a.device(), addr);
             match a.free(addr) {
-                Ok(()) => m.freed(addr),
+                Ok(()) => m.freed(freeing),
                 // A refused event record leaves the allocation live.
                 Err(AllocError::Device(_)) if fired(a) => {}
                 Err(e) => return Err(format!("free({addr:#x}) failed: {e}")),
@@ -90,6 +93,7 @@ fn step(a: &mut Allocator<SimDevice>, m: &mut Model, op: &Op, fired_before: u64)
         Op::RecordStream { pick, stream } => {
             if let Some(addr) = m.pick(pick) {
                 a.record_stream(addr, stream).map_err(|e| format!("record_stream({addr:#x}): {e}"))?;
+                m.recorded(addr, stream);
             }
         }
         Op::HoldStream(s) => a.device_mut().hold_stream(s),
@@ -115,23 +119,11 @@ fn step(a: &mut Allocator<SimDevice>, m: &mut Model, op: &Op, fired_before: u64)
                 a.set_explain(what & 4 != 0);
                 drop(a.take_decisions());
             }
-            _ => a.reset_peak_stats(),
+            _ => {
+                a.reset_peak_stats();
+                m.peak_reset(a);
+            }
         },
     }
     Ok(())
-}
-
-/// True when an out-of-memory error (with no injected fault) was not justified: the memory
-/// a new segment (or its pages) needs fits under the capacity and the memory fraction
-/// beside what stays reserved after the allocator released every cached segment.
-fn spurious_oom(a: &Allocator<SimDevice>, r: &OomReport) -> bool {
-    let c = a.config();
-    let limit = r.allowed.unwrap_or(u64::MAX).min(r.capacity);
-    let expandable = c.policy == Policy::PyTorch && c.expandable_segments && a.uses_virtual_memory();
-    let need = if expandable && r.rounded > SMALL_SIZE {
-        r.segment_size.next_multiple_of(LARGE_BUFFER)
-    } else {
-        r.segment_size
-    };
-    need <= limit.saturating_sub(r.reserved)
 }

@@ -1,6 +1,9 @@
 //! Helpers shared by the integration tests: reading the reference traces and PyTorch's
-//! figures for them.
+//! figures for them, and the shadow model random operation sequences are checked against
+//! ([`model`]).
 #![allow(dead_code)]
+
+pub mod model;
 
 use std::io::Read;
 use std::path::PathBuf;
