@@ -43,7 +43,7 @@ pub(crate) struct LateFrees {
     free_lanes: Vec<u32>,
     /// Lanes handed out so far.
     lanes: u32,
-    /// The latest time of an allocation row so far.
+    /// The time of the last allocation row.
     latest_us: u64,
 }
 
@@ -58,9 +58,13 @@ impl LateFrees {
 
     /// An allocation row at `time_us` follows: the waiting frees whose memory is back by
     /// then complete, and the frees held are emitted, each waiting if its time is later.
+    /// Allocation times that go back (a clock time past midnight, or threads logging out of
+    /// order) say nothing of when memory came back: every free waiting completes, and the
+    /// frees held are at their rows.
     pub(crate) fn before_alloc(&mut self, b: &mut Builder, time_us: u64) -> Result<(), &'static str> {
+        let went_back = time_us < self.latest_us;
         while let Some(entry) = self.waiting.first_entry() {
-            if entry.key().0 > time_us {
+            if entry.key().0 > time_us && !went_back {
                 break;
             }
             let (&(back_us, _), &lane) = (entry.key(), entry.get());
@@ -69,8 +73,8 @@ impl LateFrees {
             self.free_lanes.try_reserve(1).map_err(|_| NO_MEMORY)?;
             self.free_lanes.push(lane);
         }
-        self.emit_held(b, Some(time_us))?;
-        self.latest_us = self.latest_us.max(time_us);
+        self.emit_held(b, Some(time_us).filter(|_| !went_back))?;
+        self.latest_us = time_us;
         Ok(())
     }
 
@@ -82,7 +86,7 @@ impl LateFrees {
     }
 
     /// Emits the frees held, before an allocation at `next_us` (or, with `None`, each at
-    /// once).
+    /// its row).
     fn emit_held(&mut self, b: &mut Builder, next_us: Option<u64>) -> Result<(), &'static str> {
         for h in core::mem::take(&mut self.held) {
             if next_us.is_none_or(|next| h.time_us <= next) {
@@ -160,6 +164,25 @@ mod tests {
         let frees = t.ops.iter().filter(|op| matches!(op, TraceOp::Free { .. })).count();
         assert_eq!(frees, 3);
         assert_eq!(t.ops[1], TraceOp::Free { slot: 0 });
+    }
+
+    /// A clock time past midnight (or rows of threads out of order) makes allocation times go
+    /// back: what waited completes, and a free just before is at its row, not kept back a day.
+    #[test]
+    fn allocation_times_that_go_back_end_every_wait() {
+        let t = csv("0,23:59:59.000001,allocate,0xa,512,0x0\n\
+                     0,23:59:59.000002,allocate,0xb,512,0x0\n\
+                     0,23:59:59.900000,free,0xa,512,0x0\n\
+                     0,23:59:59.000003,allocate,0xc,512,0x0\n\
+                     0,23:59:59.999999,free,0xb,512,0x0\n\
+                     0,00:00:00.000001,allocate,0xd,512,0x0\n\
+                     0,00:00:00.000002,allocate,0xe,512,0x0\n");
+        let frees: Vec<TraceOp> = t.ops.iter().copied().filter(|op| !matches!(op, TraceOp::Alloc { .. })).collect();
+        assert_eq!(
+            frees,
+            [TraceOp::FreeDeferred { slot: 0, lane: 0 }, TraceOp::FreeCompleted { lane: 0 }, TraceOp::Free { slot: 1 }]
+        );
+        assert_eq!(t.ops[4], TraceOp::FreeCompleted { lane: 0 }, "before the allocation past midnight");
     }
 
     /// Two frees waiting at once take two lanes; a lane is taken again after its completion;
