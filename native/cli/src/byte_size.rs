@@ -54,6 +54,22 @@ pub fn parse_size(text: &str) -> Result<u64, String> {
     Ok(bytes)
 }
 
+/// Formats bytes in binary units with two decimals ("20.00 GiB").
+pub fn human(bytes: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = bytes as f64;
+    let mut u = 0;
+    while v >= 1024.0 && u < UNITS.len() - 1 {
+        v /= 1024.0;
+        u += 1;
+    }
+    if u == 0 {
+        format!("{bytes} B")
+    } else {
+        format!("{v:.2} {}", UNITS[u])
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -73,21 +89,5 @@ mod tests {
         assert!(parse_size(".").is_err());
         assert!(parse_size("1.2.3GiB").is_err());
         assert!(parse_size("0").unwrap_err().contains("zero"));
-    }
-}
-
-/// Formats bytes in binary units with two decimals ("20.00 GiB").
-pub fn human(bytes: u64) -> String {
-    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let mut v = bytes as f64;
-    let mut u = 0;
-    while v >= 1024.0 && u < UNITS.len() - 1 {
-        v /= 1024.0;
-        u += 1;
-    }
-    if u == 0 {
-        format!("{bytes} B")
-    } else {
-        format!("{v:.2} {}", UNITS[u])
     }
 }
