@@ -16,7 +16,8 @@ SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 	c-abi cbindgen header header-check native-lib install c-stage c-examples c-bad-input c-cuda-fake c-multi-device c-peer-access gpu-build
 
 demo:
-	$(CARGO) run --release -p cachalot-cli -- compare
+	$(NATIVE_RELEASE)
+	$(TARGET_DIR)/release/cachalot compare
 	@$(MAKE) --no-print-directory web-build
 	@echo "cachalot in the browser: http://127.0.0.1:$(PORT)/  (Ctrl-C stops the server)"
 	python3 -m http.server $(PORT) --bind 127.0.0.1 --directory web-demo
@@ -31,10 +32,13 @@ rust-setup:
 
 # Building the browser demo needs the wasm target and the matching wasm-bindgen CLI. `--locked`
 # first; if the registry lacks a version the CLI's own lock file pins, resolve afresh.
+# crates.io has no prebuilt binaries, so the tools are built, unoptimised (`--debug`): 56 s for
+# wasm-bindgen-cli where a release build takes minutes, and it still binds the module in seconds.
+TOOL_INSTALL := $(CARGO) install --debug
 web-tools: rust-setup
 	@if [ "$$(wasm-bindgen --version 2>/dev/null)" != "wasm-bindgen $(WASM_BINDGEN_VERSION)" ]; then \
-	  $(CARGO) install wasm-bindgen-cli --version $(WASM_BINDGEN_VERSION) --locked \
-	  || $(CARGO) install wasm-bindgen-cli --version $(WASM_BINDGEN_VERSION); \
+	  $(TOOL_INSTALL) wasm-bindgen-cli --version $(WASM_BINDGEN_VERSION) --locked \
+	  || $(TOOL_INSTALL) wasm-bindgen-cli --version $(WASM_BINDGEN_VERSION); \
 	fi
 
 # Testing it needs Debian's Chromium (driven headless by playwright-core; Playwright's own
@@ -56,20 +60,22 @@ clippy:
 unit-tests:
 	$(CARGO) test --workspace
 
-# The core must build for the browser: no_std, no I/O.
+# The core must build for the browser: no_std, no I/O. The same selection as web-build's, so
+# that one build serves both (a different one unifies features otherwise and builds it twice).
+WASM_BUILD := $(CARGO) build -p cachalot-core -p cachalot-wasm --target wasm32-unknown-unknown --release
 wasm-core:
-	$(CARGO) build -p cachalot-core --target wasm32-unknown-unknown --release
+	$(WASM_BUILD)
 
 # The browser demo's module and data, under web-demo/pkg/ (ignored by git).
 web-build: web-tools
-	$(CARGO) build -p cachalot-wasm --target wasm32-unknown-unknown --release
+	$(WASM_BUILD)
 	wasm-bindgen --target web --no-typescript --out-dir web-demo/pkg $(WASM_MODULE)
 	mkdir -p web-demo/pkg/traces
 	cp traces/*.csv.gz traces/pytorch_reference.jsonl web-demo/pkg/traces/
 
 # End-to-end tests in headless Chromium; they compare the page's figures with the CLI's.
 web-test: web-setup web-build
-	$(CARGO) build --release -p cachalot-cli --bin cachalot
+	$(NATIVE_RELEASE)
 	cd web-demo && CACHALOT_BIN=$(abspath $(TARGET_DIR))/release/cachalot npm test
 
 # ---- The C ABI: header, install layout, C and C++ examples, bad-input suite ----------------
@@ -86,7 +92,7 @@ c-abi: header-check c-examples c-bad-input c-cuda-fake c-multi-device c-peer-acc
 
 cbindgen:
 	@cbindgen --version 2>/dev/null | grep -qx "cbindgen $(CBINDGEN_VERSION)" || \
-		$(CARGO) install cbindgen --version $(CBINDGEN_VERSION) --locked
+		$(TOOL_INSTALL) cbindgen --version $(CBINDGEN_VERSION) --locked
 
 # Regenerates include/cachalot.h from native/src/ffi.
 header: cbindgen
@@ -106,9 +112,15 @@ PREFIX ?= /usr/local
 PROFILE_FLAG := $(if $(filter release,$(PROFILE)),--release,)
 PROFILE_DIR := $(TARGET_DIR)/$(if $(filter dev,$(PROFILE)),debug,$(PROFILE))
 
+# Every build of the native crates names the same packages and targets: cargo unifies their
+# dependencies' features by what a command selects, so `-p cachalot` alone after `-p cachalot-cli`
+# built serde, syn and the core again, and each step after undid the one before.
+NATIVE_BUILD := $(CARGO) build -p cachalot -p cachalot-cli --lib --bins
+NATIVE_RELEASE := $(NATIVE_BUILD) --release
+
 # The library's SONAME link beside it, so programs linked from the tree load it too.
 native-lib:
-	$(CARGO) build -p cachalot --lib $(PROFILE_FLAG)
+	$(NATIVE_BUILD) $(PROFILE_FLAG)
 	ln -sf libcachalot.so $(PROFILE_DIR)/$(SONAME)
 
 # Installs the header, both libraries and cachalot.pc under $(DESTDIR)$(PREFIX); the shared
@@ -272,8 +284,7 @@ c-repro: c-stage
 PY_FAKE_CUDA := $(abspath $(TARGET_DIR))/python/fake_cuda
 .PHONY: python-test
 python-test:
-	$(CARGO) build --release -p cachalot --lib
-	$(CARGO) build --release -p cachalot-cli --bin cachalot
+	$(NATIVE_RELEASE)
 	mkdir -p $(PY_FAKE_CUDA)
 	$(CC) -std=c11 $(CFLAGS_STRICT) -shared -fPIC -Wl,-soname,libcuda.so native/tests/fake_cuda/fake_cuda.c \
 		-o $(PY_FAKE_CUDA)/libcuda.so -pthread
@@ -294,11 +305,11 @@ TORCH_SDK := $(TARGET_DIR)/torch-sdk
 TORCH_EXT := $(TARGET_DIR)/torch-ext
 DIST ?= dist
 torch-extensions: header-check
-	$(CARGO) build --release -p cachalot --lib
+	$(NATIVE_RELEASE)
 	python3 native/torch/build_extensions.py --lib $(TARGET_DIR)/release/libcachalot.so --sdk $(TORCH_SDK) --out $(TORCH_EXT)
 
 wheel: torch-extensions
-	$(CARGO) build --release -p cachalot-cli --bin cachalot
+	$(NATIVE_RELEASE)
 	python3 native/python/build_wheel.py --lib $(TARGET_DIR)/release/libcachalot.so \
 		--cli $(TARGET_DIR)/release/cachalot --extensions $(TORCH_EXT) --out $(DIST)
 
@@ -321,8 +332,8 @@ gpu-dry-run:
 # target/release/cachalot and target/release/examples/trace_ops to the GPU machine (the tool and
 # trace_ops are the crate cachalot-cli, in native/cli/).
 gpu-build:
-	$(CARGO) build --release -p cachalot --lib
-	$(CARGO) build --release -p cachalot-cli --bin cachalot --example trace_ops
+	$(NATIVE_RELEASE)
+	$(CARGO) build --release -p cachalot-cli --example trace_ops
 	ln -sf libcachalot.so $(TARGET_DIR)/release/$(SONAME)
 
 # The files of issue 41 that crashed or exhausted the tool's readers (a deep pickle, pickles
@@ -332,8 +343,7 @@ gpu-build:
 # the build folder by its SONAME, the link native/build.rs leaves there.
 .PHONY: reader-bombs
 reader-bombs:
-	$(CARGO) build --release -p cachalot-cli --bin cachalot
-	$(CARGO) build --release -p cachalot --lib
+	$(NATIVE_RELEASE)
 	test "$$(readlink $(TARGET_DIR)/release/$(SONAME))" = libcachalot.so \
 		|| { echo "no $(SONAME) link beside target/release/libcachalot.so"; exit 1; }
 	native/cli/tests/bombs.sh $(TARGET_DIR)/release/cachalot
