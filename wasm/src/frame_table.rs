@@ -26,6 +26,7 @@ pub const TABLE_BYTES: usize = 32 << 20;
 pub const STACKS: usize = 1 << 20;
 
 /// Interned frames and stacks.
+#[derive(Clone)]
 pub struct FrameTable {
     frames: Vec<String>,
     frame_ids: HashMap<String, u32>,
@@ -67,7 +68,18 @@ impl FrameTable {
     /// The id of `entry`'s `frames` (a segment, block or history entry): 0 when it has none,
     /// [`NONE`] when the table is full.
     pub fn stack_of(&mut self, entry: &Value) -> u32 {
-        let Some(frames) = entry.get("frames").and_then(Value::as_array) else { return 0 };
+        match entry.get("frames") {
+            // Interned already, as the JSON was read (`slim_snapshot.rs`).
+            Some(Value::Number(id)) => id.as_u64().and_then(|id| u32::try_from(id).ok()).unwrap_or(NONE),
+            Some(frames) => self.stack_of_frames(frames),
+            None => 0,
+        }
+    }
+
+    /// The id of the stack `frames` (a list of frames): 0 when empty or not a list, [`NONE`]
+    /// when the table is full.
+    pub fn stack_of_frames(&mut self, frames: &Value) -> u32 {
+        let Some(frames) = frames.as_array() else { return 0 };
         let mut ids = Vec::with_capacity(frames.len().min(STACK_FRAMES));
         for f in frames.iter().take(STACK_FRAMES) {
             let line = line_of(f);

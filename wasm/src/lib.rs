@@ -30,6 +30,7 @@ pub mod reader;
 mod recorded_access;
 mod recorded_run;
 mod replay_run;
+mod slim_snapshot;
 mod snapshot_map;
 mod trace_cursor;
 mod trace_file;

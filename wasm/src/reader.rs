@@ -74,6 +74,21 @@ pub fn read_file_whole(
     }
 }
 
+/// Reads `data` as [`read_file_whole`] does, but a JSON snapshot (up to
+/// `slim_snapshot::SNAPSHOT_JSON_BYTES`) with its frames interned into `frames` as they are
+/// read, so its value holds its events and segments alone.
+pub(crate) fn read_file_slim(
+    data: &[u8],
+    name: &str,
+    limits: &TraceLimits,
+    frames: &mut crate::frame_table::FrameTable,
+) -> Result<(Vec<Trace>, Option<serde_json::Value>), String> {
+    match crate::slim_snapshot::read(data, limits, frames) {
+        Some(v) => Ok((parse_each_device_value_within(&v, limits).map_err(|e| message(name, e))?, Some(v))),
+        None => read_file_whole(data, name, limits),
+    }
+}
+
 /// A reader's error as one line naming the file and, for a limit or a device, what to do.
 fn message(name: &str, e: TraceError) -> String {
     match e.kind {

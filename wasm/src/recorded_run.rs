@@ -81,8 +81,10 @@ fn segments_of(snapshot: &Value, device: usize) -> Vec<&Value> {
     all.iter().filter(|s| s.get("device").and_then(Value::as_u64).is_none_or(|d| d == device as u64)).collect()
 }
 
-/// The recorded run of `trace`, read from `snapshot` (already within the reader's limits).
-pub fn recorded(snapshot: &Value, trace: &Trace) -> Recorded {
+/// The recorded run of `trace`, read from `snapshot` (already within the reader's limits),
+/// whose stacks are interned in `frames` (those it already holds, read with the snapshot, and
+/// those met here).
+pub fn recorded(snapshot: &Value, trace: &Trace, frames: FrameTable) -> Recorded {
     let lists = snapshot.get("device_traces").and_then(Value::as_array).map_or(&[][..], Vec::as_slice);
     // The device read: named on the trace when the snapshot lists several, else the only
     // one with allocations (as the core's reader chose it).
@@ -91,7 +93,7 @@ pub fn recorded(snapshot: &Value, trace: &Trace) -> Recorded {
     };
     let device = trace.device.unwrap_or_else(|| lists.iter().position(allocates).unwrap_or(0));
     let entries = lists.get(device).and_then(Value::as_array).map_or(&[][..], Vec::as_slice);
-    let mut r = Recorded::default();
+    let mut r = Recorded { frames, ..Recorded::default() };
     let f = &mut r.figures;
     f.events = entries.len();
 
@@ -221,7 +223,7 @@ mod tests {
             ),
             "",
         );
-        let r = recorded(&v, &t);
+        let r = recorded(&v, &t, FrameTable::default());
         let fig = &r.figures;
         assert_eq!((fig.peak_reserved_bytes, fig.peak_allocated_bytes), (20 * MIB, 8 * MIB));
         assert_eq!((fig.device_allocs, fig.ooms, fig.events, fig.segments), (1, 1, 7, 0));
@@ -258,7 +260,7 @@ mod tests {
             ),
             &segs,
         );
-        let r = recorded(&v, &t);
+        let r = recorded(&v, &t, FrameTable::default());
         let fig = &r.figures;
         assert_eq!((fig.reserved_before_history_bytes, fig.allocated_before_history_bytes), (20 * MIB, 8 * MIB));
         assert_eq!((fig.peak_reserved_bytes, fig.peak_allocated_bytes), (40 * MIB, 10 * MIB));

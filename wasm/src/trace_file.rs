@@ -12,8 +12,9 @@ use cachalot_core::{Trace, TraceOp};
 use wasm_bindgen::prelude::*;
 
 use crate::error::js_error;
+use crate::frame_table::FrameTable;
 use crate::js_argument::{bytes, count, text, whole};
-use crate::reader::{read_file_whole, read_trace, BROWSER_LIMITS};
+use crate::reader::{read_file_slim, read_trace, BROWSER_LIMITS};
 use crate::recorded_run::{recorded, Recorded};
 use crate::snapshot_map;
 
@@ -57,7 +58,9 @@ impl TraceFile {
     /// however many GPUs.
     pub fn parse_each_device(data: &JsValue, name: &JsValue) -> Result<Vec<TraceFile>, JsError> {
         let name = text(name, "trace name")?;
-        let (traces, snapshot) = read_file_whole(&bytes(data, "trace")?, &name, &BROWSER_LIMITS).map_err(js_error)?;
+        let mut frames = FrameTable::default();
+        let (traces, snapshot) =
+            read_file_slim(&bytes(data, "trace")?, &name, &BROWSER_LIMITS, &mut frames).map_err(js_error)?;
         let segments = snapshot
             .as_ref()
             .and_then(|v| v.get("segments").filter(|s| s.is_array()))
@@ -65,7 +68,7 @@ impl TraceFile {
         Ok(traces
             .into_iter()
             .map(|t| {
-                let recorded = snapshot.as_ref().map(|v| Rc::new(recorded(v, &t)));
+                let recorded = snapshot.as_ref().map(|v| Rc::new(recorded(v, &t, frames.clone())));
                 TraceFile { trace: Rc::new(t), name: name.clone(), segments: segments.clone(), recorded }
             })
             .collect())

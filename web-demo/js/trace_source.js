@@ -24,30 +24,42 @@ const cache = new Map();
  * once: a 1.2 GB CSV of 40 million operations traps, and the memory it took is lost to later
  * files. An object, so that a test can lower it.
  */
-export const limits = { textBytes: 768 * 1024 * 1024 };
+export const limits = { textBytes: 768 * 1024 * 1024, snapshotBytes: 1536 * 1024 * 1024 };
+
+/**
+ * The most bytes the page reads of text that starts as `head` does: a JSON snapshot is read
+ * with its frames interned as they are met (wasm/src/slim_snapshot.rs), so it may be twice as
+ * large (`limits.snapshotBytes`) as other text.
+ */
+function limitFor(head) {
+  let i = head[0] === 0xef && head[1] === 0xbb && head[2] === 0xbf ? 3 : 0;
+  while (i < head.length && (head[i] === 0x20 || head[i] === 0x0a || head[i] === 0x0d || head[i] === 0x09)) i++;
+  return head[i] === 0x7b ? limits.snapshotBytes : limits.textBytes;
+}
 
 /** Refuses text longer than the limit, naming the file and the tool that can replay it. */
-function tooLarge(name, gzipped) {
-  const n = limits.textBytes;
-  const size = n >= 1024 * 1024 ? `${n / (1024 * 1024)} MiB` : `${n} bytes`;
+function tooLarge(name, gzipped, n = limits.textBytes) {
+  const size = n % (1024 * 1024) === 0 ? `${n / (1024 * 1024)} MiB` : `${n} bytes`;
   return new Error(`${name}: too large for the page (more than ${size} of trace text`
     + `${gzipped ? ' once decompressed' : ''}); replay it with the command-line tool: cachalot replay FILE`);
 }
 
 /** All of a stream's chunks as one array; a failing stream throws its own error, a stream
- *  longer than `limit` bytes the one `tooLong()` makes. */
-async function drain(stream, limit, tooLong) {
+ *  longer than `limitOf(first chunk)` bytes the one `tooLong(limit)` makes. */
+async function drain(stream, limitOf, tooLong) {
   const reader = stream.getReader();
   const chunks = [];
   let length = 0;
+  let limit = null;
   for (;;) {
     const { done, value } = await reader.read();
     if (done) break;
     chunks.push(value);
+    if (limit === null) limit = limitOf(value);
     length += value.length;
     if (length > limit) {
       await reader.cancel();
-      throw tooLong();
+      throw tooLong(limit);
     }
   }
   const out = new Uint8Array(length);
@@ -66,17 +78,18 @@ async function drain(stream, limit, tooLong) {
 export async function textBytes(blob, name = 'the file') {
   const raw = new Uint8Array(await blob.arrayBuffer());
   if (raw.length >= 2 && raw[0] === 0x1f && raw[1] === 0x8b) {
-    const tooLong = () => Object.assign(tooLarge(name, true), { tooLong: true });
+    const tooLong = (n) => Object.assign(tooLarge(name, true, n), { tooLong: true });
     try {
       // Read the stream itself: through a Response, every gzip error reads "Failed to fetch".
       return await drain(new Blob([raw]).stream().pipeThrough(new DecompressionStream('gzip')),
-        limits.textBytes, tooLong);
+        limitFor, tooLong);
     } catch (e) {
       if (e.tooLong) throw e;
       throw new Error(`${name}: not a valid gzip file (${clause(e.message || e)})`);
     }
   }
-  if (raw.length > limits.textBytes) throw tooLarge(name, false);
+  const limit = limitFor(raw.subarray(0, 64));
+  if (raw.length > limit) throw tooLarge(name, false, limit);
   return raw;
 }
 

@@ -9,6 +9,7 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { writeFile, mkdir } from 'node:fs/promises';
 import path from 'node:path';
+import { execFileSync } from 'node:child_process';
 import { serve, launch, openPage, screenshot, cliReplay, REPO, ROOT, RESULTS } from './harness.mjs';
 
 let server;
@@ -229,5 +230,41 @@ test('hundreds of thousands of allocations draw fast', async () => {
   assert.equal(bands, 300000);
   console.log(`# tensor timeline: ${bands} allocations, ${ms.toFixed(1)} ms per draw`);
   assert.ok(ms < 1500, `a draw took ${ms.toFixed(0)} ms`);
+  assert.equal(errors.length, 0, errors.join('\n'));
+});
+
+test('a JSON snapshot twice the text limit opens (frames interned as read), equal to the CLI\'s', async () => {
+  // make_large_snapshot.py writes the run large_snapshot.mjs measures; here 6 MB, with the
+  // page's limits lowered to 4 MB of other text and 8 MB of JSON snapshot, as 768 MiB and 1.5 GiB are.
+  const file = path.join(DIR, 'big_snapshot.json');
+  execFileSync('python3', [path.join(ROOT, 'tests', 'make_large_snapshot.py'), '6', file]);
+  const csv = path.join(DIR, 'big_trace.csv');
+  await writeFile(csv, `Time,Action,Pointer,Size\n${'1,allocate,0x10,512\n2,free,0x10,512\n'.repeat(150000)}`);
+  const set = (text, json) => page.evaluate(async ([t, j]) => {
+    Object.assign((await import('./js/trace_source.js')).limits, { textBytes: t, snapshotBytes: j });
+  }, [text, json]);
+  await set(4e6, 8e6);
+  try {
+    await open(file);
+    const c = await cli(file);
+    const row = await recordedRow();
+    assert.equal(row.recorded_peak_allocated_bytes, c.peak_requested_bytes);
+    assert.equal(row.recorded_device_allocs, c.segment_placements_recorded);
+    assert.ok(row.recorded_segments > 0);
+    const shown = await page.$eval('#replay-outcome tr.cachalot td[data-field="peak_reserved_bytes"]', (td) => Number(td.dataset.value));
+    assert.equal(shown, c.peak_reserved_bytes);
+    // Every band's frames are there: 12 a stack.
+    const frames = await page.evaluate(() => {
+      const t = window.cachalot.replay.trace;
+      return t.stack_frames(t.bands()[3]).length;
+    });
+    assert.equal(frames, 12);
+    // Other text keeps the lower limit.
+    await page.setInputFiles('#replay-file', csv);
+    await page.waitForFunction(() => /^big_trace\.csv: too large for the page \(more than 4000000 bytes of trace text\)/
+      .test(document.getElementById('replay-error').textContent));
+  } finally {
+    await set(768 * 1024 * 1024, 1536 * 1024 * 1024);
+  }
   assert.equal(errors.length, 0, errors.join('\n'));
 });
