@@ -22,7 +22,6 @@ mod allocator_handle;
 mod decisions;
 mod epoch_calls;
 mod error;
-mod frame_table;
 mod js_argument;
 mod js_number;
 mod memory_map;

@@ -81,7 +81,7 @@ pub(crate) fn read_file_slim(
     data: &[u8],
     name: &str,
     limits: &TraceLimits,
-    frames: &mut crate::frame_table::FrameTable,
+    frames: &mut cachalot_core::trace::frame_table::FrameTable,
 ) -> Result<(Vec<Trace>, Option<serde_json::Value>), String> {
     match crate::slim_snapshot::read(data, limits, frames) {
         Some(v) => Ok((parse_each_device_value_within(&v, limits).map_err(|e| message(name, e))?, Some(v))),

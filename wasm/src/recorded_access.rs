@@ -10,9 +10,9 @@ use cachalot_core::TraceOp;
 use wasm_bindgen::prelude::*;
 
 use crate::error::js_error;
-use crate::frame_table::NONE;
 use crate::js_argument::whole;
 use crate::trace_file::TraceFile;
+use cachalot_core::trace::frame_table::NONE;
 
 /// Numbers of one band: first operation, the operation that frees it (the trace's length
 /// when never freed), its size in bytes, its stack id.

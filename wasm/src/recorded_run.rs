@@ -20,7 +20,7 @@ use cachalot_core::{Position, Trace};
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::frame_table::{FrameTable, NONE};
+use cachalot_core::trace::frame_table::{FrameTable, NONE};
 
 /// The run's own figures, as the page's row shows them.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]

@@ -12,11 +12,11 @@ use cachalot_core::{Trace, TraceOp};
 use wasm_bindgen::prelude::*;
 
 use crate::error::js_error;
-use crate::frame_table::FrameTable;
 use crate::js_argument::{bytes, count, text, whole};
 use crate::reader::{read_file_slim, read_trace, BROWSER_LIMITS};
 use crate::recorded_run::{recorded, Recorded};
 use crate::snapshot_map;
+use cachalot_core::trace::frame_table::FrameTable;
 
 /// A parsed allocation trace.
 #[wasm_bindgen]

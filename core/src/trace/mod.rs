@@ -3,6 +3,7 @@
 
 pub(crate) mod csv;
 pub mod file_format;
+pub mod frame_table;
 pub(crate) mod inferred_segments;
 pub(crate) mod late_frees;
 pub(crate) mod limits;
@@ -10,11 +11,13 @@ pub(crate) mod operations;
 pub mod pickle;
 pub(crate) mod position;
 pub(crate) mod reader;
+pub mod slim_json;
 pub(crate) mod snapshot_device;
 pub(crate) mod trace_error;
 
 pub use csv::CsvReader;
 pub use file_format::{format_of, is_gzip, is_pickle, open_bytes, Format, Opened, GZIP_MAGIC};
+pub use frame_table::{FrameBounds, FrameTable};
 pub use limits::{nests_deeper, Limit, TraceLimits, LINE_BYTES};
 pub use operations::{Trace, TraceOp, TraceReport, UnknownAction};
 pub use reader::*;

@@ -26,6 +26,7 @@ use alloc::vec::Vec;
 
 use serde_json::{Map, Number, Value as Json};
 
+use crate::trace::frame_table::FrameTable;
 use crate::trace::limits::{Limit, TraceLimits};
 
 /// Why the bytes are not a pickle this machine reads.
@@ -67,6 +68,17 @@ struct Arena {
 
 /// Reads the pickle `bytes` into its JSON value within `limits`.
 pub fn read(bytes: &[u8], limits: &TraceLimits) -> Result<Json, PickleError> {
+    read_into(bytes, limits, &mut None)
+}
+
+/// Reads the pickle `bytes` as [`read`] does, but every `frames` entry of a dict becomes its
+/// stack id in `frames` as the value is built (as `slim_json` reads JSON): the value then
+/// never holds a snapshot's frames, most of its bytes.
+pub fn read_slim(bytes: &[u8], limits: &TraceLimits, frames: &mut FrameTable) -> Result<Json, PickleError> {
+    read_into(bytes, limits, &mut Some(frames))
+}
+
+fn read_into(bytes: &[u8], limits: &TraceLimits, frames: &mut Option<&mut FrameTable>) -> Result<Json, PickleError> {
     let mut m = Machine { bytes, at: 0, arena: Arena::default(), stack: Vec::new(), memo: BTreeMap::new() };
     let top = m.run()?;
     let (size, _) = measure(&m.arena, top, limits.depth, &mut BTreeMap::new()).map_err(|e| match e {
@@ -76,7 +88,7 @@ pub fn read(bytes: &[u8], limits: &TraceLimits) -> Result<Json, PickleError> {
     if size > limits.bytes {
         return Err(PickleError::Limit(Limit::Bytes(limits.bytes)));
     }
-    Ok(to_json(&m.arena, top))
+    Ok(to_json(&m.arena, top, frames))
 }
 
 /// The bytes `v` takes written out as JSON (about: each scalar 8, each string its length),
@@ -340,8 +352,9 @@ impl Machine<'_> {
     }
 }
 
-/// `v` as JSON (measured first: its size and nesting are within the limits).
-fn to_json(arena: &Arena, v: Value) -> Json {
+/// `v` as JSON (measured first: its size and nesting are within the limits), each `frames`
+/// entry interned into `frames` when a table is given.
+fn to_json(arena: &Arena, v: Value, frames: &mut Option<&mut FrameTable>) -> Json {
     match v {
         Value::None | Value::Mark => Json::Null,
         Value::Bool(b) => Json::Bool(b),
@@ -349,15 +362,22 @@ fn to_json(arena: &Arena, v: Value) -> Json {
         Value::UInt(u) => Json::from(u),
         Value::Big(f) | Value::Float(f) => Number::from_f64(f).map_or(Json::Null, Json::Number),
         Value::Str(id) => Json::String(arena.strings[id].clone()),
-        Value::List(id) => Json::Array(arena.lists[id].iter().map(|&item| to_json(arena, item)).collect()),
+        Value::List(id) => Json::Array(arena.lists[id].iter().map(|&item| to_json(arena, item, frames)).collect()),
         Value::Dict(id) => {
             let mut map = Map::new();
             for &(k, item) in &arena.dicts[id] {
-                let key = match to_json(arena, k) {
+                let key = match to_json(arena, k, &mut None) {
                     Json::String(s) => s,
                     other => other.to_string(),
                 };
-                map.insert(key, to_json(arena, item));
+                let item = match frames.as_deref_mut() {
+                    // One list's value at a time, dropped once interned.
+                    Some(table) if key == "frames" => {
+                        Json::from(table.stack_of_frames(&to_json(arena, item, &mut None)))
+                    }
+                    _ => to_json(arena, item, frames),
+                };
+                map.insert(key, item);
             }
             Json::Object(map)
         }
@@ -402,6 +422,31 @@ mod tests {
         };
         assert_eq!(read(&memo(3), &limits(4 << 20, 64)).unwrap().as_array().unwrap().len(), 3);
         assert_eq!(read(&memo(3000), &limits(1 << 30, 64)), Err(PickleError::Limit(Limit::Bytes(1 << 30))));
+    }
+
+    /// Read slim, a pickle gives the value `read` gives with each `frames` entry its stack id,
+    /// and holds no frame text (`slim_json` reads JSON alike).
+    #[test]
+    fn frames_are_interned_as_the_value_is_built() {
+        // {"device_traces": [[{"frames": [f, f], "addr": 1}]]}, f = {"name": "f"}: one dict
+        // memoized and used twice, as pickle.dump writes a shared object.
+        // pickle.dumps(..., protocol=4) of that, the frame dict `f` listed twice.
+        let p: [u8; 79] = [
+            128, 4, 149, 68, 0, 0, 0, 0, 0, 0, 0, 125, 148, 140, 13, 100, 101, 118, 105, 99, 101, 95, 116, 114, 97, 99,
+            101, 115, 148, 93, 148, 93, 148, 125, 148, 40, 140, 6, 102, 114, 97, 109, 101, 115, 148, 93, 148, 40, 125,
+            148, 140, 4, 110, 97, 109, 101, 148, 140, 1, 102, 148, 115, 104, 7, 101, 140, 4, 97, 100, 100, 114, 148,
+            75, 1, 117, 97, 97, 115, 46,
+        ];
+        let limits = limits(1 << 20, 64);
+        let mut whole = read(&p, &limits).unwrap();
+        assert_eq!(whole["device_traces"][0][0]["frames"][1]["name"], "f", "{whole}");
+        let mut t = FrameTable::default();
+        let slim = read_slim(&p, &limits, &mut t).unwrap();
+        let id = t.stack_of(&slim["device_traces"][0][0]);
+        assert_eq!(t.lines(id), ["f (?:0)", "f (?:0)"]);
+        assert!(!slim.to_string().contains("name"), "{slim}");
+        FrameTable::default().slim(&mut whole);
+        assert_eq!(whole, slim);
     }
 
     #[test]

@@ -73,11 +73,13 @@ impl OomLocation {
                 at.line = Some(n);
                 at.pointer = t.input.csv_row(n).and_then(|(header, row)| csv_pointer(&header, &row));
             }
-            (Some(Position::Event(i)), Input::Snapshot(snapshot)) => {
+            (Some(Position::Event(i)), Input::Snapshot { value, frames }) => {
                 at.event = Some(i);
-                if let Some(e) = snapshot_event(snapshot, t.trace.device, i) {
+                if let Some(e) = snapshot_event(value, t.trace.device, i) {
                     at.pointer = e.get("addr").and_then(Value::as_u64);
-                    at.frames = e.get("frames").and_then(Value::as_array).cloned().unwrap_or_default();
+                    // The value holds the stack's id; its frames are in the table.
+                    let id = e.get("frames").and_then(Value::as_u64).and_then(|id| u32::try_from(id).ok());
+                    at.frames = id.map_or_else(Vec::new, |id| frames.frames(id));
                 }
             }
             _ => {}

@@ -12,7 +12,7 @@
 //! `pickle.load` reads back.
 
 use cachalot_core::trace::pickle::{self, PickleError};
-use cachalot_core::trace::{Limit, TraceLimits};
+use cachalot_core::trace::{FrameTable, Limit, TraceLimits};
 use serde_json::Value as Json;
 use serde_pickle::SerOptions;
 
@@ -31,7 +31,24 @@ pub fn to_json(bytes: &[u8], what: &str) -> Result<Json, String> {
 /// The JSON value of the pickle `bytes` within `limits`: its nesting, and its values written
 /// out as JSON (a value the memo or DUP names counted at each use) within `limits.bytes`.
 pub fn to_json_within(bytes: &[u8], what: &str, limits: &TraceLimits) -> Result<Json, String> {
-    pickle::read(bytes, limits).map_err(|e| match e {
+    pickle::read(bytes, limits).map_err(|e| named(e, what, limits))
+}
+
+/// The JSON value of the pickle `bytes` within `limits`, as [`to_json_within`] gives it but
+/// each `frames` entry its stack id in `frames`, interned as the value is built (so the
+/// value never holds the frames, most of a snapshot's bytes).
+pub fn to_slim_json_within(
+    bytes: &[u8],
+    what: &str,
+    limits: &TraceLimits,
+    frames: &mut FrameTable,
+) -> Result<Json, String> {
+    pickle::read_slim(bytes, limits, frames).map_err(|e| named(e, what, limits))
+}
+
+/// A pickle reader's error as the tool says it, naming the file and the flag to raise.
+fn named(e: PickleError, what: &str, limits: &TraceLimits) -> String {
+    match e {
         PickleError::Unreadable(m) => format!("{what}: not a readable pickle: {m}"),
         PickleError::Limit(Limit::Depth(_)) => format!(
             "{what}: the pickle nests values deeper than {} (the limit on nesting); raise the limit with --max-depth N",
@@ -42,7 +59,7 @@ pub fn to_json_within(bytes: &[u8], what: &str, limits: &TraceLimits) -> Result<
              counted (the limit on bytes read); raise the limit with --max-bytes SIZE",
             limits.bytes
         ),
-    })
+    }
 }
 
 /// `value` as a pickle (protocol 3, which every Python 3 reads).

@@ -3,7 +3,10 @@
 //! by their first bytes, whatever the file is called), parsed by the core's own reader; of a
 //! snapshot of several GPUs, the one chosen. Bytes are read as they come: a CSV is fed to the
 //! core a line at a time and never held (with [`parse_spooled`], nor are its operations); a
-//! snapshot is held, up to the limit on bytes.
+//! snapshot's text is held while it is read, up to the limit on bytes, and its value then
+//! without its stack frames, which are interned in a [`FrameTable`] as they are parsed (the
+//! core's `slim_json`, the browser's reader too): in a real snapshot they are most of the
+//! bytes, and as a JSON value each byte of text took about ten.
 //!
 //! Invariants: every failure is a message that names the file and what is wrong with it; a
 //! limit met names itself and the flag that raises it (`--max-bytes`, `--max-depth`,
@@ -15,7 +18,8 @@ use std::io::{self, BufRead, BufReader, Cursor, Read};
 use std::path::PathBuf;
 
 use cachalot_core::trace::{
-    format_of, is_gzip, nests_deeper, parse_snapshot_value_within, CsvReader, Format, Limit, TraceLimits, LINE_BYTES,
+    format_of, is_gzip, nests_deeper, parse_snapshot_value_within, slim_json, CsvReader, Format, FrameBounds,
+    FrameTable, Limit, TraceLimits, LINE_BYTES,
 };
 use cachalot_core::{Trace, TraceError, TraceErrorKind};
 
@@ -28,8 +32,13 @@ use crate::pickle_snapshot;
 pub enum Input {
     /// An RMM CSV, not held: where to read a row of it again.
     Csv(Source),
-    /// A snapshot, as a JSON value (a pickle converted).
-    Snapshot(serde_json::Value),
+    /// A snapshot (a pickle converted to JSON's value model).
+    Snapshot {
+        /// Its JSON value, each `frames` entry replaced by its stack id in `frames`.
+        value: serde_json::Value,
+        /// Its stack frames, each stack whole ([`FrameBounds::within`] the limit on bytes).
+        frames: FrameTable,
+    },
 }
 
 /// Where a trace's bytes can be read again.
@@ -242,10 +251,11 @@ fn parse_into(
     }
     let format = format_of(&head).unwrap_or(Format::Csv);
     let mut all = Cursor::new(head).chain(text);
+    let mut frames = FrameTable::new(FrameBounds::within(limits.bytes));
     let snapshot = if format == Format::Pickle {
         let mut bytes = Vec::new();
         all.read_to_end(&mut bytes).map_err(|e| io_error(e, gzip))?;
-        pickle_snapshot::to_json_within(&bytes, what, limits)?
+        pickle_snapshot::to_slim_json_within(&bytes, what, limits, &mut frames)?
     } else if format == Format::Json {
         let mut bytes = Vec::new();
         all.read_to_end(&mut bytes).map_err(|e| io_error(e, gzip))?;
@@ -254,7 +264,7 @@ fn parse_into(
         if nests_deeper(body, limits.depth) {
             return Err(named(TraceError::limit(0, Limit::Depth(limits.depth))));
         }
-        serde_json::from_str(body).map_err(|e| format!("{what}: invalid trace, line {}: {e}", e.line()))?
+        slim_json::from_str(body, &mut frames).map_err(|e| format!("{what}: invalid trace, line {}: {e}", e.line()))?
     } else {
         if device.is_some() {
             let d = device.unwrap_or_default();
@@ -281,7 +291,7 @@ fn parse_into(
         return Ok(Loaded { trace, input: Input::Csv(source) });
     };
     let trace = parse_snapshot_value_within(&snapshot, device, limits).map_err(named)?;
-    Ok(Loaded { trace, input: Input::Snapshot(snapshot) })
+    Ok(Loaded { trace, input: Input::Snapshot { value: snapshot, frames } })
 }
 
 fn not_text(gzip: bool, what: &str) -> String {

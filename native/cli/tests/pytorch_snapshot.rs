@@ -192,3 +192,36 @@ fn trace_errors_say_what_happened_and_where() {
     assert!(text(&out.stderr).contains("(the first, action 'steal', at event 1)"), "{}", text(&out.stderr));
     assert_eq!(cachalot(&["replay", unknown.to_str().unwrap(), "--strict"]).status.code(), Some(1));
 }
+
+/// The frames a replay shows are the input's, whole and in order: the reader keeps them in a
+/// frame table beside a value that holds stack ids (issue 41), and the first out of memory's
+/// frames, the report's lines and `--snapshot`'s entries must not tell the difference.
+#[test]
+fn the_frames_shown_are_the_inputs_exactly() {
+    let input: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(fixture("pytorch_snapshot.json")).unwrap()).unwrap();
+    let events = input["device_traces"][0].as_array().unwrap();
+    let recorded = &events[6]["frames"];
+    assert!(recorded.as_array().is_some_and(|f| !f.is_empty()), "the refused allocation has frames: {recorded}");
+    for file in ["pytorch_snapshot.json", "pytorch_snapshot.pickle"] {
+        let v = json_with(&cachalot(&[&["replay", &fixture(file)][..], &SMALL].concat()), 3);
+        assert_eq!(&v["first_oom"]["frames"], recorded, "{file}");
+        let report = text(&cachalot(&["replay", &fixture(file), "--capacity", "4GiB"]).stdout);
+        for f in recorded.as_array().unwrap() {
+            let line =
+                format!("at {}:{} in {}", f["filename"].as_str().unwrap(), f["line"], f["name"].as_str().unwrap());
+            assert!(report.contains(&line), "{file}: {line} in {report}");
+        }
+        let out = scratch("frames").join(format!("{file}.json"));
+        let args = ["replay", &fixture(file), "--capacity", "4GiB", "--snapshot", out.to_str().unwrap()];
+        assert_eq!(cachalot(&args).status.code(), Some(3));
+        let written: serde_json::Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
+        let entries = written["device_traces"][0].as_array().unwrap();
+        let oom = entries.iter().find(|e| e["action"] == "oom").unwrap();
+        assert_eq!(&oom["frames"], recorded, "{file}");
+        let input_stacks: Vec<&serde_json::Value> = events.iter().map(|e| &e["frames"]).collect();
+        for e in entries.iter().filter(|e| e["frames"].as_array().is_some_and(|f| !f.is_empty())) {
+            assert!(input_stacks.contains(&&e["frames"]), "{file}: {e} has frames the input never listed");
+        }
+    }
+}
