@@ -9,6 +9,7 @@
 #![warn(missing_docs)]
 
 pub mod gzip_members;
+pub mod nesting_guard;
 pub mod op_spool;
 pub mod pickle_snapshot;
 pub mod trace_file;

@@ -3,10 +3,11 @@
 //! by their first bytes, whatever the file is called), parsed by the core's own reader; of a
 //! snapshot of several GPUs, the one chosen. Bytes are read as they come: a CSV is fed to the
 //! core a line at a time and never held (with [`parse_spooled`], nor are its operations); a
-//! snapshot's text is held while it is read, up to the limit on bytes, and its value then
-//! without its stack frames, which are interned in a [`FrameTable`] as they are parsed (the
-//! core's `slim_json`, the browser's reader too): in a real snapshot they are most of the
-//! bytes, and as a JSON value each byte of text took about ten.
+//! JSON snapshot is parsed as it is read (a pickle is read whole first, up to the limit on
+//! bytes), and its value held without its stack frames, which are interned in a
+//! [`FrameTable`] as they are parsed (the core's `slim_json`, the browser's reader too): in a
+//! real snapshot they are most of the bytes, and as a JSON value each byte of text took about
+//! ten.
 //!
 //! Invariants: every failure is a message that names the file and what is wrong with it; a
 //! limit met names itself and the flag that raises it (`--max-bytes`, `--max-depth`,
@@ -18,12 +19,13 @@ use std::io::{self, BufRead, BufReader, Cursor, Read};
 use std::path::PathBuf;
 
 use cachalot_core::trace::{
-    format_of, is_gzip, nests_deeper, parse_snapshot_value_within, slim_json, CsvReader, Format, FrameBounds,
-    FrameTable, Limit, TraceLimits, LINE_BYTES,
+    format_of, is_gzip, parse_snapshot_value_within, slim_json, CsvReader, Format, FrameBounds, FrameTable, Limit,
+    TraceLimits, LINE_BYTES,
 };
 use cachalot_core::{Trace, TraceError, TraceErrorKind};
 
 use crate::gzip_members::Members;
+use crate::nesting_guard::{too_deep, NestingGuard};
 use crate::op_spool::{Spool, SpoolWriter};
 use crate::pickle_snapshot;
 
@@ -257,14 +259,24 @@ fn parse_into(
         all.read_to_end(&mut bytes).map_err(|e| io_error(e, gzip))?;
         pickle_snapshot::to_slim_json_within(&bytes, what, limits, &mut frames)?
     } else if format == Format::Json {
-        let mut bytes = Vec::new();
-        all.read_to_end(&mut bytes).map_err(|e| io_error(e, gzip))?;
-        let text = String::from_utf8(bytes).map_err(|_| not_text(gzip, what))?;
-        let body = text.trim_start_matches('\u{feff}').trim_start();
-        if nests_deeper(body, limits.depth) {
-            return Err(named(TraceError::limit(0, Limit::Depth(limits.depth))));
-        }
-        slim_json::from_str(body, &mut frames).map_err(|e| format!("{what}: invalid trace, line {}: {e}", e.line()))?
+        // Parsed as it is read, the text never held: from the bracket that opens it (what
+        // came before is a byte-order mark and white space), so lines count from there.
+        let (head, text) = all.into_inner();
+        let open: Vec<u8> = head.into_inner().last().copied().into_iter().collect();
+        let mut de =
+            serde_json::Deserializer::from_reader(NestingGuard::new(Cursor::new(open).chain(text), limits.depth));
+        let value = slim_json::read(&mut de, &mut frames).and_then(|v| de.end().map(|()| v));
+        value.map_err(|e| {
+            if !e.is_io() {
+                return json_error(e, what, gzip);
+            }
+            let e = io::Error::from(e);
+            if too_deep(&e) {
+                named(TraceError::limit(0, Limit::Depth(limits.depth)))
+            } else {
+                io_error(e, gzip)
+            }
+        })?
     } else {
         if device.is_some() {
             let d = device.unwrap_or_default();
@@ -292,6 +304,16 @@ fn parse_into(
     };
     let trace = parse_snapshot_value_within(&snapshot, device, limits).map_err(named)?;
     Ok(Loaded { trace, input: Input::Snapshot { value: snapshot, frames } })
+}
+
+/// A JSON snapshot's parse error as the tool says it: bytes that are not UTF-8 are called so,
+/// as they were when the text was held whole.
+fn json_error(e: serde_json::Error, what: &str, gzip: bool) -> String {
+    // serde_json's words for bytes in a string that are not UTF-8.
+    if e.to_string().starts_with("invalid unicode code point") {
+        return not_text(gzip, what);
+    }
+    format!("{what}: invalid trace, line {}: {e}", e.line())
 }
 
 fn not_text(gzip: bool, what: &str) -> String {
@@ -389,6 +411,27 @@ mod tests {
         // A JSON snapshot after a byte-order mark and white space is still told from CSV.
         let json = "\u{feff} \n{\"device_traces\": [[{\"action\": \"alloc\", \"addr\": 16, \"size\": 512}]]}";
         assert_eq!(text_of(json.as_bytes()), Ok(1));
+    }
+
+    /// A JSON snapshot is parsed as it is read, its text never held whole, and says what is
+    /// wrong as it did when it was: bytes not UTF-8, the line of a syntax error counted from
+    /// the opening bracket, the limit on bytes met mid-stream.
+    #[test]
+    fn a_streamed_json_snapshot_names_its_faults_as_before() {
+        assert_eq!(
+            text_of(b"{\"device_traces\": [[{\"action\": \"\xff\"}]]}"),
+            Err("t: not UTF-8 text (nor gzip, nor a pickle)".into())
+        );
+        assert_eq!(
+            text_of(&gzip(b"{\"a\": \"\xc3\"}")),
+            Err("t: not UTF-8 text once decompressed (nor a pickle)".into())
+        );
+        let e = text_of("\u{feff}\n\n{\"device_traces\":\n [[}".as_bytes()).unwrap_err();
+        assert!(e.starts_with("t: invalid trace, line 2: "), "{e}");
+        let limits = TraceLimits { bytes: 32, depth: 64, events: 100 };
+        let big = format!("{{\"device_traces\": [[]], \"x\": \"{}\"}}", "y".repeat(100));
+        let e = parse_from(big.as_bytes(), "t", None, &limits, Source::Gone).err().unwrap();
+        assert!(e.contains("more than 32 bytes of text") && e.ends_with("--max-bytes SIZE"), "{e}");
     }
 
     fn args(list: &[&str]) -> Vec<String> {
