@@ -263,8 +263,9 @@ fn parse_into(
         // came before is a byte-order mark and white space), so lines count from there.
         let (head, text) = all.into_inner();
         let open: Vec<u8> = head.into_inner().last().copied().into_iter().collect();
-        let mut de =
-            serde_json::Deserializer::from_reader(NestingGuard::new(Cursor::new(open).chain(text), limits.depth));
+        // serde_json reads a byte at a time: the guard is given whole buffers.
+        let guarded = NestingGuard::new(Cursor::new(open).chain(text), limits.depth);
+        let mut de = serde_json::Deserializer::from_reader(BufReader::with_capacity(1 << 16, guarded));
         let value = slim_json::read(&mut de, &mut frames).and_then(|v| de.end().map(|()| v));
         value.map_err(|e| {
             if !e.is_io() {
