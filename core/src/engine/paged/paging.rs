@@ -47,6 +47,13 @@ fn chunk_pages(need: u64) -> u64 {
 /// The most pages a chunk holds (16 MiB of 2 MiB pages).
 const MAX_CHUNK_PAGES: u64 = 8;
 
+/// A chunk created under pressure holds at most this fraction of the memory left (see
+/// `chunk_pages_now`): chunks shrink once less than 16 GiB is free, and are single pages, as
+/// expandable segments' always are, once less than 4 GiB is. A quarter of that (256) left
+/// pages stranded in chunks made early: a decoding job with a 1,024-token prompt then needed
+/// 8.71 GiB where expandable segments need 8.65 (`cachalot fit`, docs/benchmarks.md).
+const HEADROOM_PER_CHUNK: u64 = 1024;
+
 /// Pages that must move before one page of slack is earned (`page_slack`). A move costs a
 /// GPU tens of microseconds (an unmap, a map and an access grant), a page held costs memory
 /// for good: like renting before buying, slack is bought only once moving has cost many
@@ -247,6 +254,23 @@ impl<D: Device> Allocator<D> {
         out
     }
 
+    /// Pages of a chunk created now for a span needing `need` pages: [`chunk_pages`], and
+    /// under pressure at most a [`HEADROOM_PER_CHUNK`]th of the memory still to be had
+    /// (what the device has free, or the memory fraction leaves), down to one page. A chunk
+    /// is freed only when wholly idle, so near the device's end a large one shared with live
+    /// memory holds pages nothing else can use, and those pages decide whether a job fits.
+    fn chunk_pages_now(&self, need: u64) -> u64 {
+        let pages = chunk_pages(need);
+        if pages == 1 {
+            return 1;
+        }
+        let mut headroom = self.device.free_memory();
+        if let Some(a) = self.allowed_here() {
+            headroom = headroom.min(a.saturating_sub(self.reserved));
+        }
+        pages.min(headroom / self.paged.paged_page / HEADROOM_PER_CHUNK).max(1)
+    }
+
     /// A new chunk of `pages` pages, unless the memory fraction (counting the chunks already
     /// created for this request) or the device refuses.
     fn create_chunk(&mut self, pages: u64, creation: &mut Creation) -> Result<Option<Chunk>, AllocError> {
@@ -345,9 +369,12 @@ impl<D: Device> Allocator<D> {
                 None => break,
             }
         }
-        // New chunks, within the pages ever in use.
+        // New chunks, within the pages ever in use. Their size is decided once a span: on a
+        // GPU, asking what is free is a driver call.
+        let mut chunk = None;
         while have(got) < span.need && creation.within_peak > 0 {
-            let pages = (span.need - have(got)).min(chunk_pages(span.need)).min(creation.within_peak);
+            let chunk = *chunk.get_or_insert_with(|| self.chunk_pages_now(span.need));
+            let pages = (span.need - have(got)).min(chunk).min(creation.within_peak);
             match self.create_chunk(pages, creation)? {
                 Some(c) => {
                     creation.within_peak -= pages;
@@ -399,7 +426,8 @@ impl<D: Device> Allocator<D> {
         }
         // Beyond the peak: new chunks for the rest.
         while have(got) < span.need {
-            let pages = (span.need - have(got)).min(chunk_pages(span.need));
+            let chunk = *chunk.get_or_insert_with(|| self.chunk_pages_now(span.need));
+            let pages = (span.need - have(got)).min(chunk);
             match self.create_chunk(pages, creation)? {
                 Some(c) => got.push(c),
                 None => return Ok(false),
