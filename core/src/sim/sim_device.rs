@@ -28,6 +28,10 @@ use alloc::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use crate::base::device::{Device, DeviceError, Event, PhysHandle, Stream};
 
+use super::device_calls::DeviceCalls;
+use super::faults::{FaultSite, Faults, INJECTED_FAULT_CODE};
+use super::placement_abandoned::{AbandonReason, PlacementAbandoned};
+
 /// Where the simulated address space starts: a typical CUDA device address.
 pub const BASE_ADDRESS: u64 = 0x7f00_0000_0000;
 /// One past the end of the simulated address space (1 TiB above the base).
@@ -47,68 +51,6 @@ pub const VM_BASE: u64 = 0x6000_0000_0000;
 /// Page size of simulated virtual memory, as CUDA's allocation granularity on an H200.
 pub const VM_GRANULARITY: u64 = 2 << 20;
 
-/// The driver error code an injected map, unmap or event-record fault reports.
-pub const INJECTED_FAULT_CODE: i32 = 999;
-
-/// The kinds of device call a fault can be injected into.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub enum FaultSite {
-    /// Segment allocation (`allocate`): fails as out of memory.
-    Allocate,
-    /// Physical-handle creation (`vm_create`): fails as out of memory.
-    Create,
-    /// Mapping a handle (`vm_map`): fails with a driver error.
-    Map,
-    /// Unmapping a range (`vm_unmap`): fails with a driver error.
-    Unmap,
-    /// Recording an event (`record_event`): fails with a driver error.
-    RecordEvent,
-    /// Destroying a physical handle (`vm_destroy`): fails with a driver error, the handle
-    /// still held.
-    Destroy,
-    /// Freeing a segment (`free`): fails with a driver error, the segment still held.
-    Free,
-    /// Releasing an address range (`vm_release`): fails with a driver error, the range still
-    /// reserved.
-    Release,
-    /// Granting access to mapped pages (`vm_set_access`): fails with a driver error.
-    SetAccess,
-    /// Querying an event (`query_event`): fails with a driver error.
-    QueryEvent,
-}
-
-impl FaultSite {
-    /// Every kind, in declaration order.
-    pub const ALL: [FaultSite; 10] = [
-        FaultSite::Allocate,
-        FaultSite::Create,
-        FaultSite::Map,
-        FaultSite::Unmap,
-        FaultSite::RecordEvent,
-        FaultSite::Destroy,
-        FaultSite::Free,
-        FaultSite::Release,
-        FaultSite::SetAccess,
-        FaultSite::QueryEvent,
-    ];
-}
-
-/// Calls to fail, and the number of calls made so far, per [`FaultSite`].
-#[derive(Clone, Debug, Default)]
-struct Faults {
-    failing: [BTreeSet<u64>; FaultSite::ALL.len()],
-    attempts: [u64; FaultSite::ALL.len()],
-}
-
-impl Faults {
-    /// Numbers the next call of `site`; true if an injected fault refuses it.
-    fn refuses(&mut self, site: FaultSite) -> bool {
-        let call = self.attempts[site as usize];
-        self.attempts[site as usize] += 1;
-        self.failing[site as usize].remove(&call)
-    }
-}
-
 /// A piece of device memory as device work sees it (see [`SimDevice::memory_behind`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Memory {
@@ -116,43 +58,6 @@ pub enum Memory {
     Segment(u64),
     /// A physical handle of virtual memory.
     Handle(PhysHandle),
-}
-
-/// Counts of the calls a device received.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
-pub struct DeviceCalls {
-    /// Successful segment allocations.
-    pub allocations: u64,
-    /// Segment allocations refused (capacity or injected fault).
-    pub failed_allocations: u64,
-    /// Calls of any kind refused by an injected fault (see [`FaultSite`]).
-    pub injected_failures: u64,
-    /// Segment frees.
-    pub frees: u64,
-    /// Events recorded.
-    pub events_recorded: u64,
-    /// Event queries.
-    pub event_queries: u64,
-    /// Event synchronizations.
-    pub event_syncs: u64,
-    /// Stream synchronizations (before unmapping memory a stream's work may still use).
-    pub stream_syncs: u64,
-    /// Address ranges reserved.
-    pub vm_reserves: u64,
-    /// Address ranges released.
-    pub vm_releases: u64,
-    /// Physical handles created.
-    pub vm_creates: u64,
-    /// Physical handle creations refused (capacity or injected fault).
-    pub vm_failed_creates: u64,
-    /// Physical handles destroyed.
-    pub vm_destroys: u64,
-    /// Handles mapped.
-    pub vm_maps: u64,
-    /// Access grants (one per freshly mapped range).
-    pub vm_set_access: u64,
-    /// Unmap calls.
-    pub vm_unmaps: u64,
 }
 
 /// A simulated device.
@@ -186,52 +91,6 @@ pub struct SimDevice {
     placements_followed: usize,
     /// Why the list of placements was given up, if it was.
     placements_abandoned: Option<PlacementAbandoned>,
-}
-
-/// Why a replay stopped following a recorded run's placements: the first segment it asked
-/// for that the next placement could not give.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
-pub struct PlacementAbandoned {
-    /// The segment allocation (numbered from 0 among this device's allocations) that could
-    /// not follow.
-    pub segment: u64,
-    /// How many placements had been followed before it.
-    pub followed: usize,
-    /// The placement it would have taken: (address, size).
-    pub placement: (u64, u64),
-    /// The size the replay asked for.
-    pub size: u64,
-    /// Why it could not.
-    pub reason: AbandonReason,
-}
-
-/// Why a placement could not be followed.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum AbandonReason {
-    /// The replay asked for a segment of another size than the run made there: its
-    /// decisions differ from the run's (another config, or a rule that differs).
-    SizeDiffers,
-    /// The range is taken by a live segment or a reserved range of the replay.
-    AddressTaken,
-    /// The address is 0, not 512-aligned, or past what the device can hold.
-    AddressRefused,
-}
-
-impl core::fmt::Display for PlacementAbandoned {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        let (addr, len) = self.placement;
-        write!(
-            f,
-            "segment {} asked for {} bytes where the run made {len} bytes at {addr:#x}: ",
-            self.segment, self.size
-        )?;
-        f.write_str(match self.reason {
-            AbandonReason::SizeDiffers => "the replay's decisions differ from the run's there (another config or rule)",
-            AbandonReason::AddressTaken => "that range is taken in the replay",
-            AbandonReason::AddressRefused => "that address is null, unaligned or past the device's addresses",
-        })
-    }
 }
 
 impl SimDevice {
@@ -270,23 +129,23 @@ impl SimDevice {
     /// Makes the call of kind `site` with this 0-based number (counting every call of that
     /// kind, failed ones included) fail once; see [`FaultSite`] for how each kind fails.
     pub fn fail_call(&mut self, site: FaultSite, call: u64) {
-        self.faults.failing[site as usize].insert(call);
+        self.faults.fail(site, call);
     }
 
     /// The number the next call of kind `site` will get: `fail_call(site, next_call(site))`
     /// makes the very next such call fail.
     pub fn next_call(&self, site: FaultSite) -> u64 {
-        self.faults.attempts[site as usize]
+        self.faults.next_call(site)
     }
 
     /// Injected faults that have not fired yet, of every kind.
     pub fn pending_faults(&self) -> usize {
-        self.faults.failing.iter().map(BTreeSet::len).sum()
+        self.faults.pending()
     }
 
     /// Forgets every injected fault that has not fired yet.
     pub fn clear_faults(&mut self) {
-        self.faults.failing.iter_mut().for_each(BTreeSet::clear);
+        self.faults.clear();
     }
 
     /// Makes the physical-handle creation with this 0-based number fail as out of memory.
@@ -770,30 +629,6 @@ impl Device for SimDevice {
         }
         self.calls.vm_unmaps += 1;
         Ok(())
-    }
-}
-
-impl DeviceCalls {
-    /// The calls made since `earlier` was taken.
-    pub fn since(&self, earlier: &DeviceCalls) -> DeviceCalls {
-        DeviceCalls {
-            allocations: self.allocations - earlier.allocations,
-            failed_allocations: self.failed_allocations - earlier.failed_allocations,
-            injected_failures: self.injected_failures - earlier.injected_failures,
-            frees: self.frees - earlier.frees,
-            events_recorded: self.events_recorded - earlier.events_recorded,
-            event_queries: self.event_queries - earlier.event_queries,
-            event_syncs: self.event_syncs - earlier.event_syncs,
-            stream_syncs: self.stream_syncs - earlier.stream_syncs,
-            vm_reserves: self.vm_reserves - earlier.vm_reserves,
-            vm_releases: self.vm_releases - earlier.vm_releases,
-            vm_creates: self.vm_creates - earlier.vm_creates,
-            vm_failed_creates: self.vm_failed_creates - earlier.vm_failed_creates,
-            vm_destroys: self.vm_destroys - earlier.vm_destroys,
-            vm_maps: self.vm_maps - earlier.vm_maps,
-            vm_set_access: self.vm_set_access - earlier.vm_set_access,
-            vm_unmaps: self.vm_unmaps - earlier.vm_unmaps,
-        }
     }
 }
 
