@@ -21,11 +21,10 @@ use crate::base::config::Config;
 use crate::base::device::{Device, HeldChange, Stream};
 use crate::base::error::AllocError;
 use crate::base::size::{round_size, round_size_by_rule, segment_size, Pool, MAX_REQUEST, MIN_BLOCK, SMALL_SIZE};
-use crate::data::addr_map::{AddrTable, IdMap};
-use crate::data::block::{Block, BlockState, Slab, NIL};
+use crate::data::addr_map::IdMap;
+use crate::data::block::{Block, BlockState, NIL};
 use crate::data::events::PendingEvents;
-use crate::data::free_index::FreeIndex;
-use crate::data::streams::StreamTable;
+use crate::engine::block_heap::{BlockHeap, Cut};
 use crate::engine::capture::Captures;
 use crate::engine::memo::decision_memo::DecisionMemo;
 use crate::engine::paged::paged_state::PagedState;
@@ -46,13 +45,10 @@ use crate::report::stats::{Counters, DeviceStats};
 pub struct Allocator<D: Device> {
     pub(in crate::engine) device: D,
     pub(in crate::engine) config: Config,
-    pub(in crate::engine) blocks: Slab,
-    pub(in crate::engine) streams: StreamTable,
-    pub(in crate::engine) free: [FreeIndex; 2],
-    pub(in crate::engine) live: AddrTable,
+    /// The blocks, their indexes and the statistics (`block_heap.rs`).
+    pub(in crate::engine) heap: BlockHeap,
     pub(in crate::engine) stream_uses: IdMap<Vec<Stream>>,
     pub(in crate::engine) events: PendingEvents,
-    pub(in crate::engine) stats: Counters,
     /// Bytes of segments held: PyTorch's `total_allocated_memory`.
     pub(in crate::engine) reserved: u64,
     /// The memory-fraction limit in bytes, once a fraction is set.
@@ -82,17 +78,13 @@ impl<D: Device> Allocator<D> {
             vm: VirtualMemory::new(mode),
             paged: PagedState::new(granularity.unwrap_or(crate::base::size::SMALL_BUFFER)),
             device,
-            blocks: Slab::default(),
-            streams: StreamTable::default(),
-            free: [FreeIndex::default(), FreeIndex::default()],
-            live: AddrTable::default(),
-            stream_uses: Default::default(),
-            events: PendingEvents::default(),
-            stats: Counters {
+            heap: BlockHeap::new(Counters {
                 max_split_size: config.max_split_size_stat(),
                 num_oom_rejections: config.pytorch_version.counts_oom_rejections().then_some(0),
                 ..Counters::default()
-            },
+            }),
+            stream_uses: Default::default(),
+            events: PendingEvents::default(),
             reserved: 0,
             allowed: None,
             lookups: [0; 2],
@@ -126,7 +118,7 @@ impl<D: Device> Allocator<D> {
 
     /// The statistics.
     pub fn stats(&self) -> DeviceStats {
-        self.stats.report()
+        self.heap.stats().report()
     }
 
     /// Bytes of segments held from the device.
@@ -164,23 +156,22 @@ impl<D: Device> Allocator<D> {
     /// class). Virtual-memory bookkeeping (ranges and their page mappings) is per range and
     /// mapping, not per block, and is not counted.
     pub fn metadata_bytes(&self) -> (usize, usize) {
-        let (small, large) = (self.free[0].heap_bytes(), self.free[1].heap_bytes());
-        (self.blocks.heap_bytes() + self.live.heap_bytes() + small.0 + large.0, small.1 + large.1)
+        self.heap.metadata_bytes()
     }
 
     /// Blocks (allocated, pending, free or unmapped) alive now.
     pub fn live_blocks(&self) -> usize {
-        self.blocks.len()
+        self.heap.block_count()
     }
 
     /// Restarts every peak statistic at its current value.
     pub fn reset_peak_stats(&mut self) {
-        self.stats.reset_peak();
+        self.heap.stats_mut().reset_peak();
     }
 
     /// Restarts the accumulated statistics.
     pub fn reset_accumulated_stats(&mut self) {
-        self.stats.reset_accumulated();
+        self.heap.stats_mut().reset_accumulated();
     }
 
     /// Size of the largest cached free block, which a request up to that size could take
@@ -320,7 +311,8 @@ impl<D: Device> Allocator<D> {
             // Every device call a plain malloc can make moves a device counter (a segment made
             // or released, a retry), but for querying events, which only a queued one needs.
             let quiet = self.is_quiet();
-            self.memo.malloc_served(&mut self.blocks, &self.stats, (size, stream, id, handed, addr), quiet);
+            let (blocks, stats) = self.heap.memo_view();
+            self.memo.malloc_served(blocks, stats, (size, stream, id, handed, addr), quiet);
         }
         if !PLAIN && self.learns_layout() {
             self.log_request(addr, Signature { stream, pool, bytes: rounded });
@@ -376,7 +368,7 @@ impl<D: Device> Allocator<D> {
         let id = if RECALLED {
             recalled
         } else {
-            match self.live.remove(addr, &self.blocks) {
+            match self.heap.remove_live(addr) {
                 Some(id) => id,
                 None => return Err(self.diagnose_bad_pointer(addr)),
             }
@@ -392,28 +384,28 @@ impl<D: Device> Allocator<D> {
                 self.forget_uses_during_capture(id);
                 if let Err(e) = self.insert_events(id, &uses) {
                     self.stream_uses.insert(id, uses);
-                    self.live.insert(addr, id, &self.blocks);
+                    self.heap.insert_live(addr, id);
                     return Err(e);
                 }
             }
         }
-        if !PLAIN && self.learns_layout() && self.streams.owner(self.blocks[id].stream_index) == 0 {
+        if !PLAIN && self.learns_layout() && self.heap.lanes().owner(self.heap[id].stream_index) == 0 {
             self.log_free(id);
         }
-        let b = &mut self.blocks[id];
-        let (size, pool, stream, requested, pending) =
-            (b.size, b.pool, self.streams.handle(b.stream_index), b.requested(), b.event_count > 0 || deferred);
+        let stream = self.heap.stream_of(id);
+        let b = &mut self.heap[id];
+        let (size, pool, requested, pending) = (b.size, b.pool, b.requested(), b.event_count > 0 || deferred);
         b.state = if pending { BlockState::PendingFree } else { BlockState::Free };
-        self.stats.allocation.decrease(pool, 1);
-        self.stats.allocated_bytes.decrease(pool, size);
+        self.heap.stats_mut().allocation.decrease(pool, 1);
+        self.heap.stats_mut().allocated_bytes.decrease(pool, size);
         if size >= self.config.max_split_size {
-            self.stats.oversize_allocations.decrease(1);
+            self.heap.stats_mut().oversize_allocations.decrease(1);
         }
         self.record_if::<PLAIN>(Action::FreeRequested, addr, requested, stream);
         if pending {
-            self.stats.active.began(pool, 1);
-            self.stats.active_bytes.began(pool, size);
-            let events = self.blocks[id].event_count as u64;
+            self.heap.stats_mut().active.began(pool, 1);
+            self.heap.stats_mut().active_bytes.began(pool, size);
+            let events = self.heap[id].event_count as u64;
             self.explainer.note_if::<PLAIN>(|| {
                 if deferred {
                     Decision::DeferredByCapture
@@ -434,7 +426,7 @@ impl<D: Device> Allocator<D> {
     /// not reused until the work queued on `stream` by then has completed.
     pub fn record_stream(&mut self, addr: u64, stream: Stream) -> Result<(), AllocError> {
         self.settle();
-        let Some(id) = self.live.get(addr, &self.blocks) else {
+        let Some(id) = self.heap.live_block(addr) else {
             return Err(self.diagnose_bad_pointer(addr));
         };
         if self.stream_of(id) == stream {
@@ -456,9 +448,7 @@ impl<D: Device> Allocator<D> {
     pub fn empty_cache(&mut self) -> Result<(), AllocError> {
         self.settle();
         self.noting_releases("emptying the cache", |a| a.release_cached_blocks())?;
-        for index in &mut self.free {
-            index.drop_empty_streams();
-        }
+        self.heap.drop_empty_streams();
         Ok(())
     }
 
@@ -509,8 +499,8 @@ impl<D: Device> Allocator<D> {
         }
         // The plain copy never serves a private pool (`malloc_in_pool` takes the general one).
         debug_assert!(!PLAIN || self.pools.serving == 0);
-        let found =
-            if PLAIN { &self.free[pool.index()] } else { &*self.serving_free_index(pool) }.find(stream, rounded);
+        let owner = if PLAIN { 0 } else { self.pools.serving };
+        let found = self.heap.best_fit(owner, pool, stream, rounded);
         // The position of the best fit, so taking it needs no second search, unless PyTorch's
         // expandable-segment rule picks another block.
         let mut taken = found.map(|f| (f.key, f.id, Some(f)));
@@ -521,14 +511,14 @@ impl<D: Device> Allocator<D> {
             }
         }
         if !PLAIN && self.explainer.decisions.is_some() {
-            let cached_blocks = self.free[pool.index()].len() as u64;
+            let cached_blocks = self.heap.free_index(pool).len() as u64;
             let (addr, size) = taken.map_or((None, 0), |(k, _, _)| (Some(k.2), k.1));
             self.explainer.note(|| Decision::BestFit { addr, size, cached_blocks });
         }
         let ((_, size, addr), id, position) = taken?;
-        debug_assert!(PLAIN || !self.is_parked(&self.blocks[id]), "parked blocks are not indexed");
+        debug_assert!(PLAIN || !self.is_parked(&self.heap[id]), "parked blocks are not indexed");
         let max_split = self.config.max_split_size;
-        let rejected = if !PLAIN && self.vm.mode == VmMode::Paged && self.blocks[id].in_vm {
+        let rejected = if !PLAIN && self.vm.mode == VmMode::Paged && self.heap[id].in_vm {
             None
         } else if rounded < max_split && size >= max_split {
             Some("below max_split_size, a request never takes a block of max_split_size or more")
@@ -543,7 +533,7 @@ impl<D: Device> Allocator<D> {
         }
         match position {
             Some(f) => {
-                if PLAIN { &mut self.free[pool.index()] } else { self.serving_free_index(pool) }.take(&f);
+                self.heap.take_found(owner, pool, &f);
                 if !PLAIN {
                     self.uncounted_idle(id);
                 }
@@ -563,13 +553,10 @@ impl<D: Device> Allocator<D> {
     /// [`Allocator::cache`]; `PLAIN` as [`Allocator::plain`] says.
     #[inline(always)]
     fn cache_as<const PLAIN: bool>(&mut self, id: u32) {
-        let b = &self.blocks[id];
-        if PLAIN || !self.is_parked(b) {
-            let (lane, pool, stream, size, addr) =
-                (b.stream_index, b.pool, self.streams.handle(b.stream_index), b.size, b.addr);
-            self.lane_free_index(lane, pool).insert(stream, size, addr, id);
+        if PLAIN || !self.is_parked(&self.heap[id]) {
+            self.heap.cache(id);
         }
-        let b = &self.blocks[id];
+        let b = &self.heap[id];
         if !PLAIN && b.in_vm && self.vm.mode == VmMode::Paged {
             self.paged.idle_pages += self.paged.whole_page_count(b.addr, b.size);
         }
@@ -584,12 +571,8 @@ impl<D: Device> Allocator<D> {
     /// [`Allocator::uncache`]; `PLAIN` as [`Allocator::plain`] says.
     #[inline(always)]
     fn uncache_as<const PLAIN: bool>(&mut self, id: u32) {
-        let b = &self.blocks[id];
-        if PLAIN || !self.is_parked(b) {
-            let (lane, pool, stream, size, addr) =
-                (b.stream_index, b.pool, self.streams.handle(b.stream_index), b.size, b.addr);
-            let removed = self.lane_free_index(lane, pool).remove(stream, size, addr);
-            debug_assert!(removed, "uncached block was in the free index");
+        if PLAIN || !self.is_parked(&self.heap[id]) {
+            self.heap.uncache(id);
         }
         if !PLAIN {
             self.uncounted_idle(id);
@@ -599,7 +582,7 @@ impl<D: Device> Allocator<D> {
     /// Stops counting the idle pages of block `id`, just taken out of the free index.
     #[inline]
     fn uncounted_idle(&mut self, id: u32) {
-        let b = &self.blocks[id];
+        let b = &self.heap[id];
         if b.in_vm && self.vm.mode == VmMode::Paged {
             self.paged.idle_pages -= self.paged.whole_page_count(b.addr, b.size);
         }
@@ -616,7 +599,7 @@ impl<D: Device> Allocator<D> {
         is_retry: bool,
     ) -> Result<Option<u32>, AllocError> {
         if is_retry {
-            self.stats.num_alloc_retries += 1;
+            self.heap.stats_mut().num_alloc_retries += 1;
         }
         // A private pool's segments are classic ones (`private_pool.rs`).
         let expandable = self.vm.mode == VmMode::Expandable && self.pools.serving == 0;
@@ -650,11 +633,11 @@ impl<D: Device> Allocator<D> {
         };
         self.explainer.note(|| Decision::NewSegment { addr, size });
         self.reserved += size;
-        let stream_index = self.streams.index_in(stream, self.pools.serving);
-        let id = self.blocks.insert(Block::new(addr, size, stream_index, BlockState::Free, pool, false));
+        let stream_index = self.heap.lane_in(stream, self.pools.serving);
+        let id = self.heap.insert_block(Block::new(addr, size, stream_index, BlockState::Free, pool, false));
         let oversize_segments = (size >= self.config.max_split_size) as i64;
         self.count_held(HeldChange { pool, segments: 1, bytes: size as i64, oversize_segments });
-        self.stats.num_device_alloc += 1;
+        self.heap.stats_mut().num_device_alloc += 1;
         self.record(Action::SegmentAlloc, addr, size, stream);
         Ok(Some(id))
     }
@@ -672,7 +655,7 @@ impl<D: Device> Allocator<D> {
     /// of more than 1 MiB, unless the request is `max_split_size` or more.
     #[inline(always)]
     fn split_rule<const PLAIN: bool>(&self, id: u32, rounded: u64) -> SplitRule {
-        let b = &self.blocks[id];
+        let b = &self.heap[id];
         let remaining = b.size - rounded;
         let in_vm = !PLAIN && (b.in_vm || self.config.expandable_segments);
         let (clause, split) = if b.pool == Pool::Small || in_vm {
@@ -698,12 +681,11 @@ impl<D: Device> Allocator<D> {
         requested: u64,
         recalled_front: u32,
     ) -> (u64, u32) {
-        let already_split = self.blocks[id].is_split();
-        let (pool, in_vm) = (self.blocks[id].pool, !PLAIN && self.blocks[id].in_vm);
+        let (pool, in_vm) = (self.heap[id].pool, !PLAIN && self.heap[id].in_vm);
         let split = self.should_split::<PLAIN>(id, rounded);
         debug_assert!(!RECALLED || split == (recalled_front != NIL), "the memo's split is the rule's");
         if !PLAIN && self.explainer.decisions.is_some() {
-            let (addr, block_size) = (self.blocks[id].addr, self.blocks[id].size);
+            let (addr, block_size) = (self.heap[id].addr, self.heap[id].size);
             let reason = self.split_rule::<PLAIN>(id, rounded).reason();
             self.explainer.note(|| Decision::Split {
                 addr,
@@ -713,64 +695,26 @@ impl<D: Device> Allocator<D> {
                 reason,
             });
         }
-        let id = if split {
-            let rest = &mut self.blocks[id];
-            let mut front = Block::new(rest.addr, rounded, rest.stream_index, BlockState::Allocated, pool, in_vm);
-            front.prev = rest.prev;
-            front.next = id;
-            rest.addr += rounded;
-            rest.size -= rounded;
-            let rest_size = rest.size;
-            let front_id = if RECALLED {
-                self.blocks.occupy(recalled_front, front);
-                recalled_front
-            } else {
-                self.blocks.insert(front)
-            };
-            let rest = &mut self.blocks[id];
-            let before = rest.prev;
-            rest.prev = front_id;
-            if !in_vm {
-                rest.set_stamp(self.lookups[pool.index()]);
-            }
-            if before != NIL {
-                self.blocks[before].next = front_id;
-            } else if in_vm {
-                self.set_range_head(front_id);
-            }
+        let stamp = self.lookups[pool.index()];
+        let front = if RECALLED { Some(recalled_front) } else { None };
+        let cut = Cut { rounded, split, front, in_vm, stamp };
+        let handed = self.heap.hand_out(id, requested, cut, !RECALLED);
+        if let Some(rest) = handed.rest {
             if in_vm {
-                let (front_addr, rest_addr) = (self.blocks[front_id].addr, self.blocks[id].addr);
-                self.note_in_plan(front_addr, front_id);
-                self.note_in_plan(rest_addr, id);
+                if handed.head {
+                    self.set_range_head(handed.id);
+                }
+                let rest_addr = self.heap[rest].addr;
+                self.note_in_plan(handed.addr, handed.id);
+                self.note_in_plan(rest_addr, rest);
             }
             if !RECALLED {
-                self.cache_as::<PLAIN>(id);
+                self.cache_as::<PLAIN>(rest);
             }
-            if in_vm {
-                // Like PyTorch's expandable segments, virtual memory counts no split blocks.
-            } else if already_split {
-                self.stats.inactive_split_bytes.decrease(pool, rounded);
-            } else {
-                self.stats.inactive_split_bytes.increase(pool, rest_size);
-                self.stats.inactive_split.increase(pool, 1);
-            }
-            front_id
-        } else {
-            if already_split && !in_vm {
-                let size = self.blocks[id].size;
-                self.stats.inactive_split_bytes.decrease(pool, size);
-                self.stats.inactive_split.decrease(pool, 1);
-            }
-            id
-        };
-        let b = &mut self.blocks[id];
-        b.state = BlockState::Allocated;
-        b.set_requested(requested);
-        let (addr, size, stream) = (b.addr, b.size, self.streams.handle(b.stream_index));
-        if !RECALLED {
-            self.live.insert(addr, id, &self.blocks);
         }
-        self.count_allocation::<PLAIN>(pool, addr, size, requested, stream);
+        let (addr, id) = (handed.addr, handed.id);
+        let stream = self.heap.stream_of(id);
+        self.count_allocation::<PLAIN>(pool, addr, handed.size, requested, stream);
         if in_vm && self.vm.mode == VmMode::Paged {
             self.paged.peak_in_use = self.paged.peak_in_use.max(self.paged.pages_in_use(self.vm.mapped_pages));
         }
@@ -788,14 +732,7 @@ impl<D: Device> Allocator<D> {
         requested: u64,
         stream: Stream,
     ) {
-        let s = &mut self.stats;
-        s.allocation.increase(pool, 1);
-        s.allocated_bytes.increase(pool, size);
-        s.allocation_rose(pool);
-        s.requested_bytes.increase(pool, requested);
-        if size >= self.config.max_split_size {
-            s.oversize_allocations.increase(1);
-        }
+        self.heap.count_allocation(pool, size, requested, size >= self.config.max_split_size);
         self.record_if::<PLAIN>(Action::Alloc, addr, requested, stream);
     }
 
@@ -804,9 +741,9 @@ impl<D: Device> Allocator<D> {
     /// `RECALLED` as for [`Allocator::hand_out`].
     #[inline(always)]
     pub(crate) fn free_block<const PLAIN: bool, const RECALLED: bool>(&mut self, id: u32) {
-        let b = &self.blocks[id];
+        let b = &self.heap[id];
         let (addr, requested, stream, pool, in_vm) =
-            (b.addr, b.requested(), self.streams.handle(b.stream_index), b.pool, !PLAIN && b.in_vm);
+            (b.addr, b.requested(), self.heap.stream_of_lane(b.stream_index), b.pool, !PLAIN && b.in_vm);
         let (prev, next) = (b.prev, b.next);
         self.record_if::<PLAIN>(Action::FreeCompleted, addr, requested, stream);
         let before = self.try_merge_as::<PLAIN, RECALLED>(id, prev, BlockState::Free);
@@ -818,40 +755,16 @@ impl<D: Device> Allocator<D> {
                 }
             }
         }
-        let mut net_blocks = -((before > 0) as i64) - ((after > 0) as i64);
-        let mut net_bytes = -((before + after) as i64);
         let stamp = if in_vm && self.vm.mode == VmMode::Paged {
             self.paged.epochs.freed(stream)
         } else {
             self.lookups[pool.index()]
         };
-        let b = &mut self.blocks[id];
-        b.state = BlockState::Free;
-        b.set_stamp(stamp);
-        let split = b.is_split();
-        let (key_size, key_addr) = (b.size, b.addr);
+        let (key_addr, key_size, split) = self.heap.mark_free(id, (before, after), requested, in_vm, stamp);
         if !RECALLED {
             self.cache_as::<PLAIN>(id);
         }
         self.explainer.note_if::<PLAIN>(|| Decision::Cached { addr: key_addr, size: key_size, whole_segment: !split });
-        if split {
-            net_blocks += 1;
-            net_bytes += key_size as i64;
-        }
-        let s = &mut self.stats;
-        if !in_vm {
-            match net_blocks {
-                n if n > 0 => s.inactive_split.increase(pool, n as u64),
-                n if n < 0 => s.inactive_split.decrease(pool, n.unsigned_abs()),
-                _ => {}
-            }
-            match net_bytes {
-                n if n > 0 => s.inactive_split_bytes.increase(pool, n as u64),
-                n if n < 0 => s.inactive_split_bytes.decrease(pool, n.unsigned_abs()),
-                _ => {}
-            }
-        }
-        s.requested_bytes.decrease(pool, requested);
     }
 
     /// Merges the neighbour `other` into block `id` if `other` is in `state` (free or
@@ -864,58 +777,37 @@ impl<D: Device> Allocator<D> {
     /// [`Allocator::try_merge`]; `PLAIN` as [`Allocator::plain`] says.
     #[inline(always)]
     fn try_merge_as<const PLAIN: bool, const RECALLED: bool>(&mut self, id: u32, other: u32, state: BlockState) -> u64 {
-        if other == NIL || self.blocks[other].state != state {
+        if other == NIL || self.heap[other].state != state {
             return 0;
         }
         match state {
             BlockState::Free if RECALLED => {}
             BlockState::Free => self.uncache_as::<PLAIN>(other),
             BlockState::Unmapped => {
-                let o = &self.blocks[other];
-                self.vm.unmapped[o.pool.index()].remove(&(self.streams.handle(o.stream_index), o.addr));
+                let o = &self.heap[other];
+                self.vm.unmapped[o.pool.index()].remove(&(self.heap.stream_of_lane(o.stream_index), o.addr));
             }
             _ => unreachable!("only free or unmapped blocks merge"),
         }
-        let o = &self.blocks[other];
-        let (o_addr, o_size, o_prev, o_next, o_stamp, o_in_vm) = (o.addr, o.size, o.prev, o.next, o.stamp(), o.in_vm);
-        if RECALLED {
-            self.blocks.release(other);
-        } else {
-            self.blocks.vacate(other);
-        }
-        if o_in_vm {
-            self.note_in_plan(o_addr, id);
-        }
-        let b = &mut self.blocks[id];
-        b.size += o_size;
-        // A block being freed still holds its requested bytes here; its caller stamps it next.
-        b.set_stamp(b.stamp().max(o_stamp));
-        if b.prev == other {
-            b.addr = o_addr;
-            b.prev = o_prev;
-            if o_prev != NIL {
-                self.blocks[o_prev].next = id;
-            } else if o_in_vm {
+        let merged = self.heap.absorb(id, other, !RECALLED);
+        if merged.in_vm {
+            self.note_in_plan(merged.addr, id);
+            if merged.head {
                 self.set_range_head(id);
             }
-        } else {
-            b.next = o_next;
-            if o_next != NIL {
-                self.blocks[o_next].prev = id;
-            }
         }
-        o_size
+        merged.bytes
     }
 
     /// The stream block `id` belongs to.
     #[inline]
     pub(crate) fn stream_of(&self, id: u32) -> Stream {
-        self.streams.handle(self.blocks[id].stream_index)
+        self.heap.stream_of_lane(self.heap[id].stream_index)
     }
 
     /// Records that block `id` now starts its virtual range.
     fn set_range_head(&mut self, id: u32) {
-        let addr = self.blocks[id].addr;
+        let addr = self.heap[id].addr;
         if let Some(r) = self.vm.range_of(addr) {
             self.vm.ranges[r].head = id;
         }
@@ -936,7 +828,7 @@ impl<D: Device> Allocator<D> {
                 }
             }
         }
-        self.blocks[id].event_count = recorded.len() as u8;
+        self.heap[id].event_count = recorded.len() as u8;
         for (s, e) in recorded {
             self.events.push(s, e, id);
         }
@@ -971,7 +863,7 @@ impl<D: Device> Allocator<D> {
             return Ok(()); // waiting on an event is illegal during a capture
         }
         self.retry_deferred_events()?;
-        self.stats.num_sync_all_streams += 1;
+        self.heap.stats_mut().num_sync_all_streams += 1;
         for i in 0..self.events.streams() {
             while let Some((event, id)) = self.events.front(i) {
                 self.device.synchronize_event(event)?;
@@ -986,7 +878,7 @@ impl<D: Device> Allocator<D> {
 
     /// One of block `id`'s events completed; true if that completed its free.
     fn event_completed(&mut self, id: u32) -> bool {
-        let b = &mut self.blocks[id];
+        let b = &mut self.heap[id];
         b.event_count -= 1;
         let done = b.event_count == 0;
         if done {
@@ -997,15 +889,15 @@ impl<D: Device> Allocator<D> {
 
     /// Pending free `id` waits for nothing more: it becomes a free block.
     pub(crate) fn pending_free_completed(&mut self, id: u32) {
-        let (pool, size) = (self.blocks[id].pool, self.blocks[id].size);
-        self.stats.active.ended(pool, 1);
-        self.stats.active_bytes.ended(pool, size);
+        let (pool, size) = (self.heap[id].pool, self.heap[id].size);
+        self.heap.stats_mut().active.ended(pool, 1);
+        self.heap.stats_mut().active_bytes.ended(pool, size);
         self.free_block::<false, false>(id);
     }
 
     /// Explains why `addr` is not a live allocation (a slow path: it scans the blocks).
     fn diagnose_bad_pointer(&self, addr: u64) -> AllocError {
-        for (_, b) in self.blocks.iter() {
+        for (_, b) in self.heap.blocks() {
             if b.addr == addr {
                 return AllocError::DoubleFree { addr };
             }
@@ -1027,9 +919,9 @@ impl<D: Device> Allocator<D> {
     /// Counts a change in what this allocator holds from the device in its statistics, then
     /// tells the device, which adds up the changes of allocators sharing it.
     pub(crate) fn count_held(&mut self, change: HeldChange) {
-        self.stats.segment.change(change.pool, change.segments);
-        self.stats.reserved_bytes.change(change.pool, change.bytes);
-        self.stats.oversize_segments.change(change.oversize_segments);
+        self.heap.stats_mut().segment.change(change.pool, change.segments);
+        self.heap.stats_mut().reserved_bytes.change(change.pool, change.bytes);
+        self.heap.stats_mut().oversize_segments.change(change.oversize_segments);
         self.device.held_changed(change);
     }
 

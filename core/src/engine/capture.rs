@@ -128,8 +128,8 @@ impl<D: Device> Allocator<D> {
                 self.captures.deferred.push((id, uses));
                 return Err(e);
             }
-            if self.blocks[id].event_count == 0 {
-                debug_assert_eq!(self.blocks[id].state, BlockState::PendingFree);
+            if self.heap[id].event_count == 0 {
+                debug_assert_eq!(self.heap[id].state, BlockState::PendingFree);
                 self.pending_free_completed(id);
             }
         }

@@ -20,17 +20,17 @@ use crate::report::explain::Decision;
 impl<D: Device> Allocator<D> {
     /// Size a block could reach: itself plus an unmapped block right after it.
     fn expandable_size(&self, id: u32) -> u64 {
-        let b = &self.blocks[id];
+        let b = &self.heap[id];
         let next = b.next;
-        b.size + if next != NIL && self.blocks[next].state == BlockState::Unmapped { self.blocks[next].size } else { 0 }
+        b.size + if next != NIL && self.heap[next].state == BlockState::Unmapped { self.heap[next].size } else { 0 }
     }
 
     /// PyTorch's tweak of best fit for expandable blocks: walk on while the next candidate
     /// of the stream could grow less far than the current one.
     pub(crate) fn prefer_expandable(&self, pool: Pool, stream: Stream, size: u64, found: (Key, u32)) -> (Key, u32) {
         let mut cur = found;
-        let mut rest = self.free[pool.index()].iter_from(stream, size).skip_while(|&(_, id)| id != found.1).skip(1);
-        while self.blocks[cur.1].in_vm {
+        let mut rest = self.heap.free_index(pool).iter_from(stream, size).skip_while(|&(_, id)| id != found.1).skip(1);
+        while self.heap[cur.1].in_vm {
             match rest.next() {
                 Some(next) if self.expandable_size(next.1) < self.expandable_size(cur.1) => cur = next,
                 _ => break,
@@ -42,7 +42,7 @@ impl<D: Device> Allocator<D> {
     /// True when block `id` could become part of an allocation: free or unmapped, with no
     /// pending events.
     fn allocatable(&self, id: u32) -> bool {
-        id != NIL && matches!(self.blocks[id].state, BlockState::Free | BlockState::Unmapped)
+        id != NIL && matches!(self.heap[id].state, BlockState::Free | BlockState::Unmapped)
     }
 
     /// The lowest-address unmapped block of `stream` (with the free block before it) that
@@ -54,12 +54,12 @@ impl<D: Device> Allocator<D> {
             .map(|(_, &id)| id)
             .collect();
         for id in starts {
-            let prev = self.blocks[id].prev;
+            let prev = self.heap[id].prev;
             let c = if self.allocatable(prev) { prev } else { id };
             let (mut bytes, mut at) = (0, c);
             while bytes < size && self.allocatable(at) {
-                bytes += self.blocks[at].size;
-                at = self.blocks[at].next;
+                bytes += self.heap[at].size;
+                at = self.heap[at].next;
             }
             if bytes >= size {
                 return Ok(Some(c));
@@ -77,7 +77,7 @@ impl<D: Device> Allocator<D> {
     /// Maps the pages covering the first `size` bytes of the unmapped block `id`; returns
     /// the free block holding them, or `None` when the device has no memory for them.
     fn map_block(&mut self, id: u32, size: u64) -> Result<Option<u32>, AllocError> {
-        let r = self.vm.range_of(self.blocks[id].addr).expect("block lies in a range");
+        let r = self.vm.range_of(self.heap[id].addr).expect("block lies in a range");
         let page = self.vm.ranges[r].page;
         let pages = size.div_ceil(page);
         let mut handles: Vec<Chunk> = Vec::with_capacity(pages as usize);
@@ -93,7 +93,7 @@ impl<D: Device> Allocator<D> {
                 }
             }
         }
-        let from = self.blocks[id].addr;
+        let from = self.heap[id].addr;
         match self.map_chunks(id, from, &handles) {
             Ok(mapped) => {
                 let size = pages * page;
@@ -122,17 +122,17 @@ impl<D: Device> Allocator<D> {
     /// taken out of the free index, or `None` when mapping fails.
     pub(crate) fn grow_expandable(&mut self, pool: Pool, stream: Stream, size: u64) -> Result<Option<u32>, AllocError> {
         let Some(mut candidate) = self.find_expandable_block(pool, stream, size)? else { return Ok(None) };
-        if self.blocks[candidate].state == BlockState::Unmapped {
-            let want = self.blocks[candidate].size.min(size);
+        if self.heap[candidate].state == BlockState::Unmapped {
+            let want = self.heap[candidate].size.min(size);
             match self.map_block(candidate, want)? {
                 Some(id) => candidate = id,
                 None => return Ok(None),
             }
         }
-        while self.blocks[candidate].size < size {
-            let remaining = size - self.blocks[candidate].size;
-            let next = self.blocks[candidate].next;
-            let want = remaining.min(self.blocks[next].size);
+        while self.heap[candidate].size < size {
+            let remaining = size - self.heap[candidate].size;
+            let next = self.heap[candidate].next;
+            let want = remaining.min(self.heap[next].size);
             match self.map_block(next, want)? {
                 Some(id) => candidate = id,
                 None => return Ok(None),

@@ -58,19 +58,22 @@ impl<D: Device> Allocator<D> {
             // A replay leaves the indexes alone (`recall.rs`): check those the blocks rebuild.
             self.check_memo()?;
             let (free, live) = self.indexes_from_blocks();
-            return self.check_against(&free, &live);
+            return self.check_against(Some(&free), &live);
         }
-        self.check_against(&self.free, &self.live)
+        self.check_against(None, self.heap.live())
     }
 
-    /// [`Allocator::check_invariants`] with the free index and address table given.
-    fn check_against(&self, free: &[FreeIndex; 2], live: &AddrTable) -> Result<(), String> {
+    /// [`Allocator::check_invariants`] with the address table given, and the allocator's own
+    /// free indexes when `rebuilt` gives them (else the heap's).
+    fn check_against(&self, rebuilt: Option<&[FreeIndex; 2]>, live: &AddrTable) -> Result<(), String> {
         let mut indexed: Map<(u32, Pool, Key)> = Map::default();
         let pools = [Pool::Small, Pool::Large];
-        let own = free.iter().zip(pools).map(|(index, pool)| (0, pool, index));
-        let pooled =
-            self.pools.iter().flat_map(|p| p.free.iter().zip(pools).map(move |(index, pool)| (p.id, pool, index)));
-        for (owner, pool, index) in own.chain(pooled) {
+        let mut indexes: alloc::vec::Vec<(u32, Pool, &FreeIndex)> = self.heap.indexes().collect();
+        if let Some(free) = rebuilt {
+            indexes.retain(|&(owner, ..)| owner != 0);
+            indexes.splice(0..0, free.iter().zip(pools).map(|(index, pool)| (0, pool, index)));
+        }
+        for (owner, pool, index) in indexes {
             index.check_streams()?;
             for (key, id) in index.iter() {
                 if indexed.insert(id, (owner, pool, key)).is_some() {
@@ -78,8 +81,8 @@ impl<D: Device> Allocator<D> {
                 }
             }
         }
-        for (id, b) in self.blocks.iter() {
-            let owner = self.streams.owner(b.stream_index);
+        for (id, b) in self.heap.blocks() {
+            let owner = self.heap.lanes().owner(b.stream_index);
             if owner != 0 && (b.in_vm || self.pools.get(owner).is_none()) {
                 return Err(format!("block {id} of private pool {owner}: in virtual memory, or the pool is gone"));
             }
@@ -98,7 +101,7 @@ impl<D: Device> Allocator<D> {
         let mut visited = 0usize;
         let mut reserved = 0u64;
         let mut idle = 0u64;
-        for (head, b) in self.blocks.iter() {
+        for (head, b) in self.heap.blocks() {
             if b.prev != NIL {
                 continue;
             }
@@ -109,7 +112,7 @@ impl<D: Device> Allocator<D> {
                 if range.head != head
                     || range.base != b.addr
                     || range.pool != pool
-                    || range.stream != self.streams.handle(stream)
+                    || range.stream != self.heap.stream_of_lane(stream)
                 {
                     return Err(format!("range at {:#x} disagrees with its head block {head}", range.base));
                 }
@@ -124,7 +127,7 @@ impl<D: Device> Allocator<D> {
             let mut end = b.addr;
             let split = b.next != NIL;
             while id != NIL {
-                let c = self.blocks.get(id).ok_or_else(|| format!("segment {head} links to vacant id {id}"))?;
+                let c = self.heap.block(id).ok_or_else(|| format!("segment {head} links to vacant id {id}"))?;
                 if c.prev != prev {
                     return Err(format!(
                         "block {id} at {:#x}: prev is {} but the chain came from {prev}",
@@ -144,7 +147,7 @@ impl<D: Device> Allocator<D> {
                     return Err(format!("block {id} differs in pool or stream from its segment"));
                 }
                 let free = matches!(c.state, BlockState::Free | BlockState::Unmapped);
-                if free && prev_free && self.blocks[prev].state == c.state {
+                if free && prev_free && self.heap[prev].state == c.state {
                     return Err(format!("{:?} blocks {prev} and {id} are neighbours but not merged", c.state));
                 }
                 if c.in_vm != b.in_vm {
@@ -238,26 +241,29 @@ impl<D: Device> Allocator<D> {
         if idle != self.paged.idle_pages {
             return Err(format!("{} pages counted idle but {idle} are", self.paged.idle_pages));
         }
-        if visited != self.blocks.len() {
-            return Err(format!("{} blocks stored but {visited} reachable from segment heads", self.blocks.len()));
+        if visited != self.heap.block_count() {
+            return Err(format!(
+                "{} blocks stored but {visited} reachable from segment heads",
+                self.heap.block_count()
+            ));
         }
         if reserved != self.reserved {
             return Err(format!("reserved is {} but segments sum to {reserved}", self.reserved));
         }
-        let free_blocks = self.blocks.iter().filter(|(_, b)| b.state == BlockState::Free && !self.is_parked(b)).count();
+        let free_blocks = self.heap.blocks().filter(|(_, b)| b.state == BlockState::Free && !self.is_parked(b)).count();
         if indexed.len() != free_blocks {
             return Err(format!("free index holds {} blocks but {free_blocks} are free", indexed.len()));
         }
-        let allocated = self.blocks.iter().filter(|(_, b)| b.state == BlockState::Allocated).count();
+        let allocated = self.heap.blocks().filter(|(_, b)| b.state == BlockState::Allocated).count();
         if live.len() != allocated || live.ids().count() != allocated {
             return Err(format!("live map holds {} addresses but {allocated} blocks are allocated", live.len()));
         }
         let queued = self.events.iter().count();
-        let counted: usize = self.blocks.iter().map(|(_, b)| b.event_count as usize).sum();
+        let counted: usize = self.heap.blocks().map(|(_, b)| b.event_count as usize).sum();
         if queued != counted {
             return Err(format!("{queued} events queued but blocks count {counted}"));
         }
-        let s = &self.stats.report();
+        let s = &self.heap.stats().report();
         same_current("allocation", &s.allocation, &rc.allocation)?;
         same_current("segment", &s.segment, &rc.segment)?;
         same_current("active", &s.active, &rc.active)?;
@@ -307,7 +313,7 @@ impl<D: Device> Allocator<D> {
             }
             end = a + len;
             let in_unmapped = self.vm.range_of(a).is_some_and(|_| {
-                let b = &self.blocks[self.block_containing(a)];
+                let b = &self.heap[self.block_containing(a)];
                 b.state == BlockState::Unmapped && a + len <= b.end()
             });
             if !in_unmapped {
@@ -330,21 +336,21 @@ impl<D: Device> Allocator<D> {
         unmapped: &Map<(Pool, Stream, u64)>,
         queued: &Map<usize>,
     ) -> Result<(), String> {
-        let b = &self.blocks[id];
+        let b = &self.heap[id];
         let in_index = match indexed.get(&id) {
             None => false,
             Some(&(owner, pool, key))
-                if owner == self.streams.owner(b.stream_index)
+                if owner == self.heap.lanes().owner(b.stream_index)
                     && pool == b.pool
-                    && key == (self.streams.handle(b.stream_index), b.size, b.addr) =>
+                    && key == (self.heap.stream_of_lane(b.stream_index), b.size, b.addr) =>
             {
                 true
             }
             Some(entry) => return Err(format!("block {id} is indexed as {entry:?}, not under its own pool and key")),
         };
-        let in_live = live.get(b.addr, &self.blocks) == Some(id);
+        let in_live = live.get(b.addr, self.heap.slab()) == Some(id);
         let queued = queued.get(&id).copied().unwrap_or(0);
-        let in_unmapped = unmapped.get(&id) == Some(&(b.pool, self.streams.handle(b.stream_index), b.addr));
+        let in_unmapped = unmapped.get(&id) == Some(&(b.pool, self.heap.stream_of_lane(b.stream_index), b.addr));
         if in_unmapped != (b.state == BlockState::Unmapped) {
             return Err(format!("block {id} is {:?} but in the unmapped index: {in_unmapped}", b.state));
         }

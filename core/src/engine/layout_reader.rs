@@ -14,7 +14,7 @@ impl<D: Device> Allocator<D> {
     /// Every segment and virtual range that holds memory, by address (see the module comment).
     pub fn layout(&self) -> Vec<LayoutRow> {
         let mut rows = Vec::new();
-        for (head, first) in self.blocks.iter() {
+        for (head, first) in self.heap.blocks() {
             if first.prev != NIL {
                 continue;
             }
@@ -22,14 +22,14 @@ impl<D: Device> Allocator<D> {
             let mut row = LayoutRow {
                 address: first.addr,
                 size: 0,
-                stream: self.streams.handle(first.stream_index),
+                stream: self.heap.stream_of_lane(first.stream_index),
                 pool: first.pool,
                 virtual_range: first.in_vm,
                 blocks: Vec::new(),
             };
             let mut id = head;
             while id != NIL {
-                let b = &self.blocks[id];
+                let b = &self.heap[id];
                 let (address, size, requested) = (b.addr, b.size, b.requested());
                 let mut push = |piece, address, size, requested| {
                     row.blocks.push(LayoutBlock { address, size, requested, piece });

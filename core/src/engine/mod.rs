@@ -7,6 +7,7 @@
 //! and `memo/` the decision memo, each with state of its own that only the engine touches.
 
 pub(crate) mod allocator;
+pub(crate) mod block_heap;
 pub(crate) mod capture;
 pub(crate) mod expandable;
 pub(crate) mod invariants;

@@ -16,14 +16,14 @@ impl<D: Device> Allocator<D> {
     /// Every segment's use (virtual ranges count their mapped bytes).
     pub(crate) fn segment_uses(&self) -> Vec<SegmentUse> {
         let mut out = Vec::new();
-        for (head, b) in self.blocks.iter() {
+        for (head, b) in self.heap.blocks() {
             if b.prev != NIL {
                 continue;
             }
             let mut u = SegmentUse { addr: b.addr, size: 0, free: 0, active: 0, largest_free: 0, pool: b.pool };
             let mut id = head;
             while id != NIL {
-                let c = &self.blocks[id];
+                let c = &self.heap[id];
                 match c.state {
                     BlockState::Free => {
                         u.free += c.size;
@@ -47,14 +47,14 @@ impl<D: Device> Allocator<D> {
     pub(crate) fn largest_free_block(&self) -> Option<(u64, u64, u32, Pool)> {
         let mut largest: Option<(u64, u64, u32, Pool)> = None;
         for pool in [Pool::Small, Pool::Large] {
-            for ((_, size, addr), id) in self.free[pool.index()].iter() {
+            for ((_, size, addr), id) in self.heap.free_index(pool).iter() {
                 if largest.is_none_or(|l| size > l.0) {
                     largest = Some((size, addr, id, pool));
                 }
             }
         }
         for id in self.parked_blocks() {
-            let b = &self.blocks[id];
+            let b = &self.heap[id];
             if largest.is_none_or(|l| b.size > l.0) {
                 largest = Some((b.size, b.addr, id, b.pool));
             }
@@ -74,10 +74,10 @@ impl<D: Device> Allocator<D> {
         let mut uses = self.segment_uses();
         let largest_free = self.largest_free_block().map(|(size, addr, id, pool)| {
             let mut head = id;
-            while self.blocks[head].prev != NIL {
-                head = self.blocks[head].prev;
+            while self.heap[head].prev != NIL {
+                head = self.heap[head].prev;
             }
-            let segment_addr = self.blocks[head].addr;
+            let segment_addr = self.heap[head].addr;
             let segment_size = uses.iter().find(|u| u.addr == segment_addr).map_or(size, |u| u.size);
             FreeSpot { addr, size, segment_addr, segment_size, pool }
         });
@@ -101,7 +101,7 @@ impl<D: Device> Allocator<D> {
             capacity: self.device.total_memory(),
             device_free,
             allowed: self.allowed,
-            allocated: self.stats.allocated_bytes.current() as u64,
+            allocated: self.heap.stats().allocated_bytes.current() as u64,
             reserved: self.reserved,
             held_elsewhere: self.device.reserved_elsewhere(),
             largest_free,

@@ -54,12 +54,12 @@ impl<D: Device> Allocator<D> {
         };
         self.uncache(id);
         let (start, end, pool, was_split) = {
-            let b = &self.blocks[id];
+            let b = &self.heap[id];
             (b.addr, b.end(), b.pool, b.is_split())
         };
         let before = self.split_off(id, start, addr);
         let after = self.split_off(id, addr + size, end);
-        let stats = &mut self.stats;
+        let stats = self.heap.stats_mut();
         if was_split {
             stats.inactive_split.decrease(pool, 1);
             stats.inactive_split_bytes.decrease(pool, end - start);
@@ -72,11 +72,11 @@ impl<D: Device> Allocator<D> {
         for (rest, _) in remainders {
             self.cache(rest);
         }
-        let b = &mut self.blocks[id];
+        let b = &mut self.heap[id];
         b.state = BlockState::Allocated;
         b.set_requested(requested);
-        let stream = self.streams.handle(b.stream_index);
-        self.live.insert(addr, id, &self.blocks);
+        let stream = self.heap.stream_of(id);
+        self.heap.insert_live(addr, id);
         self.count_allocation::<false>(pool, addr, size, requested, stream);
         Ok(addr)
     }
@@ -89,8 +89,8 @@ impl<D: Device> Allocator<D> {
         }
         let end = addr.checked_add(size)?;
         [Pool::Small, Pool::Large].into_iter().find_map(|pool| {
-            self.owner_free_index(owner, pool).iter().find_map(|(_, id)| {
-                let b = &self.blocks[id];
+            self.heap.owner_index(owner, pool).iter().find_map(|(_, id)| {
+                let b = &self.heap[id];
                 (b.state == BlockState::Free && !b.in_vm && b.addr <= addr && end <= b.end()).then_some(id)
             })
         })
@@ -103,7 +103,7 @@ impl<D: Device> Allocator<D> {
         if from >= to {
             return None;
         }
-        let b = &self.blocks[id];
+        let b = &self.heap[id];
         let at_front = from == b.addr;
         let mut rest = Block::new(from, to - from, b.stream_index, BlockState::Free, b.pool, false);
         rest.set_stamp(b.stamp());
@@ -115,20 +115,20 @@ impl<D: Device> Allocator<D> {
             rest.prev = id;
             rest.next = next;
         }
-        let rest_id = self.blocks.insert(rest);
-        let b = &mut self.blocks[id];
+        let rest_id = self.heap.insert_block(rest);
+        let b = &mut self.heap[id];
         if at_front {
             b.addr = to;
             b.size -= to - from;
             b.prev = rest_id;
             if prev != NIL {
-                self.blocks[prev].next = rest_id;
+                self.heap[prev].next = rest_id;
             }
         } else {
             b.size -= to - from;
             b.next = rest_id;
             if next != NIL {
-                self.blocks[next].prev = rest_id;
+                self.heap[next].prev = rest_id;
             }
         }
         Some((rest_id, to - from))

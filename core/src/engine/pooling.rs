@@ -11,7 +11,6 @@ use crate::base::device::{Device, Stream};
 use crate::base::error::AllocError;
 use crate::base::size::{round_size, Pool};
 use crate::data::block::NIL;
-use crate::data::free_index::FreeIndex;
 use crate::data::streams::RETIRED;
 use crate::engine::allocator::{check_request, Allocator};
 use crate::engine::private_pool::PrivatePool;
@@ -30,7 +29,8 @@ impl<D: Device> Allocator<D> {
             }
         }
         self.pools.last_id = id;
-        self.pools.pools.push(PrivatePool { id, uses: 1, free: Default::default(), routed: None });
+        self.pools.pools.push(PrivatePool { id, uses: 1, routed: None });
+        self.heap.add_owner(id);
         id
     }
 
@@ -157,9 +157,9 @@ impl<D: Device> Allocator<D> {
     /// Returns every unsplit cached segment of pool `id` to the device.
     fn release_pool_segments(&mut self, id: u32) -> Result<(), AllocError> {
         for pool in [Pool::Large, Pool::Small] {
-            let cached = self.pools.free_index(id, pool).ids();
+            let cached = self.heap.owner_index(id, pool).ids();
             for block in cached {
-                if !self.blocks[block].is_split() {
+                if !self.heap[block].is_split() {
                     self.release_block(block)?;
                 }
             }
@@ -170,43 +170,10 @@ impl<D: Device> Allocator<D> {
     /// Forgets pool `id` once it has no use and holds no segment.
     fn forget_pool_if_done(&mut self, id: u32) {
         let unused = self.pools.get(id).is_some_and(|p| p.uses == 0);
-        if unused && !self.blocks.iter().any(|(_, b)| self.streams.owner(b.stream_index) == id) {
+        if unused && !self.heap.blocks().any(|(_, b)| self.heap.lanes().owner(b.stream_index) == id) {
             self.pools.pools.retain(|p| p.id != id);
-            self.streams.retire(id);
+            self.heap.remove_owner(id);
         }
-    }
-
-    /// The free index of `owner`'s memory for `pool`: a private pool's, or (0) the allocator's
-    /// own.
-    #[inline(always)]
-    pub(crate) fn owner_free_index(&self, owner: u32, pool: Pool) -> &FreeIndex {
-        match owner {
-            0 => &self.free[pool.index()],
-            owner => self.pools.free_index(owner, pool),
-        }
-    }
-
-    /// [`Allocator::owner_free_index`], mutably.
-    #[inline(always)]
-    fn owner_free_index_mut(&mut self, owner: u32, pool: Pool) -> &mut FreeIndex {
-        match owner {
-            0 => &mut self.free[pool.index()],
-            owner => self.pools.free_index_mut(owner, pool),
-        }
-    }
-
-    /// The free index a block of lane `stream_index` is cached in.
-    #[inline(always)]
-    pub(crate) fn lane_free_index(&mut self, stream_index: u32, pool: Pool) -> &mut FreeIndex {
-        // While no pool exists, every lane is the allocator's own: no look-up on the hot path.
-        let owner = if self.pools.is_empty() { 0 } else { self.streams.owner(stream_index) };
-        self.owner_free_index_mut(owner, pool)
-    }
-
-    /// The free index the malloc under way takes blocks from.
-    #[inline(always)]
-    pub(crate) fn serving_free_index(&mut self, pool: Pool) -> &mut FreeIndex {
-        self.owner_free_index_mut(self.pools.serving, pool)
     }
 }
 

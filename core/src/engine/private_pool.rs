@@ -6,7 +6,7 @@
 //! A pool's blocks are ordinary blocks of the allocator: one slab, one address table and one
 //! set of statistics, as PyTorch counts a pool's memory in the device's statistics. What sets
 //! them apart is their lane (`streams.rs`), a (stream, pool) pair whose free blocks sit in the
-//! pool's own free index. A pool's segments are classic segments under either policy, as
+//! pool's own free index (in the block heap, `block_heap.rs`). A pool's segments are classic segments under either policy, as
 //! PyTorch's private pools take no expandable segments: a checkpoint puts blocks back at their
 //! addresses (`placement.rs`), and a graph's addresses must not be unmapped under it.
 //!
@@ -31,8 +31,6 @@
 use alloc::vec::Vec;
 
 use crate::base::device::Stream;
-use crate::base::size::Pool;
-use crate::data::free_index::FreeIndex;
 
 /// One private pool.
 #[derive(Clone, Debug)]
@@ -40,8 +38,6 @@ pub(crate) struct PrivatePool {
     pub(crate) id: u32,
     /// Uses not yet ended: the pool takes allocations while above 0.
     pub(crate) uses: u32,
-    /// The pool's cached blocks, small pool then large, as the allocator's own `free`.
-    pub(crate) free: [FreeIndex; 2],
     /// The stream whose allocations go to this pool, while one does.
     pub(crate) routed: Option<Stream>,
 }
@@ -79,18 +75,6 @@ impl PrivatePools {
 
     pub(crate) fn get_mut(&mut self, id: u32) -> Option<&mut PrivatePool> {
         self.pools.iter_mut().find(|p| p.id == id)
-    }
-
-    /// The free index of pool `owner` for `pool`; the pool exists while it has blocks.
-    #[inline]
-    pub(crate) fn free_index(&self, owner: u32, pool: Pool) -> &FreeIndex {
-        &self.pools.iter().find(|p| p.id == owner).expect("a pool with blocks exists").free[pool.index()]
-    }
-
-    /// [`PrivatePools::free_index`], mutably.
-    #[inline]
-    pub(crate) fn free_index_mut(&mut self, owner: u32, pool: Pool) -> &mut FreeIndex {
-        &mut self.pools.iter_mut().find(|p| p.id == owner).expect("a pool with blocks exists").free[pool.index()]
     }
 
     /// Every pool, for the invariant checker.

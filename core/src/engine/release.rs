@@ -50,7 +50,7 @@ impl<D: Device> Allocator<D> {
                 return Ok(Some(id));
             }
             // Waiting for pending frees may leave pages idle that can be moved.
-            self.stats.num_alloc_retries += 1;
+            self.heap.stats_mut().num_alloc_retries += 1;
             self.synchronize_and_free_events()?;
             return self.grow_paged(pool, stream, rounded);
         }
@@ -104,8 +104,13 @@ impl<D: Device> Allocator<D> {
         // Unmap calls count in `num_device_free` too (ghosts included), so they are no count
         // of segments; and under expandable segments the `segment` statistic, as PyTorch's,
         // counts no range, so ranges are counted where they are.
-        let held =
-            |a: &Self| if a.uses_virtual_memory() { a.vm.ranges.len() as i64 } else { a.stats.segment.current() };
+        let held = |a: &Self| {
+            if a.uses_virtual_memory() {
+                a.vm.ranges.len() as i64
+            } else {
+                a.heap.stats().segment.current()
+            }
+        };
         let (before, reserved) = (held(self), self.reserved);
         let out = f(self)?;
         let segments = (before - held(self)).max(0) as u64;
@@ -117,14 +122,14 @@ impl<D: Device> Allocator<D> {
 
     /// Returns a cached segment to the device. The block must be free and unsplit.
     pub(crate) fn release_block(&mut self, id: u32) -> Result<(), AllocError> {
-        let b = &self.blocks[id];
+        let b = &self.heap[id];
         debug_assert!(!b.is_split() && !b.in_vm);
-        let (addr, size, stream, pool) = (b.addr, b.size, self.streams.handle(b.stream_index), b.pool);
+        let (addr, size, stream, pool) = (b.addr, b.size, self.heap.stream_of_lane(b.stream_index), b.pool);
         self.device.free(addr, size)?;
         self.uncache(id);
-        self.blocks.remove(id);
+        self.heap.remove_block(id);
         self.reserved -= size;
-        self.stats.num_device_free += 1;
+        self.heap.stats_mut().num_device_free += 1;
         let oversize_segments = -((size >= self.config.max_split_size) as i64);
         self.count_held(HeldChange { pool, segments: -1, bytes: -(size as i64), oversize_segments });
         self.record(Action::SegmentFree, addr, size, stream);
@@ -144,9 +149,9 @@ impl<D: Device> Allocator<D> {
             return Ok(false);
         }
         let target = rounded.max(max_split);
-        let index = self.owner_free_index(self.pools.serving, pool);
+        let index = self.heap.owner_index(self.pools.serving, pool);
         if let Some((_, id)) = index.best_fit(stream, target) {
-            if !self.blocks[id].is_split() && !self.blocks[id].in_vm {
+            if !self.heap[id].is_split() && !self.heap[id].in_vm {
                 self.release_block(id)?;
                 return Ok(true);
             }
@@ -157,7 +162,7 @@ impl<D: Device> Allocator<D> {
             if total >= target || size < max_split || s != stream {
                 break;
             }
-            if !self.blocks[id].is_split() && !self.blocks[id].in_vm {
+            if !self.heap[id].is_split() && !self.heap[id].in_vm {
                 chosen.push(id);
                 total += size;
             }
@@ -180,15 +185,15 @@ impl<D: Device> Allocator<D> {
     /// whole pages of every free block in virtual ranges (releasing ranges left empty).
     pub(crate) fn release_unsplit_blocks(&mut self, pool: Pool) -> Result<(), AllocError> {
         let mut to_unmap = Vec::new();
-        for id in self.free[pool.index()].ids() {
-            if self.blocks[id].in_vm {
+        for id in self.heap.free_index(pool).ids() {
+            if self.heap[id].in_vm {
                 to_unmap.push(id);
-            } else if !self.blocks[id].is_split() {
+            } else if !self.heap[id].is_split() {
                 self.release_block(id)?;
             }
         }
         // A followed plan's parked blocks hold idle pages too.
-        to_unmap.extend(self.parked_blocks().into_iter().filter(|&id| self.blocks[id].pool == pool));
+        to_unmap.extend(self.parked_blocks().into_iter().filter(|&id| self.heap[id].pool == pool));
         for id in to_unmap {
             self.unmap_free_block(id)?;
         }
@@ -235,8 +240,8 @@ impl<D: Device> Allocator<D> {
         let age = |b: &crate::data::block::Block| now.wrapping_sub(b.stamp()) as u64;
         let mut total_age = 0u64;
         let mut freeable = 0u64;
-        for (_, id) in self.free[Pool::Large.index()].iter() {
-            let b = &self.blocks[id];
+        for (_, id) in self.heap.free_index(Pool::Large).iter() {
+            let b = &self.heap[id];
             if !b.is_split() && !b.in_vm {
                 total_age += age(b);
                 freeable += 1;
@@ -247,8 +252,8 @@ impl<D: Device> Allocator<D> {
         while reclaimed < target && freed_one && freeable > 0 {
             let threshold_age = total_age as f64 / freeable as f64;
             freed_one = false;
-            for id in self.free[Pool::Large.index()].ids() {
-                let b = &self.blocks[id];
+            for id in self.heap.free_index(Pool::Large).ids() {
+                let b = &self.heap[id];
                 let a = age(b);
                 if !b.is_split() && !b.in_vm && a as f64 >= threshold_age {
                     freed_one = true;
@@ -269,7 +274,7 @@ impl<D: Device> Allocator<D> {
     pub(crate) fn rejected_before_device(&mut self, stream: Stream, rounded: u64, size: u64) -> AllocError {
         let reason = "throw_on_cudamalloc_oom: it would exceed the memory fraction, so it is refused before the device";
         self.explainer.note(|| Decision::SegmentRefused { size, reason });
-        if let Some(n) = self.stats.num_oom_rejections.as_mut() {
+        if let Some(n) = self.heap.stats_mut().num_oom_rejections.as_mut() {
             *n += 1;
         }
         self.out_of_memory(rounded, rounded, stream)
@@ -280,7 +285,7 @@ impl<D: Device> Allocator<D> {
         let device_free = self.device.free_memory();
         self.explainer.note(|| Decision::OutOfMemory { requested });
         self.record(Action::Oom, device_free, rounded, stream);
-        self.stats.num_ooms += 1;
+        self.heap.stats_mut().num_ooms += 1;
         let seg =
             segment_size(round_size(requested, &self.config.roundup_power2_divisions), self.config.large_segment_size);
         AllocError::OutOfMemory(Box::new(self.oom_report(requested, rounded, seg, stream, device_free)))

@@ -17,14 +17,14 @@ impl<D: Device> Allocator<D> {
     /// segments; unmapped address space is left out.
     pub fn segments(&self, device: i32) -> Vec<SegmentInfo> {
         let mut out = Vec::new();
-        for (head, b) in self.blocks.iter() {
+        for (head, b) in self.heap.blocks() {
             if b.prev != NIL {
                 continue;
             }
             let mut current: Option<SegmentInfo> = None;
             let mut id = head;
             while id != NIL {
-                let c = &self.blocks[id];
+                let c = &self.heap[id];
                 let state = match c.state {
                     BlockState::Allocated => "active_allocated",
                     BlockState::PendingFree => "active_pending_free",
@@ -42,10 +42,10 @@ impl<D: Device> Allocator<D> {
                     allocated_size: 0,
                     active_size: 0,
                     requested_size: 0,
-                    stream: self.streams.handle(c.stream_index),
+                    stream: self.heap.stream_of_lane(c.stream_index),
                     segment_type: c.pool.name().into(),
                     is_expandable: c.in_vm,
-                    private_pool: self.streams.owner(c.stream_index),
+                    private_pool: self.heap.lanes().owner(c.stream_index),
                     blocks: Vec::new(),
                     frames: Vec::new(),
                 });

@@ -29,7 +29,7 @@ impl<D: Device> Allocator<D> {
     #[inline(always)]
     pub(crate) fn malloc_recalled(&mut self, size: u64, stream: Stream) -> Option<u64> {
         let e = *self.memo.expected();
-        if e.is_free() || e.size() != size || self.streams.handle(e.stream_index()) != stream || !self.fits(&e) {
+        if e.is_free() || e.size() != size || self.heap.stream_of_lane(e.stream_index()) != stream || !self.fits(&e) {
             self.settle();
             return None;
         }
@@ -55,7 +55,7 @@ impl<D: Device> Allocator<D> {
     /// that went wrong ends the replay instead of corrupting the blocks.
     #[inline(always)]
     fn fits(&self, e: &Entry) -> bool {
-        match self.blocks.get(e.block) {
+        match self.heap.block(e.block) {
             Some(b) if e.is_free() => b.state == BlockState::Allocated && b.addr == e.key,
             Some(b) if b.state == BlockState::Free => {
                 let rounded = round_size(e.size(), &self.config.roundup_power2_divisions);
@@ -63,7 +63,7 @@ impl<D: Device> Allocator<D> {
                     return false;
                 }
                 let split = self.should_split::<true>(e.block, rounded);
-                split == (e.front != NIL) && (!split || self.blocks.is_vacant(e.front))
+                split == (e.front != NIL) && (!split || self.heap.is_vacant(e.front))
             }
             _ => false,
         }
@@ -83,7 +83,7 @@ impl<D: Device> Allocator<D> {
     #[cold]
     #[inline(never)]
     fn end_period(&mut self) {
-        self.blocks.rename(self.memo.renames());
+        self.heap.rename_blocks(self.memo.renames());
         self.memo.next_period();
     }
 
@@ -109,8 +109,7 @@ impl<D: Device> Allocator<D> {
     pub(crate) fn settle(&mut self) {
         if self.memo.replaying() {
             let (free, live) = self.indexes_from_blocks();
-            (self.free, self.live) = (free, live);
-            self.blocks.relink_vacant();
+            self.heap.set_indexes(free, live);
         }
         self.memo.restart();
     }
@@ -119,13 +118,13 @@ impl<D: Device> Allocator<D> {
     pub(crate) fn indexes_from_blocks(&self) -> ([FreeIndex; 2], AddrTable) {
         let mut free = [FreeIndex::default(), FreeIndex::default()];
         let mut live = AddrTable::default();
-        for (id, b) in self.blocks.iter() {
+        for (id, b) in self.heap.blocks() {
             match b.state {
                 // No block is parked where the memo runs (classic segments only).
                 BlockState::Free => {
-                    free[b.pool.index()].insert(self.streams.handle(b.stream_index), b.size, b.addr, id)
+                    free[b.pool.index()].insert(self.heap.stream_of_lane(b.stream_index), b.size, b.addr, id)
                 }
-                BlockState::Allocated => live.insert(b.addr, id, &self.blocks),
+                BlockState::Allocated => live.insert(b.addr, id, self.heap.slab()),
                 _ => {}
             }
         }
@@ -188,12 +187,12 @@ mod tests {
         assert!(e.contains("decision memo"), "{e}");
         let mut other = a.clone();
         let id = other.memo.expected().block;
-        other.memo.expected_mut().block = other.blocks.iter().map(|(i, _)| i).find(|&i| i != id).unwrap();
+        other.memo.expected_mut().block = other.heap.blocks().map(|(i, _)| i).find(|&i| i != id).unwrap();
         assert!(other.check_invariants().unwrap_err().contains("decision memo"));
         // A malloc's block must be free.
         let mut taken = replaying(false);
         taken.check_invariants().unwrap();
-        let busy = taken.blocks.iter().find(|(_, b)| b.state == crate::data::block::BlockState::Allocated).unwrap().0;
+        let busy = taken.heap.blocks().find(|(_, b)| b.state == crate::data::block::BlockState::Allocated).unwrap().0;
         taken.memo.expected_mut().block = busy;
         assert!(taken.check_invariants().unwrap_err().contains("decision memo"));
     }

@@ -118,19 +118,19 @@ impl<D: Device> Allocator<D> {
     /// without a walk over the blocks in use, which a range holds thousands of in a deep
     /// model's first pass.
     fn best_run(&self, pool: Pool, stream: Stream, size: u64) -> Option<Placement> {
-        let in_run = |id: u32| id != NIL && matches!(self.blocks[id].state, BlockState::Free | BlockState::Unmapped);
-        let free = self.free[pool.index()].iter_from(stream, 0).map(|(_, id)| id);
+        let in_run = |id: u32| id != NIL && matches!(self.heap[id].state, BlockState::Free | BlockState::Unmapped);
+        let free = self.heap.free_index(pool).iter_from(stream, 0).map(|(_, id)| id);
         let unmapped = self.vm.unmapped[pool.index()].range((stream, 0)..=(stream, u64::MAX)).map(|(_, &id)| id);
         let mut best: Option<(u64, Placement)> = None;
         for start in free.chain(unmapped) {
-            let b = &self.blocks[start];
+            let b = &self.heap[start];
             if !b.in_vm || in_run(b.prev) || self.is_parked(b) {
                 continue;
             }
             let (addr, mut end, mut id) = (b.addr, b.end(), b.next);
             while in_run(id) {
-                end = self.blocks[id].end();
-                id = self.blocks[id].next;
+                end = self.heap[id].end();
+                id = self.heap[id].next;
             }
             let len = end - addr;
             if len >= size && best.as_ref().is_none_or(|(l, p)| (len, addr) < (*l, p.addr)) {
@@ -150,7 +150,7 @@ impl<D: Device> Allocator<D> {
         for r in ranges.filter(|r| r.pool == pool && r.stream == stream && !self.is_followed_range(r.base)) {
             let mut id = r.head;
             while id != NIL {
-                let b = &self.blocks[id];
+                let b = &self.heap[id];
                 if !matches!(b.state, BlockState::Free | BlockState::Unmapped) {
                     id = b.next;
                     continue;
@@ -158,9 +158,9 @@ impl<D: Device> Allocator<D> {
                 let (start, addr) = (id, b.addr);
                 let mut end = b.end();
                 id = b.next;
-                while id != NIL && matches!(self.blocks[id].state, BlockState::Free | BlockState::Unmapped) {
-                    end = self.blocks[id].end();
-                    id = self.blocks[id].next;
+                while id != NIL && matches!(self.heap[id].state, BlockState::Free | BlockState::Unmapped) {
+                    end = self.heap[id].end();
+                    id = self.heap[id].next;
                 }
                 let len = end - addr;
                 if len >= size && best.as_ref().is_none_or(|(l, p)| (len, addr) < (*l, p.addr)) {
@@ -187,8 +187,8 @@ impl<D: Device> Allocator<D> {
         let end = addr + size;
         let (mut spans, mut idle) = (Vec::new(), 0);
         let mut id = start;
-        while id != NIL && self.blocks[id].addr < end {
-            let b = &self.blocks[id];
+        while id != NIL && self.heap[id].addr < end {
+            let b = &self.heap[id];
             match b.state {
                 BlockState::Unmapped => {
                     // A request placed inside an unmapped block (a planned layout's) needs
@@ -221,10 +221,13 @@ impl<D: Device> Allocator<D> {
         let page = self.paged.paged_page;
         let mut out = Vec::new();
         // The parked blocks of a followed plan's ranges are cached too, outside the index.
-        let parked = self.parked_blocks().into_iter().map(|id| (self.blocks[id].size, self.blocks[id].addr, id));
-        let indexed = self.free.iter().flat_map(|f| f.iter()).map(|((_, size, addr), id)| (size, addr, id));
+        let parked = self.parked_blocks().into_iter().map(|id| (self.heap[id].size, self.heap[id].addr, id));
+        let indexed = [Pool::Small, Pool::Large]
+            .into_iter()
+            .flat_map(|p| self.heap.free_index(p).iter())
+            .map(|((_, size, addr), id)| (size, addr, id));
         for (size, addr, id) in indexed.chain(parked) {
-            if !self.blocks[id].in_vm
+            if !self.heap[id].in_vm
                 || whole_pages(addr, size, page).is_empty()
                 || (addr < keep_hi && addr + size > keep_lo)
             {
@@ -441,7 +444,7 @@ impl<D: Device> Allocator<D> {
     /// takes the memory already held before any is created for it, while any chunk fits
     /// (later, a span's room may take only small ones). Returns the pages mapped.
     pub(crate) fn move_idle_into(&mut self, id: u32, from: u64, pages: u64) -> Result<u64, AllocError> {
-        let b = &self.blocks[id];
+        let b = &self.heap[id];
         debug_assert!(b.state == BlockState::Unmapped && from >= b.addr);
         let room = pages.min((b.end() - from) / self.paged.paged_page);
         let (lo, hi) = (b.addr, b.end());
@@ -489,7 +492,7 @@ impl<D: Device> Allocator<D> {
             Some(p) => p,
             None => match self.reserve_range(stream, pool, page)? {
                 Some(id) => {
-                    let b = &self.blocks[id];
+                    let b = &self.heap[id];
                     Placement { start: id, addr: b.addr, run_end: b.end() }
                 }
                 None => return Ok(None),
@@ -497,7 +500,7 @@ impl<D: Device> Allocator<D> {
         };
         let Some(near) = self.map_under(&place, size)? else { return Ok(None) };
         let start = self.block_containing_near(near, place.addr);
-        debug_assert_eq!(self.blocks[start].addr, place.addr);
+        debug_assert_eq!(self.heap[start].addr, place.addr);
         self.uncache(start);
         Ok(Some(start))
     }
@@ -568,18 +571,18 @@ impl<D: Device> Allocator<D> {
         if self.vm.mode != crate::engine::vrange::VmMode::Paged {
             return id;
         }
-        let b = &self.blocks[id];
+        let b = &self.heap[id];
         if !b.in_vm || b.size - rounded < crate::base::size::MIN_BLOCK {
             return id;
         }
-        let live = |n: u32| n != NIL && matches!(self.blocks[n].state, BlockState::Allocated | BlockState::PendingFree);
+        let live = |n: u32| n != NIL && matches!(self.heap[n].state, BlockState::Allocated | BlockState::PendingFree);
         if live(b.prev) || !live(b.next) {
             return id;
         }
         let block_size = b.size;
         let back = self.split_at(id, b.end() - rounded);
         self.cache(id);
-        let addr = self.blocks[back].addr;
+        let addr = self.heap[back].addr;
         self.explainer.note(|| Decision::TookBack { addr, block_size });
         back
     }

@@ -111,7 +111,7 @@ impl<D: Device> Allocator<D> {
             return;
         }
         // The block handed out is the front `hand_out` split off: found by address.
-        let Some(id) = self.live.get(addr, &self.blocks) else { return };
+        let Some(id) = self.heap.live_block(addr) else { return };
         let Some(period) = self.paged.recurrence.allocated(id, sig) else { return };
         self.paged.planner = Some(Planner::new(&period, self.paged.paged_page));
         self.paged.plan_counts.made += 1;
@@ -147,7 +147,7 @@ impl<D: Device> Allocator<D> {
             return Ok(Some(base));
         }
         let Some(id) = self.reserve_range(g.stream, g.pool, self.paged.paged_page)? else { return Ok(None) };
-        let base = self.blocks[id].addr;
+        let base = self.heap[id].addr;
         self.paged.plan_ranges.push(base);
         self.set_group_range(group, base);
         Ok(Some(base))
@@ -173,7 +173,7 @@ impl<D: Device> Allocator<D> {
         let mut out = Vec::new();
         let mut id = self.vm.ranges[r].head;
         while id != NIL {
-            let b = &self.blocks[id];
+            let b = &self.heap[id];
             if b.state == BlockState::Free {
                 out.push(id);
             }
@@ -208,13 +208,11 @@ impl<D: Device> Allocator<D> {
     /// Puts a free block that stops being parked into its pool's free index (`into`), or
     /// takes one that starts being parked out of it; its idle pages stay counted.
     fn index_parked(&mut self, id: u32, into: bool) {
-        let b = &self.blocks[id];
-        let (stream, index) = (self.streams.handle(b.stream_index), &mut self.free[b.pool.index()]);
+        // A parked block is the allocator's own (a pool's are classic): its lane's index.
         if into {
-            index.insert(stream, b.size, b.addr, id);
+            self.heap.cache(id);
         } else {
-            let removed = index.remove(stream, b.size, b.addr);
-            debug_assert!(removed, "a free block outside the plan's ranges is indexed");
+            self.heap.uncache(id);
         }
     }
 
@@ -243,7 +241,7 @@ impl<D: Device> Allocator<D> {
         let pages = g.bytes / self.paged.paged_page;
         let Some(r) = self.vm.range_of(base) else { return Ok(()) };
         let head = self.vm.ranges[r].head;
-        if self.blocks[head].state != BlockState::Unmapped || self.blocks[head].is_split() {
+        if self.heap[head].state != BlockState::Unmapped || self.heap[head].is_split() {
             return Ok(());
         }
         self.paged.epochs.advance(&mut self.device)?;
@@ -256,20 +254,20 @@ impl<D: Device> Allocator<D> {
     /// cell; else from the range's first block.
     fn planned_block(&mut self, r: usize, addr: u64, group: usize, offset: u64) -> u32 {
         let range = &self.vm.ranges[r];
-        let (base, blocks) = (addr - offset, &self.blocks);
+        let (base, blocks) = (addr - offset, &self.heap);
         let near = self.paged.plan.as_mut().and_then(|plan| {
             plan.hint_below(group, offset, |(start, end), h| {
                 blocks
-                    .get(h)
+                    .block(h)
                     .is_some_and(|b| b.in_vm && range.contains(b.addr) && b.addr < base + end && b.end() > base + start)
             })
         });
         let Some(mut id) = near else { return self.block_containing_near(range.head, addr) };
-        while self.blocks[id].addr > addr {
-            id = self.blocks[id].prev;
+        while self.heap[id].addr > addr {
+            id = self.heap[id].prev;
         }
-        while self.blocks[id].end() <= addr {
-            id = self.blocks[id].next;
+        while self.heap[id].end() <= addr {
+            id = self.heap[id].next;
         }
         id
     }
@@ -296,13 +294,13 @@ impl<D: Device> Allocator<D> {
         }
         let first = self.planned_block(r, at, group, offset);
         let (mut id, mut unmapped) = (first, false);
-        while id != NIL && self.blocks[id].addr < end {
-            match self.blocks[id].state {
+        while id != NIL && self.heap[id].addr < end {
+            match self.heap[id].state {
                 BlockState::Free => {}
                 BlockState::Unmapped => unmapped = true,
                 _ => return Ok(None),
             }
-            id = self.blocks[id].next;
+            id = self.heap[id].next;
         }
         let id = if unmapped {
             self.paged.epochs.advance(&mut self.device)?;
@@ -314,9 +312,9 @@ impl<D: Device> Allocator<D> {
         } else {
             first
         };
-        debug_assert_eq!(self.blocks[id].state, BlockState::Free);
+        debug_assert_eq!(self.heap[id].state, BlockState::Free);
         self.uncache(id);
-        let placed = if self.blocks[id].addr == at {
+        let placed = if self.heap[id].addr == at {
             id
         } else {
             let back = self.split_at(id, at);
@@ -325,7 +323,7 @@ impl<D: Device> Allocator<D> {
         };
         // Cut the rest off here too, so that `hand_out` finds an exact fit: one split
         // fewer, and one hint fewer to note.
-        if self.blocks[placed].end() > end {
+        if self.heap[placed].end() > end {
             let rest = self.split_at(placed, end);
             self.cache(rest);
         }

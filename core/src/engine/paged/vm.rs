@@ -49,8 +49,8 @@ impl<D: Device> Allocator<D> {
             Err(DeviceError::OutOfMemory) => return Ok(None),
             Err(e) => return Err(e.into()),
         };
-        let stream_index = self.streams.index_of(stream);
-        let id = self.blocks.insert(Block::new(base, size, stream_index, BlockState::Unmapped, pool, true));
+        let stream_index = self.heap.lane_of(stream);
+        let id = self.heap.insert_block(Block::new(base, size, stream_index, BlockState::Unmapped, pool, true));
         self.vm.unmapped[pool.index()].insert((stream, base), id);
         let mappings = alloc::collections::BTreeMap::new();
         self.vm.ranges.push(VirtualRange { base, size, page, stream, pool, mappings, head: id });
@@ -77,13 +77,13 @@ impl<D: Device> Allocator<D> {
 
     /// Returns a range whose only block is the unmapped block `id` to the device.
     pub(crate) fn release_range(&mut self, id: u32) -> Result<(), AllocError> {
-        let b = &self.blocks[id];
+        let b = &self.heap[id];
         debug_assert!(b.state == BlockState::Unmapped && !b.is_split());
-        let (addr, size, stream, pool) = (b.addr, b.size, self.streams.handle(b.stream_index), b.pool);
+        let (addr, size, stream, pool) = (b.addr, b.size, self.heap.stream_of_lane(b.stream_index), b.pool);
         self.unmap_ghosts_in(addr, addr + size)?;
         self.device.vm_release(addr, size)?;
         self.vm.unmapped[pool.index()].remove(&(stream, addr));
-        self.blocks.remove(id);
+        self.heap.remove_block(id);
         if let Some(r) = self.vm.range_of(addr) {
             self.vm.ranges.swap_remove(r);
         }
@@ -96,17 +96,17 @@ impl<D: Device> Allocator<D> {
     /// Splits block `id` at `at` (strictly inside it): `id` keeps the front, the returned
     /// new block takes the back, in the same state. Index membership is the caller's.
     pub(crate) fn split_at(&mut self, id: u32, at: u64) -> u32 {
-        let b = &self.blocks[id];
+        let b = &self.heap[id];
         debug_assert!(at > b.addr && at < b.end());
         debug_assert!(matches!(b.state, BlockState::Free | BlockState::Unmapped), "only cached space is cut");
         let mut back = b.clone();
         (back.addr, back.size, back.prev) = (at, b.end() - at, id);
-        let back_id = self.blocks.insert(back);
-        let next = self.blocks[back_id].next;
+        let back_id = self.heap.insert_block(back);
+        let next = self.heap[back_id].next;
         if next != NIL {
-            self.blocks[next].prev = back_id;
+            self.heap[next].prev = back_id;
         }
-        let b = &mut self.blocks[id];
+        let b = &mut self.heap[id];
         b.size = at - b.addr;
         b.next = back_id;
         self.note_in_plan(at, back_id);
@@ -117,7 +117,7 @@ impl<D: Device> Allocator<D> {
     /// the id of that middle piece; the pieces before and after keep `id`'s state and are
     /// put back in their index.
     fn carve(&mut self, id: u32, from: u64, len: u64) -> u32 {
-        let (start, end) = (self.blocks[id].addr, self.blocks[id].end());
+        let (start, end) = (self.heap[id].addr, self.heap[id].end());
         let mut mid = id;
         if from > start {
             mid = self.split_at(id, from);
@@ -132,11 +132,11 @@ impl<D: Device> Allocator<D> {
 
     /// Puts a `Free` or `Unmapped` block into its index.
     pub(crate) fn index_block(&mut self, id: u32) {
-        match self.blocks[id].state {
+        match self.heap[id].state {
             BlockState::Free => self.cache(id),
             BlockState::Unmapped => {
-                let b = &self.blocks[id];
-                self.vm.unmapped[b.pool.index()].insert((self.streams.handle(b.stream_index), b.addr), id);
+                let b = &self.heap[id];
+                self.vm.unmapped[b.pool.index()].insert((self.heap.stream_of_lane(b.stream_index), b.addr), id);
             }
             _ => {}
         }
@@ -151,9 +151,9 @@ impl<D: Device> Allocator<D> {
     /// that took, and the caller still owns the rest. When granting access fails, the
     /// mappings are undone and the caller owns every chunk.
     pub(crate) fn map_chunks(&mut self, id: u32, from: u64, chunks: &[Chunk]) -> Result<u32, MapFailure> {
-        let b = &self.blocks[id];
+        let b = &self.heap[id];
         debug_assert_eq!(b.state, BlockState::Unmapped);
-        let (stream, pool) = (self.streams.handle(b.stream_index), b.pool);
+        let (stream, pool) = (self.heap.stream_of_lane(b.stream_index), b.pool);
         let r = self.vm.range_of(from).expect("mapped address lies in a range");
         let page = self.vm.ranges[r].page;
         // The stretches this call maps, as (address, bytes): they need access granted.
@@ -182,7 +182,7 @@ impl<D: Device> Allocator<D> {
             return Err(failure(failed.expect("a map failed or there was nothing to map"), 0));
         }
         let (chunks, len, pages) = (&chunks[..done], at - from, (at - from) / page);
-        debug_assert!(from + len <= self.blocks[id].end());
+        debug_assert!(from + len <= self.heap[id].end());
         for &(start, bytes) in &fresh {
             if let Err(e) = self.device.vm_set_access(start, bytes) {
                 self.unmap_quietly(from, at, chunks, page);
@@ -208,15 +208,15 @@ impl<D: Device> Allocator<D> {
         }
         self.vm.mapped_pages += pages;
         if !fresh.is_empty() {
-            self.stats.num_device_alloc += 1;
+            self.heap.stats_mut().num_device_alloc += 1;
         }
         self.record(Action::SegmentMap, from, len, stream);
-        self.vm.unmapped[pool.index()].remove(&(stream, self.blocks[id].addr));
+        self.vm.unmapped[pool.index()].remove(&(stream, self.heap[id].addr));
         let mid = self.carve(id, from, len);
-        let [prev, next] = [self.blocks[mid].prev, self.blocks[mid].next];
+        let [prev, next] = [self.heap[mid].prev, self.heap[mid].next];
         self.try_merge(mid, prev, BlockState::Free);
         self.try_merge(mid, next, BlockState::Free);
-        self.blocks[mid].state = BlockState::Free;
+        self.heap[mid].state = BlockState::Free;
         self.cache(mid);
         match failed {
             None => Ok(mid),
@@ -255,19 +255,19 @@ impl<D: Device> Allocator<D> {
     pub(crate) fn block_containing_near(&self, hint: u32, addr: u64) -> u32 {
         let r = self.vm.range_of(addr).expect("address lies in a range");
         let range = &self.vm.ranges[r];
-        let mut id = match self.blocks.get(hint) {
+        let mut id = match self.heap.block(hint) {
             Some(b) if b.in_vm && range.contains(b.addr) && b.addr <= addr => hint,
             _ => range.head,
         };
-        while self.blocks[id].end() <= addr {
-            id = self.blocks[id].next;
+        while self.heap[id].end() <= addr {
+            id = self.heap[id].next;
         }
         id
     }
 
     /// The chunks mapped wholly inside the free block `id`, as (address, bytes).
     pub(crate) fn idle_chunks(&self, id: u32) -> Vec<(u64, u64)> {
-        let b = &self.blocks[id];
+        let b = &self.heap[id];
         match self.vm.range_of(b.addr) {
             Some(r) => self.vm.ranges[r].mappings_within(b.addr, b.end()),
             None => Vec::new(),
@@ -297,9 +297,9 @@ impl<D: Device> Allocator<D> {
         let (page, stream, pool) = (self.vm.ranges[r].page, self.vm.ranges[r].stream, self.vm.ranges[r].pool);
         let (size, handle) = self.vm.ranges[r].mappings[&addr];
         let id = self.block_containing_near(near, addr);
-        debug_assert!(self.blocks[id].state == BlockState::Free && addr + size <= self.blocks[id].end());
+        debug_assert!(self.heap[id].state == BlockState::Free && addr + size <= self.heap[id].end());
         let paged = self.vm.mode == crate::engine::vrange::VmMode::Paged;
-        if !(paged && self.paged.epochs.is_safe(stream, self.blocks[id].stamp())) {
+        if !(paged && self.paged.epochs.is_safe(stream, self.heap[id].stamp())) {
             self.device.synchronize_stream(stream)?;
             if paged {
                 self.paged.epochs.synchronized(stream);
@@ -314,13 +314,13 @@ impl<D: Device> Allocator<D> {
         self.vm.ranges[r].mappings.remove(&addr);
         self.vm.mapped_pages -= size / page;
         if how != Unmapping::PartOfBlock {
-            self.stats.num_device_free += u64::from(how == Unmapping::Counted);
+            self.heap.stats_mut().num_device_free += u64::from(how == Unmapping::Counted);
             self.record(Action::SegmentUnmap, addr, size, stream);
         }
         self.uncache(id);
         let mid = self.carve(id, addr, size);
-        self.blocks[mid].state = BlockState::Unmapped;
-        let [prev, next] = [self.blocks[mid].prev, self.blocks[mid].next];
+        self.heap[mid].state = BlockState::Unmapped;
+        let [prev, next] = [self.heap[mid].prev, self.heap[mid].next];
         self.try_merge(mid, prev, BlockState::Unmapped);
         self.try_merge(mid, next, BlockState::Unmapped);
         self.index_block(mid);
@@ -388,7 +388,7 @@ impl<D: Device> Allocator<D> {
             bytes += size;
         }
         if how == Unmapping::PartOfBlock && unmapped > 0 {
-            self.stats.num_device_free += 1;
+            self.heap.stats_mut().num_device_free += 1;
             self.record(Action::SegmentUnmap, first, unmapped, stream);
         }
         result?;
@@ -401,7 +401,7 @@ impl<D: Device> Allocator<D> {
         let (size, _) = self.paged.ghosts[&addr];
         self.device.vm_unmap(addr, size)?;
         self.paged.ghosts.remove(&addr);
-        self.stats.num_device_free += 1;
+        self.heap.stats_mut().num_device_free += 1;
         Ok(())
     }
 
@@ -424,7 +424,7 @@ impl<D: Device> Allocator<D> {
     /// Releases range `r` if a single unmapped block covers it.
     pub(crate) fn release_range_if_empty(&mut self, r: usize) -> Result<(), AllocError> {
         let head = self.vm.ranges[r].head;
-        let b = &self.blocks[head];
+        let b = &self.heap[head];
         if b.state == BlockState::Unmapped && !b.is_split() {
             self.release_range(head)?;
         }
