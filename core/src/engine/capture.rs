@@ -23,31 +23,7 @@ use alloc::vec::Vec;
 use super::allocator::Allocator;
 use crate::base::device::{Device, Stream};
 use crate::base::error::AllocError;
-use crate::data::addr_map::IdMap;
 use crate::data::block::BlockState;
-
-/// What the allocator keeps about captures.
-#[derive(Clone, Debug, Default)]
-pub struct Captures {
-    underway: u32,
-    /// Freed blocks whose events wait for the end of the captures, with their stream uses.
-    deferred: Vec<(u32, Vec<Stream>)>,
-    /// Streams recorded as uses of a live block while a capture was underway.
-    recorded_during: IdMap<Vec<Stream>>,
-}
-
-impl Captures {
-    /// Whether block `id` waits for the captures to end.
-    pub fn is_deferred(&self, id: u32) -> bool {
-        self.deferred.iter().any(|(d, _)| *d == id)
-    }
-
-    /// True while no capture is underway and nothing waits for one to end.
-    #[inline]
-    pub fn is_idle(&self) -> bool {
-        self.underway == 0 && self.deferred.is_empty() && self.recorded_during.is_empty()
-    }
-}
 
 impl<D: Device> Allocator<D> {
     /// A CUDA graph capture begins: until it ends, no pending free's events are processed and

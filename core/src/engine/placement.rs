@@ -75,9 +75,9 @@ impl<D: Device> Allocator<D> {
         let b = &mut self.heap[id];
         b.state = BlockState::Allocated;
         b.set_requested(requested);
-        let stream = self.heap.stream_of(id);
+        let lane = self.heap[id].stream_index;
         self.heap.insert_live(addr, id);
-        self.count_allocation::<false>(pool, addr, size, requested, stream);
+        self.count_allocation::<false>(pool, addr, size, requested, lane);
         Ok(addr)
     }
 

@@ -12,7 +12,8 @@ use crate::base::error::AllocError;
 use crate::base::size::{round_size, Pool};
 use crate::data::block::NIL;
 use crate::data::streams::RETIRED;
-use crate::engine::allocator::{check_request, Allocator};
+use crate::engine::allocator::Allocator;
+use crate::engine::malloc_chain::check_request;
 use crate::engine::private_pool::PrivatePool;
 
 impl<D: Device> Allocator<D> {
@@ -132,7 +133,7 @@ impl<D: Device> Allocator<D> {
         let found = match self.take_free_block::<false>(pool, stream, rounded) {
             Some(id) => Some(id),
             None if self.beyond_reach(rounded) => None,
-            None => match self.grow_short_of_release(pool, stream, rounded)? {
+            None => match self.grow(pool, stream, rounded)? {
                 Some(id) => Some(id),
                 None => self.grow_after_release(pool, stream, rounded)?,
             },

@@ -1,5 +1,6 @@
-//! What the allocator does when no cached block fits: garbage collection, a new segment,
-//! and PyTorch's recovery steps before declaring out of memory.
+//! What the allocator returns to the device: garbage collection, oversize cached segments,
+//! every cached segment (or idle page), and what it reports when even that leaves a request
+//! out of memory. The growth seam (`growth.rs`) calls these in PyTorch's order.
 //!
 //! Order (PyTorch 2.11): collect garbage if a memory fraction and
 //! `garbage_collection_threshold` are set → allocate a segment → release one big-enough
@@ -25,75 +26,6 @@ use crate::report::explain::Decision;
 use crate::report::history::Action;
 
 impl<D: Device> Allocator<D> {
-    /// Gets a new segment for a rounded request in every way there is short of releasing the
-    /// whole cache: garbage collection, a new segment (or pages), the same stream's oversize
-    /// cached segments, pending frees. `None` when the last step, releasing every cached
-    /// segment and retrying ([`Allocator::grow_after_release`]), is all that is left.
-    pub(crate) fn grow_short_of_release(
-        &mut self,
-        pool: Pool,
-        stream: Stream,
-        rounded: u64,
-    ) -> Result<Option<u32>, AllocError> {
-        let size = segment_size(rounded, self.config.large_segment_size);
-        if self.gc_enabled() {
-            let before = self.reserved;
-            self.garbage_collect()?;
-            let bytes = before - self.reserved;
-            if bytes > 0 {
-                self.explainer.note(|| Decision::GarbageCollected { bytes });
-            }
-        }
-        // A private pool's segments are classic ones (`private_pool.rs`).
-        if self.vm.mode == VmMode::Paged && self.pools.serving == 0 {
-            if let Some(id) = self.grow_paged(pool, stream, rounded)? {
-                return Ok(Some(id));
-            }
-            // Waiting for pending frees may leave pages idle that can be moved.
-            self.heap.stats_mut().num_alloc_retries += 1;
-            self.synchronize_and_free_events()?;
-            return self.grow_paged(pool, stream, rounded);
-        }
-        if let Some(id) = self.allocate_segment(pool, stream, rounded, size, false)? {
-            return Ok(Some(id));
-        }
-        let released = self.noting_releases("release oversize cached segments", |a| {
-            a.release_available_cached_blocks(pool, stream, rounded)
-        })?;
-        if released {
-            return self.allocate_segment(pool, stream, rounded, size, false);
-        }
-        Ok(None)
-    }
-
-    /// The last way to find memory: release every cached segment (or idle page) and retry.
-    /// `None` is out of memory.
-    pub(crate) fn grow_after_release(
-        &mut self,
-        pool: Pool,
-        stream: Stream,
-        rounded: u64,
-    ) -> Result<Option<u32>, AllocError> {
-        if self.vm.mode == VmMode::Paged && self.pools.serving == 0 {
-            // As PyTorch returns every cached segment and retries: idle pages that could not
-            // be moved under the request (over the memory fraction, or in chunks too large
-            // for the span) are returned, and new ones created in their place.
-            self.noting_releases("release every idle page and retry", |a| {
-                a.release_unused_pools()?;
-                a.release_idle_pages(0)
-            })?;
-            if let Some(id) = self.grow_paged(pool, stream, rounded)? {
-                return Ok(Some(id));
-            }
-            // Out of memory: what the last try moved goes back too, so a failed request leaves
-            // the device no fuller than the live allocations need.
-            self.release_idle_pages(0)?;
-            return Ok(None);
-        }
-        self.noting_releases("release every unsplit cached segment and retry", |a| a.release_cached_blocks())?;
-        self.allocate_segment(pool, stream, rounded, segment_size(rounded, self.config.large_segment_size), true)
-    }
-
     /// Runs a release step and notes what it returned to the device: segments (or, under
     /// virtual memory, address ranges) released, and bytes.
     pub(crate) fn noting_releases<T>(
@@ -138,7 +70,7 @@ impl<D: Device> Allocator<D> {
 
     /// Releases one cached oversize segment large enough for the request, or else oversize
     /// segments from the largest down until enough is released. True if that succeeded.
-    fn release_available_cached_blocks(
+    pub(crate) fn release_available_cached_blocks(
         &mut self,
         pool: Pool,
         stream: Stream,
@@ -223,7 +155,7 @@ impl<D: Device> Allocator<D> {
     /// PyTorch's garbage collection: while reserved memory exceeds the threshold fraction
     /// of the allowed memory, release unsplit cached large blocks at least as old (in
     /// lookups since they were cached) as the average.
-    fn garbage_collect(&mut self) -> Result<(), AllocError> {
+    pub(crate) fn garbage_collect(&mut self) -> Result<(), AllocError> {
         let Some(allowed) = self.allowed else { return Ok(()) };
         // Memory other allocators sharing the limit hold counts against the threshold too.
         let threshold = ((self.config.garbage_collection_threshold * allowed as f64) as u64)

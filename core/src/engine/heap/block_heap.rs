@@ -56,6 +56,8 @@ pub(crate) struct HandedOut {
     pub(crate) id: u32,
     pub(crate) addr: u64,
     pub(crate) size: u64,
+    /// Its lane (the stream it is reused on).
+    pub(crate) lane: u32,
     /// The rest split off behind it: free and in no index yet (the caller caches it).
     pub(crate) rest: Option<u32>,
     /// The block handed out starts its segment (or range) after a split.
@@ -149,12 +151,6 @@ impl BlockHeap {
     #[inline(always)]
     pub(crate) fn stream_of_lane(&self, lane: u32) -> Stream {
         self.streams.handle(lane)
-    }
-
-    /// The stream block `id` belongs to.
-    #[inline(always)]
-    pub(crate) fn stream_of(&self, id: u32) -> Stream {
-        self.streams.handle(self.blocks[id].stream_index)
     }
 
     /// The lane of `stream` in `owner`'s memory (0: the allocator's own), made if new.
@@ -313,11 +309,11 @@ impl BlockHeap {
         let b = &mut self.blocks[handed];
         b.state = BlockState::Allocated;
         b.set_requested(requested);
-        let (addr, size) = (b.addr, b.size);
+        let (addr, size, lane) = (b.addr, b.size, b.stream_index);
         if index_live {
             self.live.insert(addr, handed, &self.blocks);
         }
-        HandedOut { id: handed, addr, size, rest, head }
+        HandedOut { id: handed, addr, size, lane, rest, head }
     }
 
     /// Counts an allocation of `size` bytes (`requested` asked for) in `pool`; `oversize`
