@@ -173,6 +173,12 @@ impl FrameTable {
         }
     }
 
+    /// True when stack `id` is kept with every frame (so [`FrameTable::frames`] gives the
+    /// whole list back); false for [`NONE`] or a stack cut at the bound.
+    pub fn kept_whole(&self, id: u32) -> bool {
+        self.stacks.get(id as usize).is_some_and(|(_, more)| *more == 0)
+    }
+
     /// Stack `id` as lines, as the snapshot lists its frames, then how many were left out;
     /// empty for the empty stack or an id not kept.
     pub fn lines(&self, id: u32) -> Vec<String> {

@@ -17,6 +17,15 @@
 //! full against `TraceLimits::bytes`, and its nesting against `TraceLimits::depth`, before
 //! it is allocated, so a reference cycle or a bomb of references ends in a `Limit`, not in
 //! memory taken; the conversion recurses at most `depth` deep.
+//!
+//! Read slim (with a [`FrameTable`]), a `frames` list of frame dicts is interned the moment it
+//! is set in its dict, measured then (its size and nesting kept with its stack and counted at
+//! each use, as the list's own would be), and freed with its frames unless the memo or a DUP
+//! holds them too: an item neither memoized nor DUP'd is held in one place only, so once that
+//! place takes its stack nothing can read it. A shared list is forwarded to its stack, so a
+//! memo reference to it reads as the frames the table gives back (or the list itself, where
+//! the table cut the stack). A frame dict is read as it stands when its list is set, which is
+//! when `pickle.dump` has written it whole.
 
 use alloc::collections::BTreeMap;
 use alloc::format;
@@ -55,31 +64,191 @@ enum Value {
     List(usize),
     /// A dict, by id.
     Dict(usize),
+    /// A `frames` list already interned, by its index in [`Arena::stacks`].
+    Stack(usize),
     /// The MARK on the stack.
     Mark,
 }
 
+/// A `frames` list interned as it was set in its dict: its stack, and what it measured.
+struct Stacked {
+    id: u32,
+    size: u64,
+    height: usize,
+    /// The list, kept when the table did not keep its stack whole (it is then written from here).
+    list: Option<usize>,
+}
+
+/// Strings, lists and dicts by id. An id whose item was never memoized nor DUP'd (`shared`
+/// false) is held in one place only, so once its `frames` list is interned its slot is freed
+/// and reused; a shared list interned is forwarded to its [`Stacked`], so a memo reference to
+/// it still reads.
 #[derive(Default)]
 struct Arena {
     strings: Vec<String>,
     lists: Vec<Vec<Value>>,
     dicts: Vec<Vec<(Value, Value)>>,
+    /// Per kind (string, list, dict) and id: held in more than one place.
+    shared: [Vec<bool>; 3],
+    /// Per kind: ids freed, to reuse.
+    free: [Vec<usize>; 3],
+    stacks: Vec<Stacked>,
+    forwarded: BTreeMap<usize, usize>,
+}
+
+const STR: usize = 0;
+const LIST: usize = 1;
+const DICT: usize = 2;
+
+/// A slot for a new item of one kind: a freed id, or a new one.
+fn slot<T>(items: &mut Vec<T>, shared: &mut Vec<bool>, free: &mut Vec<usize>, item: T) -> usize {
+    match free.pop() {
+        Some(id) => {
+            items[id] = item;
+            shared[id] = false;
+            id
+        }
+        None => {
+            items.push(item);
+            shared.push(false);
+            items.len() - 1
+        }
+    }
+}
+
+impl Arena {
+    fn string(&mut self, s: String) -> Value {
+        Value::Str(slot(&mut self.strings, &mut self.shared[STR], &mut self.free[STR], s))
+    }
+
+    fn list(&mut self, items: Vec<Value>) -> Value {
+        Value::List(slot(&mut self.lists, &mut self.shared[LIST], &mut self.free[LIST], items))
+    }
+
+    fn dict(&mut self, pairs: Vec<(Value, Value)>) -> Value {
+        Value::Dict(slot(&mut self.dicts, &mut self.shared[DICT], &mut self.free[DICT], pairs))
+    }
+
+    /// `v` as it reads now: a list interned as a `frames` list is its stack.
+    fn resolve(&self, v: Value) -> Value {
+        match v {
+            Value::List(id) => self.forwarded.get(&id).map_or(v, |&k| Value::Stack(k)),
+            v => v,
+        }
+    }
+
+    /// `v` may now be held in more than one place (the memo, a DUP).
+    fn share(&mut self, v: Value) {
+        let (kind, id) = match v {
+            Value::Str(id) => (STR, id),
+            Value::List(id) => (LIST, id),
+            Value::Dict(id) => (DICT, id),
+            _ => return,
+        };
+        self.shared[kind][id] = true;
+    }
+
+    /// A frame dict (or a string) no longer held anywhere: its memory and its slot freed. A
+    /// shared one is left as it is (something else may hold it).
+    fn drop_unshared(&mut self, v: Value) {
+        match v {
+            Value::Str(id) if !self.shared[STR][id] => {
+                self.strings[id] = String::new();
+                self.free[STR].push(id);
+            }
+            Value::Dict(id) if !self.shared[DICT][id] => {
+                for (k, item) in core::mem::take(&mut self.dicts[id]) {
+                    // A frame's keys and values are strings and scalars: no deeper.
+                    for v in [k, item] {
+                        if let Value::Str(_) = v {
+                            self.drop_unshared(v);
+                        }
+                    }
+                }
+                self.free[DICT].push(id);
+            }
+            _ => {}
+        }
+    }
+
+    /// When `list` is what a snapshot's `frames` holds, dicts of strings and scalars (so no
+    /// frame holds a container, and freeing it goes two levels deep), the bytes it takes
+    /// written out as [`measure`] counts them; `None` otherwise.
+    fn flat_frames(&self, list: usize) -> Option<u64> {
+        let size = |v: &Value| match v {
+            Value::Str(id) => Some(self.strings[*id].len() as u64 + 2),
+            Value::List(_) | Value::Dict(_) | Value::Stack(_) | Value::Mark => None,
+            _ => Some(8),
+        };
+        let mut total = 2u64;
+        for &f in &self.lists[list] {
+            let Value::Dict(d) = self.resolve(f) else { return None };
+            let mut frame = 2u64;
+            for (k, item) in &self.dicts[d] {
+                frame = frame.saturating_add(size(k)? + 1).saturating_add(size(item)? + 1);
+            }
+            total = total.saturating_add(frame + 1);
+        }
+        Some(total)
+    }
+}
+
+/// Where the machine reads a pickle's bytes: a slice, or a stream the caller reads as the
+/// machine asks (the CLI's file, never held whole).
+pub trait PickleBytes {
+    /// The next `n` bytes; `None` when fewer are left or they cannot be read (a stream keeps
+    /// why, for its caller to say).
+    fn next(&mut self, n: usize) -> Option<&[u8]>;
+}
+
+impl<B: PickleBytes + ?Sized> PickleBytes for &mut B {
+    fn next(&mut self, n: usize) -> Option<&[u8]> {
+        (**self).next(n)
+    }
+}
+
+impl PickleBytes for &[u8] {
+    fn next(&mut self, n: usize) -> Option<&[u8]> {
+        if n > self.len() {
+            return None;
+        }
+        let (taken, rest) = self.split_at(n);
+        *self = rest;
+        Some(taken)
+    }
 }
 
 /// Reads the pickle `bytes` into its JSON value within `limits`.
 pub fn read(bytes: &[u8], limits: &TraceLimits) -> Result<Json, PickleError> {
-    read_into(bytes, limits, &mut None)
+    read_into(bytes, limits, None)
 }
 
 /// Reads the pickle `bytes` as [`read`] does, but every `frames` entry of a dict becomes its
-/// stack id in `frames` as the value is built (as `slim_json` reads JSON): the value then
-/// never holds a snapshot's frames, most of its bytes.
+/// stack id in `frames` (as `slim_json` reads JSON): the value then never holds a snapshot's
+/// frames, most of its bytes.
 pub fn read_slim(bytes: &[u8], limits: &TraceLimits, frames: &mut FrameTable) -> Result<Json, PickleError> {
-    read_into(bytes, limits, &mut Some(frames))
+    read_into(bytes, limits, Some(frames))
 }
 
-fn read_into(bytes: &[u8], limits: &TraceLimits, frames: &mut Option<&mut FrameTable>) -> Result<Json, PickleError> {
-    let mut m = Machine { bytes, at: 0, arena: Arena::default(), stack: Vec::new(), memo: BTreeMap::new() };
+/// [`read_slim`] from bytes read as the machine asks for them: with a stream, the pickle is
+/// never held whole, and a `frames` list is interned the moment it is set in its dict, its
+/// frames freed then unless the memo or a DUP holds them too (what is left of a snapshot is
+/// its events and segments, as `slim_json` keeps of JSON).
+pub fn read_slim_from(
+    bytes: impl PickleBytes,
+    limits: &TraceLimits,
+    frames: &mut FrameTable,
+) -> Result<Json, PickleError> {
+    read_into(bytes, limits, Some(frames))
+}
+
+fn read_into(
+    bytes: impl PickleBytes,
+    limits: &TraceLimits,
+    table: Option<&mut FrameTable>,
+) -> Result<Json, PickleError> {
+    let mut m =
+        Machine { bytes, at: 0, arena: Arena::default(), stack: Vec::new(), memo: BTreeMap::new(), limits, table };
     let top = m.run()?;
     let (size, _) = measure(&m.arena, top, limits.depth, &mut BTreeMap::new()).map_err(|e| match e {
         PickleError::Limit(Limit::Depth(_)) => PickleError::Limit(Limit::Depth(limits.depth)),
@@ -88,7 +257,15 @@ fn read_into(bytes: &[u8], limits: &TraceLimits, frames: &mut Option<&mut FrameT
     if size > limits.bytes {
         return Err(PickleError::Limit(Limit::Bytes(limits.bytes)));
     }
-    Ok(to_json(&m.arena, top, frames))
+    let Machine { bytes, mut arena, table, stack, memo, .. } = m;
+    // The memo and the stack let go: what `top` alone holds is taken out as it is written.
+    drop((bytes, stack, memo));
+    // Room the arena grew into and will not use: the value is built beside it.
+    arena.strings.shrink_to_fit();
+    arena.dicts.shrink_to_fit();
+    arena.lists.shrink_to_fit();
+    let mut out = Writer { arena: &mut arena, table };
+    Ok(out.json(top, true, true))
 }
 
 /// The bytes `v` takes written out as JSON (about: each scalar 8, each string its length),
@@ -100,8 +277,16 @@ fn measure(
     depth: usize,
     seen: &mut BTreeMap<(bool, usize), (u64, usize)>,
 ) -> Result<(u64, usize), PickleError> {
-    let key = match v {
+    let key = match arena.resolve(v) {
         Value::Str(id) => return Ok((arena.strings[id].len() as u64 + 2, 0)),
+        Value::Stack(k) => {
+            let s = &arena.stacks[k];
+            return if s.height > depth {
+                Err(PickleError::Limit(Limit::Depth(depth)))
+            } else {
+                Ok((s.size, s.height))
+            };
+        }
         Value::List(id) => (false, id),
         Value::Dict(id) => (true, id),
         _ => return Ok((8, 0)),
@@ -117,7 +302,7 @@ fn measure(
         height = height.max(h);
         Ok(())
     };
-    match v {
+    match arena.resolve(v) {
         Value::List(id) => arena.lists[id].iter().try_for_each(|&item| add(item, seen))?,
         Value::Dict(id) => arena.dicts[id].iter().try_for_each(|&(k, item)| {
             add(k, seen)?;
@@ -133,20 +318,22 @@ fn bad(message: impl Into<String>) -> PickleError {
     PickleError::Unreadable(message.into())
 }
 
-struct Machine<'a> {
-    bytes: &'a [u8],
+struct Machine<'a, B> {
+    bytes: B,
     at: usize,
     arena: Arena,
     stack: Vec<Value>,
     memo: BTreeMap<u64, Value>,
+    limits: &'a TraceLimits,
+    /// Where `frames` lists are interned as they are set in a dict; none for [`read`].
+    table: Option<&'a mut FrameTable>,
 }
 
-impl Machine<'_> {
+impl<B: PickleBytes> Machine<'_, B> {
     fn take(&mut self, n: u64) -> Result<&[u8], PickleError> {
         let n = usize::try_from(n).map_err(|_| bad("a length past the end of the data"))?;
-        let end = self.at.checked_add(n).filter(|&e| e <= self.bytes.len()).ok_or_else(|| bad("truncated data"))?;
-        let s = &self.bytes[self.at..end];
-        self.at = end;
+        let s = self.bytes.next(n).ok_or_else(|| bad("truncated data"))?;
+        self.at += n;
         Ok(s)
     }
 
@@ -175,35 +362,82 @@ impl Machine<'_> {
 
     fn string(&mut self, n: u64) -> Result<(), PickleError> {
         let s = String::from_utf8_lossy(self.take(n)?).into_owned();
-        self.arena.strings.push(s);
-        self.stack.push(Value::Str(self.arena.strings.len() - 1));
+        let v = self.arena.string(s);
+        self.stack.push(v);
         Ok(())
     }
 
     fn list(&mut self, items: Vec<Value>) {
-        self.arena.lists.push(items);
-        self.stack.push(Value::List(self.arena.lists.len() - 1));
+        let v = self.arena.list(items);
+        self.stack.push(v);
     }
 
     fn dict(&mut self, items: Vec<Value>) -> Result<(), PickleError> {
         if items.len() % 2 != 0 {
             return Err(bad("a dict's items are not key, value pairs"));
         }
-        self.arena.dicts.push(items.chunks(2).map(|p| (p[0], p[1])).collect());
-        self.stack.push(Value::Dict(self.arena.dicts.len() - 1));
+        let pairs = self.pairs(items);
+        let v = self.arena.dict(pairs);
+        self.stack.push(v);
         Ok(())
     }
 
     /// Adds `items` to the list or dict (or set) `target`.
     fn extend(&mut self, target: Value, items: Vec<Value>, pairs: bool) -> Result<(), PickleError> {
-        match (target, pairs) {
+        match (self.arena.resolve(target), pairs) {
             (Value::List(id), false) => self.arena.lists[id].extend(items),
             (Value::Dict(id), true) if items.len() % 2 == 0 => {
-                self.arena.dicts[id].extend(items.chunks(2).map(|p| (p[0], p[1])))
+                let pairs = self.pairs(items);
+                self.arena.dicts[id].extend(pairs)
             }
             _ => return Err(bad("items added to something that is not a list or dict")),
         }
         Ok(())
+    }
+
+    /// `items` as a dict's key, value pairs, each `frames` list interned as it is set (when
+    /// reading slim).
+    fn pairs(&mut self, items: Vec<Value>) -> Vec<(Value, Value)> {
+        let mut pairs: Vec<(Value, Value)> = items.chunks(2).map(|p| (p[0], p[1])).collect();
+        if self.table.is_some() {
+            for (k, item) in &mut pairs {
+                if matches!(*k, Value::Str(id) if self.arena.strings[id] == "frames") {
+                    *item = self.intern(*item);
+                }
+            }
+        }
+        pairs
+    }
+
+    /// `item`, set as a dict's `frames`, as its stack ([`Value::Stack`]) when it is a list of
+    /// frames within the limits, its frames then freed unless held elsewhere; otherwise as it
+    /// is (interned when the value is written out, as before).
+    fn intern(&mut self, item: Value) -> Value {
+        let Value::List(list) = self.arena.resolve(item) else { return item };
+        let Some(size) = self.arena.flat_frames(list) else { return item };
+        // A list of dicts of scalars: as `measure` would find it.
+        let height = if self.arena.lists[list].is_empty() { 1 } else { 2 };
+        if size > self.limits.bytes || height > self.limits.depth {
+            return item;
+        }
+        let Some(table) = self.table.as_deref_mut() else { return item };
+        let json = Writer { arena: &mut self.arena, table: None }.json(item, false, false);
+        let id = table.stack_of_frames(&json);
+        let whole = table.kept_whole(id);
+        let k = self.arena.stacks.len();
+        self.arena.stacks.push(Stacked { id, size, height, list: (!whole).then_some(list) });
+        if whole {
+            // The table gives these frames back exactly: the list's own are no longer needed.
+            for f in core::mem::take(&mut self.arena.lists[list]) {
+                self.arena.drop_unshared(f);
+            }
+            if self.arena.shared[LIST][list] {
+                self.arena.forwarded.insert(list, k);
+            } else {
+                self.arena.free[LIST].push(list);
+            }
+        }
+        Value::Stack(k)
     }
 
     fn integer(&mut self, n: u64) -> Result<(), PickleError> {
@@ -245,6 +479,7 @@ impl Machine<'_> {
                 } // POP_MARK
                 b'2' => {
                     let v = self.top()?;
+                    self.arena.share(v);
                     self.stack.push(v)
                 } // DUP
                 b'N' => self.stack.push(Value::None),
@@ -330,10 +565,12 @@ impl Machine<'_> {
                 b'q' | b'r' => {
                     let i = self.uint(if op == b'q' { 1 } else { 4 })?;
                     let v = self.top()?;
+                    self.arena.share(v);
                     self.memo.insert(i, v);
                 } // BINPUT, LONG_BINPUT
                 0x94 => {
                     let (i, v) = (self.memo.len() as u64, self.top()?);
+                    self.arena.share(v);
                     self.memo.insert(i, v);
                 } // MEMOIZE
                 b'h' | b'j' => {
@@ -352,41 +589,86 @@ impl Machine<'_> {
     }
 }
 
-/// `v` as JSON (measured first: its size and nesting are within the limits), each `frames`
-/// entry interned into `frames` when a table is given.
-fn to_json(arena: &Arena, v: Value, frames: &mut Option<&mut FrameTable>) -> Json {
-    match v {
-        Value::None | Value::Mark => Json::Null,
-        Value::Bool(b) => Json::Bool(b),
-        Value::Int(i) => Json::from(i),
-        Value::UInt(u) => Json::from(u),
-        Value::Big(f) | Value::Float(f) => Number::from_f64(f).map_or(Json::Null, Json::Number),
-        Value::Str(id) => Json::String(arena.strings[id].clone()),
-        Value::List(id) => Json::Array(arena.lists[id].iter().map(|&item| to_json(arena, item, frames)).collect()),
-        Value::Dict(id) => {
-            let mut map = Map::new();
-            for &(k, item) in &arena.dicts[id] {
-                let key = match to_json(arena, k, &mut None) {
-                    Json::String(s) => s,
-                    other => other.to_string(),
-                };
-                let item = match frames.as_deref_mut() {
-                    // One list's value at a time, dropped once interned.
-                    Some(table) if key == "frames" => {
-                        Json::from(table.stack_of_frames(&to_json(arena, item, &mut None)))
-                    }
-                    _ => to_json(arena, item, frames),
-                };
-                map.insert(key, item);
+/// Writes values out as JSON (measured first: their size and nesting are within the limits).
+struct Writer<'a, 'b> {
+    arena: &'a mut Arena,
+    /// The table `frames` lists are interned into, and stacks read from.
+    table: Option<&'b mut FrameTable>,
+}
+
+impl Writer<'_, '_> {
+    /// `v` as JSON; each `frames` entry of a dict its stack id when `intern` (and a table is
+    /// given), else its frames. When `owned` (`v` is reached by one path only: nothing above
+    /// it shared), what it holds is taken out of the arena rather than copied.
+    fn json(&mut self, v: Value, owned: bool, intern: bool) -> Json {
+        match self.arena.resolve(v) {
+            Value::None | Value::Mark => Json::Null,
+            Value::Bool(b) => Json::Bool(b),
+            Value::Int(i) => Json::from(i),
+            Value::UInt(u) => Json::from(u),
+            Value::Big(f) | Value::Float(f) => Number::from_f64(f).map_or(Json::Null, Json::Number),
+            Value::Str(id) if owned && !self.arena.shared[STR][id] => {
+                Json::String(core::mem::take(&mut self.arena.strings[id]))
             }
-            Json::Object(map)
+            Value::Str(id) => Json::String(self.arena.strings[id].clone()),
+            Value::Stack(k) => {
+                let (id, list) = (self.arena.stacks[k].id, self.arena.stacks[k].list);
+                match list {
+                    // Not kept whole by the table: its frames were kept here.
+                    Some(list) => self.json(Value::List(list), false, false),
+                    None => Json::Array(self.table.as_deref().map(|t| t.frames(id)).unwrap_or_default()),
+                }
+            }
+            Value::List(id) if owned && !self.arena.shared[LIST][id] => {
+                let items = core::mem::take(&mut self.arena.lists[id]);
+                Json::Array(items.into_iter().map(|item| self.json(item, true, intern)).collect())
+            }
+            Value::List(id) => {
+                // Shared: read in place (an item's own items may be taken, never this list's).
+                let n = self.arena.lists[id].len();
+                Json::Array((0..n).map(|i| self.json(self.arena.lists[id][i], false, intern)).collect())
+            }
+            Value::Dict(id) => {
+                let owned = owned && !self.arena.shared[DICT][id];
+                let mut map = Map::new();
+                if owned {
+                    for (k, item) in core::mem::take(&mut self.arena.dicts[id]) {
+                        self.entry(&mut map, k, item, true, intern);
+                    }
+                } else {
+                    for i in 0..self.arena.dicts[id].len() {
+                        let (k, item) = self.arena.dicts[id][i];
+                        self.entry(&mut map, k, item, false, intern);
+                    }
+                }
+                Json::Object(map)
+            }
         }
+    }
+
+    /// Writes one key and value of a dict into `map`.
+    fn entry(&mut self, map: &mut Map<String, Json>, k: Value, item: Value, owned: bool, intern: bool) {
+        let key = match self.json(k, owned, false) {
+            Json::String(s) => s,
+            other => other.to_string(),
+        };
+        let item = match self.arena.resolve(item) {
+            Value::Stack(k) if intern && key == "frames" => Json::from(self.arena.stacks[k].id),
+            item if intern && key == "frames" && self.table.is_some() => {
+                // One list's value at a time, dropped once interned.
+                let frames = self.json(item, owned, false);
+                Json::from(self.table.as_deref_mut().map_or(0, |t| t.stack_of_frames(&frames)))
+            }
+            item => self.json(item, owned, intern),
+        };
+        map.insert(key, item);
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::trace::frame_table::FrameBounds;
 
     fn limits(bytes: u64, depth: usize) -> TraceLimits {
         TraceLimits { bytes, depth, events: 1 }
@@ -447,6 +729,73 @@ mod tests {
         assert!(!slim.to_string().contains("name"), "{slim}");
         FrameTable::default().slim(&mut whole);
         assert_eq!(whole, slim);
+    }
+
+    /// A `frames` list interned as it is set stays readable through the memo: the list used
+    /// again (as a dict's other entry) and a frame used again (as a value of its own) read as
+    /// `read` gives them, whether the table keeps the stack whole or cuts it.
+    #[test]
+    fn a_memoized_frames_list_still_reads_once_interned() {
+        // pickle.dumps({"a": [{"frames": F, "x": 1}, {"frames": F, "y": F}], "z": F[0]},
+        // protocol=4), F = [{"filename": "a.py", "line": 1, "name": "f"}, {... "b.py", 2, "g"}].
+        let p: [u8; 132] = [
+            128, 4, 149, 121, 0, 0, 0, 0, 0, 0, 0, 125, 148, 40, 140, 1, 97, 148, 93, 148, 40, 125, 148, 40, 140, 6,
+            102, 114, 97, 109, 101, 115, 148, 93, 148, 40, 125, 148, 40, 140, 8, 102, 105, 108, 101, 110, 97, 109, 101,
+            148, 140, 4, 97, 46, 112, 121, 148, 140, 4, 108, 105, 110, 101, 148, 75, 1, 140, 4, 110, 97, 109, 101, 148,
+            140, 1, 102, 148, 117, 125, 148, 40, 104, 7, 140, 4, 98, 46, 112, 121, 148, 104, 9, 75, 2, 104, 10, 140, 1,
+            103, 148, 117, 101, 140, 1, 120, 148, 75, 1, 117, 125, 148, 40, 104, 4, 104, 5, 140, 1, 121, 148, 104, 5,
+            117, 101, 140, 1, 122, 148, 104, 6, 117, 46,
+        ];
+        let limits = limits(1 << 20, 64);
+        let whole = read(&p, &limits).unwrap();
+        assert_eq!(whole["a"][1]["y"][1]["name"], "g", "{whole}");
+        let one_frame = FrameBounds { stack_frames: 1, ..FrameBounds::BROWSER };
+        for bounds in [FrameBounds::BROWSER, FrameBounds::within(1 << 20), one_frame] {
+            let mut t = FrameTable::new(bounds);
+            let slim = read_slim_from(&p[..], &limits, &mut t).unwrap();
+            let mut expected = whole.clone();
+            FrameTable::new(bounds).slim(&mut expected);
+            assert_eq!(slim, expected, "{bounds:?}");
+            assert_eq!(slim["a"][0]["frames"], slim["a"][1]["frames"]);
+        }
+    }
+
+    /// Frames that nothing else holds are freed as their list is interned, their slots used
+    /// again: the arena holds one event's frames at a time, not the file's.
+    #[test]
+    fn frames_held_once_are_freed_when_interned() {
+        let s = |text: &str| [&[0x8c, text.len() as u8][..], text.as_bytes()].concat();
+        let frame = |i: u32| {
+            [&b"}("[..], &s("filename"), &s(&alloc::format!("f{}.py", i % 5)), &s("line"), b"K\x07", b"u"].concat()
+        };
+        let event = |i: u32| {
+            let frames: Vec<u8> = (0..12).flat_map(|k| frame(i + k)).collect();
+            [&b"}("[..], &s("action"), &s("alloc"), &s("frames"), b"](", &frames, b"e", b"u"].concat()
+        };
+        let events: Vec<u8> = (0..500).flat_map(event).collect();
+        let p = [&b"\x80\x04}("[..], &s("device_traces"), b"](](", &events, b"ee", b"u."].concat();
+        let limits = limits(1 << 24, 64);
+        let mut t = FrameTable::new(FrameBounds::within(1 << 24));
+        let mut m = Machine {
+            bytes: &p[..],
+            at: 0,
+            arena: Arena::default(),
+            stack: Vec::new(),
+            memo: BTreeMap::new(),
+            limits: &limits,
+            table: Some(&mut t),
+        };
+        m.run().unwrap();
+        // 500 events of 12 frames read: the top dict, 500 events and their 1,500 strings held,
+        // and one event's frames (12 dicts, 36 strings) at the most; held, the frames were
+        // 6,000 dicts and 18,000 strings.
+        assert!(m.arena.dicts.len() <= 1 + 500 + 12, "{} dicts", m.arena.dicts.len());
+        assert!(m.arena.strings.len() <= 1 + 1500 + 36, "{} strings", m.arena.strings.len());
+        assert!(m.arena.lists.len() <= 3, "{}", m.arena.lists.len());
+        let slim = read_slim(&p, &limits, &mut FrameTable::new(FrameBounds::within(1 << 24))).unwrap();
+        let mut expected = read(&p, &limits).unwrap();
+        FrameTable::new(FrameBounds::within(1 << 24)).slim(&mut expected);
+        assert_eq!(slim, expected);
     }
 
     #[test]

@@ -11,7 +11,9 @@
 //! pickles hold only dicts, lists, strings, numbers, booleans and None, which any Python
 //! `pickle.load` reads back.
 
-use cachalot_core::trace::pickle::{self, PickleError};
+use std::io::{self, BufRead, Read};
+
+use cachalot_core::trace::pickle::{self, PickleBytes, PickleError};
 use cachalot_core::trace::{FrameTable, Limit, TraceLimits};
 use serde_json::Value as Json;
 use serde_pickle::SerOptions;
@@ -44,6 +46,73 @@ pub fn to_slim_json_within(
     frames: &mut FrameTable,
 ) -> Result<Json, String> {
     pickle::read_slim(bytes, limits, frames).map_err(|e| named(e, what, limits))
+}
+
+/// The bytes of a pickle read from `input` as the machine asks for them, so the file is never
+/// held whole; a read that fails keeps its error for the caller to name.
+pub struct Streamed<R> {
+    input: R,
+    buf: Vec<u8>,
+    /// Why the bytes stopped, when it was the input's own error (a limit, gzip), not the end.
+    pub error: Option<io::Error>,
+}
+
+impl<R: BufRead> Streamed<R> {
+    /// Reads `input`.
+    pub fn new(input: R) -> Self {
+        Streamed { input, buf: Vec::new(), error: None }
+    }
+}
+
+impl<R: BufRead> PickleBytes for Streamed<R> {
+    fn next(&mut self, n: usize) -> Option<&[u8]> {
+        self.buf.clear();
+        // Most opcodes take a few bytes, and the buffer already holds them.
+        match self.input.fill_buf() {
+            Ok(held) if held.len() >= n => {
+                self.buf.extend_from_slice(&held[..n]);
+                self.input.consume(n);
+                return Some(&self.buf);
+            }
+            Ok(_) => {}
+            Err(e) => {
+                self.error = Some(e);
+                return None;
+            }
+        }
+        // A long string: grown as its bytes come, so a length the file does not hold costs
+        // nothing.
+        if self.buf.capacity() > 1 << 20 {
+            self.buf = Vec::new();
+        }
+        match (&mut self.input).take(n as u64).read_to_end(&mut self.buf) {
+            Ok(got) if got == n => Some(&self.buf),
+            Ok(_) => None,
+            Err(e) => {
+                self.error = Some(e);
+                None
+            }
+        }
+    }
+}
+
+/// The JSON value of the pickle read from `input` within `limits`, each `frames` entry its
+/// stack id in `frames`, as [`to_slim_json_within`] gives it, but the pickle never held whole
+/// and each `frames` list interned as its dict is read. Err holds the input's own error when
+/// reading it failed (for the caller to name), else the message.
+pub fn read_slim_within(
+    input: impl BufRead,
+    what: &str,
+    limits: &TraceLimits,
+    frames: &mut FrameTable,
+) -> Result<Json, Result<io::Error, String>> {
+    let mut bytes = Streamed::new(input);
+    let read = pickle::read_slim_from(&mut bytes, limits, frames);
+    match (read, bytes.error) {
+        (Ok(v), _) => Ok(v),
+        (Err(_), Some(e)) => Err(Ok(e)),
+        (Err(e), None) => Err(Err(named(e, what, limits))),
+    }
 }
 
 /// A pickle reader's error as the tool says it, naming the file and the flag to raise.

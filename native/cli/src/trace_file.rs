@@ -3,11 +3,11 @@
 //! by their first bytes, whatever the file is called), parsed by the core's own reader; of a
 //! snapshot of several GPUs, the one chosen. Bytes are read as they come: a CSV is fed to the
 //! core a line at a time and never held (with [`parse_spooled`], nor are its operations); a
-//! JSON snapshot is parsed as it is read (a pickle is read whole first, up to the limit on
-//! bytes), and its value held without its stack frames, which are interned in a
-//! [`FrameTable`] as they are parsed (the core's `slim_json`, the browser's reader too): in a
-//! real snapshot they are most of the bytes, and as a JSON value each byte of text took about
-//! ten.
+//! JSON snapshot is parsed as it is read, and a pickle read as its machine asks for the bytes,
+//! and its value held without its stack frames, which are interned in a [`FrameTable`] as
+//! they are parsed (the core's `slim_json`, the browser's reader too, and the pickle machine):
+//! in a real snapshot they are most of the bytes, and as a JSON value each byte of text took
+//! about ten.
 //!
 //! Invariants: every failure is a message that names the file and what is wrong with it; a
 //! limit met names itself and the flag that raises it (`--max-bytes`, `--max-depth`,
@@ -255,9 +255,9 @@ fn parse_into(
     let mut all = Cursor::new(head).chain(text);
     let mut frames = FrameTable::new(FrameBounds::within(limits.bytes));
     let snapshot = if format == Format::Pickle {
-        let mut bytes = Vec::new();
-        all.read_to_end(&mut bytes).map_err(|e| io_error(e, gzip))?;
-        pickle_snapshot::to_slim_json_within(&bytes, what, limits, &mut frames)?
+        // Read as the machine asks, never held whole; its frames interned as each is set.
+        let read = pickle_snapshot::read_slim_within(BufReader::with_capacity(1 << 16, all), what, limits, &mut frames);
+        read.map_err(|e| e.map_or_else(|message| message, |e| io_error(e, gzip)))?
     } else if format == Format::Json {
         // Parsed as it is read, the text never held: from the bracket that opens it (what
         // came before is a byte-order mark and white space), so lines count from there.

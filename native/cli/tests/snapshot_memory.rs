@@ -1,7 +1,8 @@
-//! A snapshot's stack frames are interned as it is parsed and its JSON text is never held
-//! whole (issue 41): the heap a read takes stays well under the text's size, where the whole
-//! text as a JSON value took about 10 bytes per byte. Heap bytes are counted by this test's
-//! own global allocator (the one test of this file, so no other test allocates meanwhile).
+//! A snapshot's stack frames are interned as it is parsed and its JSON text, or its pickle, is
+//! never held whole (issue 41): the heap a read takes stays well under the file's size, where
+//! the whole text as a JSON value took about 10 bytes per byte, and the pickle machine holding
+//! the whole pickle about 8. Heap bytes are counted by this test's own global allocator (the
+//! one test of this file, so no other test allocates meanwhile).
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -64,19 +65,44 @@ fn snapshot(events: u64) -> Vec<u8> {
     s.into_bytes()
 }
 
+/// The heap `read` takes at its peak, beyond what was held before it.
+fn peak_of<T>(read: impl FnOnce() -> T) -> (T, usize) {
+    let before = HELD.load(Ordering::Relaxed);
+    PEAK.store(before, Ordering::Relaxed);
+    let out = read();
+    (out, PEAK.load(Ordering::Relaxed) - before)
+}
+
+/// Reads `bytes` as the CLI does and checks its stacks are in the table, not in the value.
+fn read_slim(bytes: &[u8], what: &str) -> usize {
+    let ((loaded, spool), peak) =
+        peak_of(|| parse_spooled(bytes, what, None, &TraceLimits::DEFAULT, Source::Gone).expect("a valid trace"));
+    assert!(spool.len() >= 10_000, "{what}: {} operations", spool.len());
+    let Input::Snapshot { value, frames } = &loaded.input else { panic!("{what}: a snapshot") };
+    let event = &value["device_traces"][0][0];
+    assert_eq!(frames.frames(frames.clone().stack_of(event)).len(), 24, "{what}: the stack is kept, in the table");
+    assert!(!event.to_string().contains("layer_"), "{what}: the value holds no frame text: {event}");
+    peak
+}
+
+/// One test for both encodings: the counts are the process's, so no other test may run
+/// beside it.
 #[test]
 fn a_snapshots_frames_and_text_are_not_held() {
     let text = snapshot(20_000);
-    let before = HELD.load(Ordering::Relaxed);
-    PEAK.store(before, Ordering::Relaxed);
-    let (loaded, spool) =
-        parse_spooled(&text[..], "t.json", None, &TraceLimits::DEFAULT, Source::Gone).expect("a valid trace");
-    let peak = PEAK.load(Ordering::Relaxed) - before;
-    assert!(spool.len() >= 10_000, "{} operations", spool.len());
-    let Input::Snapshot { value, frames } = &loaded.input else { panic!("a snapshot") };
-    let event = &value["device_traces"][0][0];
-    assert_eq!(frames.frames(frames.clone().stack_of(event)).len(), 24, "the stack is kept, in the table");
-    assert!(!event.to_string().contains("layer_"), "the value holds no frame text: {event}");
+    let peak = read_slim(&text, "t.json");
     // Held as a JSON value, the text took about 10 bytes per byte; held whole, at least 1.
     assert!(peak < text.len() / 2, "{peak} bytes at the peak for {} bytes of text", text.len());
+
+    // The same as a pickle (serde-pickle's, every value written in full as in
+    // make_large_snapshot.py): read as the machine asks for its bytes, and each frames list
+    // interned and freed as its dict is set. Held whole, the pickle's machine took about 8
+    // bytes per byte of it, frames included.
+    let pickle = {
+        let value: serde_json::Value = serde_json::from_slice(&text).unwrap();
+        drop(text);
+        cachalot_cli::pickle_snapshot::from_json(&value).unwrap()
+    };
+    let peak = read_slim(&pickle, "t.pickle");
+    assert!(peak < pickle.len() / 2, "{peak} bytes at the peak for a {}-byte pickle", pickle.len());
 }
