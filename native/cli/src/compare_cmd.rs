@@ -154,8 +154,11 @@ pub fn run(args: &CompareArgs, out: Out) -> Result<(), Failure> {
         writeln!(
             out,
             "\n{}",
-            fit("PyTorch (H200): PyTorch 2.11 measured on an NVIDIA H200 (real driver, that host's CPU); \
-                 a different machine: read the two ns/op as figures of each, not as a race:")
+            fit("PyTorch (H200): PyTorch 2.11's own allocator under each config, measured on an NVIDIA \
+                 H200 (real driver, that host's CPU) by native/gpu/replay_torch.py in a process of its own, \
+                 one run (2026-11-29); separate processes there spread widely (386.6-722.2 ns/op on \
+                 gpt2_train), and docs/benchmarks.md gives the side-by-side reference. A different \
+                 machine: read the two ns/op as figures of each, not as a race:")
         )?;
         for line in theirs.render(width) {
             writeln!(out, "{line}")?;
