@@ -250,7 +250,8 @@ fn read_into(
     let mut m =
         Machine { bytes, at: 0, arena: Arena::default(), stack: Vec::new(), memo: BTreeMap::new(), limits, table };
     let top = m.run()?;
-    let (size, _) = measure(&m.arena, top, limits.depth, &mut BTreeMap::new()).map_err(|e| match e {
+    let mut seen = BTreeMap::new();
+    let (size, _) = measure(&m.arena, top, limits.depth, &mut seen).map_err(|e| match e {
         PickleError::Limit(Limit::Depth(_)) => PickleError::Limit(Limit::Depth(limits.depth)),
         other => other,
     })?;
@@ -258,8 +259,12 @@ fn read_into(
         return Err(PickleError::Limit(Limit::Bytes(limits.bytes)));
     }
     let Machine { bytes, mut arena, table, stack, memo, .. } = m;
-    // The memo and the stack let go: what `top` alone holds is taken out as it is written.
+    // The memo and the stack let go: a container that one container alone holds now (all
+    // `pickle.dump` memoized but used once) is taken out as it is written, not copied.
     drop((bytes, stack, memo));
+    for ((dict, id), (_, _, uses)) in seen {
+        arena.shared[if dict { DICT } else { LIST }][id] = uses > 1;
+    }
     // Room the arena grew into and will not use: the value is built beside it.
     arena.strings.shrink_to_fit();
     arena.dicts.shrink_to_fit();
@@ -270,12 +275,13 @@ fn read_into(
 
 /// The bytes `v` takes written out as JSON (about: each scalar 8, each string its length),
 /// every use of a shared container counted, and how deep it nests; an error past `depth`
-/// levels (a container that holds itself never ends). Each container is measured once.
+/// levels (a container that holds itself never ends). Each container is measured once; `seen`
+/// keeps its size, its nesting and how many containers (or the top) hold it.
 fn measure(
     arena: &Arena,
     v: Value,
     depth: usize,
-    seen: &mut BTreeMap<(bool, usize), (u64, usize)>,
+    seen: &mut BTreeMap<(bool, usize), (u64, usize, u32)>,
 ) -> Result<(u64, usize), PickleError> {
     let key = match arena.resolve(v) {
         Value::Str(id) => return Ok((arena.strings[id].len() as u64 + 2, 0)),
@@ -291,7 +297,9 @@ fn measure(
         Value::Dict(id) => (true, id),
         _ => return Ok((8, 0)),
     };
-    if let Some(&(size, height)) = seen.get(&key) {
+    if let Some((size, height, uses)) = seen.get_mut(&key) {
+        *uses = uses.saturating_add(1);
+        let (size, height) = (*size, *height);
         return if height > depth { Err(PickleError::Limit(Limit::Depth(depth))) } else { Ok((size, height)) };
     }
     let inner = depth.checked_sub(1).ok_or(PickleError::Limit(Limit::Depth(depth)))?;
@@ -310,7 +318,7 @@ fn measure(
         })?,
         _ => {}
     }
-    seen.insert(key, (size, height + 1));
+    seen.insert(key, (size, height + 1, 1));
     Ok((size, height + 1))
 }
 
