@@ -5,12 +5,12 @@
 //! `FrameBounds::BROWSER`) the moment it is parsed, so the value kept holds the events and
 //! segments alone. Here: which bytes the page reads so, and its limit on them.
 //!
-//! Invariants: only a JSON snapshot within [`SNAPSHOT_JSON_BYTES`] and the reader's nesting
-//! limit is read here; anything else (a pickle, a CSV, text that is no JSON) gives `None`, and
+//! Invariants: only a JSON or pickle snapshot within [`SNAPSHOT_JSON_BYTES`] and the reader's
+//! limits is read here; anything else (a CSV, text that is no JSON, a refused pickle) gives `None`, and
 //! the caller reads it as before, with the same errors; nothing here panics on input.
 
 use cachalot_core::trace::frame_table::FrameTable;
-use cachalot_core::trace::{format_of, nests_deeper, slim_json, Format, TraceLimits};
+use cachalot_core::trace::{format_of, nests_deeper, pickle, slim_json, Format, TraceLimits};
 use serde_json::Value;
 
 /// The most bytes of a JSON snapshot the page reads (the page's `limits.snapshotBytes` in
@@ -21,8 +21,16 @@ pub const SNAPSHOT_JSON_BYTES: u64 = 1536 << 20;
 /// `data` read as a JSON snapshot with its frames interned into `frames`; `None` when it is
 /// not JSON, not UTF-8, past [`SNAPSHOT_JSON_BYTES`] or `limits`' nesting, or not valid JSON.
 pub fn read(data: &[u8], limits: &TraceLimits, frames: &mut FrameTable) -> Option<Value> {
-    if format_of(data) != Some(Format::Json) || data.len() as u64 > SNAPSHOT_JSON_BYTES {
+    if data.len() as u64 > SNAPSHOT_JSON_BYTES {
         return None;
+    }
+    match format_of(data) {
+        Some(Format::Json) => {}
+        // `torch.cuda.memory._dump_snapshot("x.pickle")`: the core's pickle machine interns
+        // each `frames` list as it is set (`pickle::read_slim`). A pickle it refuses is read
+        // again whole, for the reader's own message (within the byte limit, so bounded).
+        Some(Format::Pickle) => return pickle::read_slim(data, limits, frames).ok(),
+        _ => return None,
     }
     let text = std::str::from_utf8(data).ok()?;
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);

@@ -27,14 +27,16 @@ const cache = new Map();
 export const limits = { textBytes: 768 * 1024 * 1024, snapshotBytes: 1536 * 1024 * 1024 };
 
 /**
- * The most bytes the page reads of text that starts as `head` does: a JSON snapshot is read
+ * The most bytes the page reads of text that starts as `head` does: a JSON or pickle snapshot is read
  * with its frames interned as they are met (wasm/src/slim_snapshot.rs), so it may be twice as
  * large (`limits.snapshotBytes`) as other text.
  */
 function limitFor(head) {
   let i = head[0] === 0xef && head[1] === 0xbb && head[2] === 0xbf ? 3 : 0;
   while (i < head.length && (head[i] === 0x20 || head[i] === 0x0a || head[i] === 0x0d || head[i] === 0x09)) i++;
-  return head[i] === 0x7b ? limits.snapshotBytes : limits.textBytes;
+  // A JSON snapshot, or a pickle (0x80, then protocol 2 to 5), as torch.cuda.memory._dump_snapshot writes.
+  const pickle = head[0] === 0x80 && head[1] >= 2 && head[1] <= 5;
+  return head[i] === 0x7b || pickle ? limits.snapshotBytes : limits.textBytes;
 }
 
 /** Refuses text longer than the limit, naming the file and the tool that can replay it. */

@@ -233,10 +233,10 @@ test('hundreds of thousands of allocations draw fast', async () => {
   assert.equal(errors.length, 0, errors.join('\n'));
 });
 
-test('a JSON snapshot twice the text limit opens (frames interned as read), equal to the CLI\'s', async () => {
+for (const form of ['json', 'pickle']) test(`a ${form} snapshot twice the text limit opens (frames interned as read), equal to the CLI's`, async () => {
   // make_large_snapshot.py writes the run large_snapshot.mjs measures; here 6 MB, with the
-  // page's limits lowered to 4 MB of other text and 8 MB of JSON snapshot, as 768 MiB and 1.5 GiB are.
-  const file = path.join(DIR, 'big_snapshot.json');
+  // page's limits lowered to 4 MB of other text and 8 MB of snapshot, as 768 MiB and 1.5 GiB are.
+  const file = path.join(DIR, `big_snapshot.${form}`);
   execFileSync('python3', [path.join(ROOT, 'tests', 'make_large_snapshot.py'), '6', file]);
   const csv = path.join(DIR, 'big_trace.csv');
   await writeFile(csv, `Time,Action,Pointer,Size\n${'1,allocate,0x10,512\n2,free,0x10,512\n'.repeat(150000)}`);
