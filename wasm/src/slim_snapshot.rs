@@ -29,7 +29,12 @@ pub fn read(data: &[u8], limits: &TraceLimits, frames: &mut FrameTable) -> Optio
         // `torch.cuda.memory._dump_snapshot("x.pickle")`: the core's pickle machine interns
         // each `frames` list as it is set (`pickle::read_slim`). A pickle it refuses is read
         // again whole, for the reader's own message (within the byte limit, so bounded).
-        Some(Format::Pickle) => return pickle::read_slim(data, limits, frames).ok(),
+        // The limit on bytes is this file's: the pickle's length, and the value it makes
+        // without its frames, are within what the page holds of a snapshot.
+        Some(Format::Pickle) => {
+            let limits = TraceLimits { bytes: SNAPSHOT_JSON_BYTES, ..*limits };
+            return pickle::read_slim(data, &limits, frames).ok();
+        }
         _ => return None,
     }
     let text = std::str::from_utf8(data).ok()?;
