@@ -122,7 +122,7 @@ class PickleOut:
 
 
 def main():
-    megabytes, out = int(sys.argv[1]), sys.argv[2]
+    megabytes, out = float(sys.argv[1]), sys.argv[2]
     depth = int(sys.argv[3]) if len(sys.argv) > 3 else 12
     rng = random.Random(43)
     pool = frames_pool(rng)
