@@ -4,36 +4,12 @@
 //! the whole pickle about 8. Heap bytes are counted by this test's own global allocator (the
 //! one test of this file, so no other test allocates meanwhile).
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicUsize, Ordering};
+mod heap_count;
+
+use heap_count::peak_of;
 
 use cachalot_cli::trace_file::{parse_spooled, Input, Source};
 use cachalot_core::trace::TraceLimits;
-
-/// The system's allocator, counting the bytes held and their peak.
-struct Counting;
-
-static HELD: AtomicUsize = AtomicUsize::new(0);
-static PEAK: AtomicUsize = AtomicUsize::new(0);
-
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        let p = unsafe { System.alloc(layout) };
-        if !p.is_null() {
-            let now = HELD.fetch_add(layout.size(), Ordering::Relaxed) + layout.size();
-            PEAK.fetch_max(now, Ordering::Relaxed);
-        }
-        p
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        unsafe { System.dealloc(ptr, layout) };
-        HELD.fetch_sub(layout.size(), Ordering::Relaxed);
-    }
-}
-
-#[global_allocator]
-static COUNTING: Counting = Counting;
 
 /// A snapshot of `events` allocations and frees, each with a 24-frame stack drawn from 50
 /// distinct frames, as `_record_memory_history(stacks="python")` records them: the frames
@@ -63,14 +39,6 @@ fn snapshot(events: u64) -> Vec<u8> {
     }
     s.push_str("]]}");
     s.into_bytes()
-}
-
-/// The heap `read` takes at its peak, beyond what was held before it.
-fn peak_of<T>(read: impl FnOnce() -> T) -> (T, usize) {
-    let before = HELD.load(Ordering::Relaxed);
-    PEAK.store(before, Ordering::Relaxed);
-    let out = read();
-    (out, PEAK.load(Ordering::Relaxed) - before)
 }
 
 /// Reads `bytes` as the CLI does and checks its stacks are in the table, not in the value.

@@ -4,44 +4,12 @@
 //! other test allocates meanwhile); the release tool's resident memory on a long file is
 //! checked by `native/cli/tests/bombs.sh`.
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicUsize, Ordering};
+mod heap_count;
+
+use heap_count::peak_of;
 
 use cachalot_cli::trace_file::{parse_from, parse_spooled, Source};
 use cachalot_core::trace::TraceLimits;
-
-/// The system's allocator, counting the bytes held and their peak.
-struct Counting;
-
-static HELD: AtomicUsize = AtomicUsize::new(0);
-static PEAK: AtomicUsize = AtomicUsize::new(0);
-
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        let p = unsafe { System.alloc(layout) };
-        if !p.is_null() {
-            let now = HELD.fetch_add(layout.size(), Ordering::Relaxed) + layout.size();
-            PEAK.fetch_max(now, Ordering::Relaxed);
-        }
-        p
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        unsafe { System.dealloc(ptr, layout) };
-        HELD.fetch_sub(layout.size(), Ordering::Relaxed);
-    }
-}
-
-#[global_allocator]
-static COUNTING: Counting = Counting;
-
-/// Most heap bytes held at once, beyond what was held before, while `f` runs.
-fn peak_while(f: impl FnOnce()) -> usize {
-    let before = HELD.load(Ordering::Relaxed);
-    PEAK.store(before, Ordering::Relaxed);
-    f();
-    PEAK.load(Ordering::Relaxed) - before
-}
 
 /// A training loop's log: `steps` times, 200 blocks allocated at the same pointers and freed.
 fn csv(steps: usize) -> Vec<u8> {
@@ -67,7 +35,7 @@ fn reading_and_replaying_a_csv_holds_what_grows_with_live_blocks_not_rows() {
     // 100,000 and 800,000 rows: both more than a piece of operations (op_spool::PIECE).
     let (short, long) = (csv(250), csv(2000));
     let spooled = |bytes: &[u8]| {
-        peak_while(|| {
+        peak_of(|| {
             let (loaded, spool) =
                 parse_spooled(bytes, "t.csv", None, &TraceLimits::DEFAULT, Source::Gone).expect("a valid trace");
             assert!(spool.on_disk(), "no temporary file could be made: the test measures the file's case");
@@ -84,12 +52,14 @@ fn reading_and_replaying_a_csv_holds_what_grows_with_live_blocks_not_rows() {
             }
             assert_eq!(seen, bytes.iter().filter(|&&b| b == b'\n').count() - 1);
         })
+        .1
     };
     let held = |bytes: &[u8]| {
-        peak_while(|| {
+        peak_of(|| {
             let loaded = parse_from(bytes, "t.csv", None, &TraceLimits::DEFAULT, Source::Gone).expect("a valid trace");
             assert!(!loaded.trace.ops.is_empty());
         })
+        .1
     };
     let (spooled_short, spooled_long) = (spooled(&short), spooled(&long));
     let (held_short, held_long) = (held(&short), held(&long));
