@@ -176,8 +176,20 @@ def trial(bs):
     return ok
 
 
-# Doubling to the first failure, then bisection between the largest that ran and it.
+# Doubling to the first failure, then bisection between the largest that ran and it. BRACKET=LO:HI
+# starts the bisection there instead, once a trial at LO has run and one at HI has failed (else
+# it doubles from LO as usual), so a search cut short can go on without the trials below LO.
 lo, hi, bs = 0, None, first
+if os.environ.get("BRACKET"):
+    lo_given, hi_given = (int(x) for x in os.environ["BRACKET"].split(":"))
+    if trial(lo_given):
+        lo, bs = lo_given, lo_given * 2
+        if trial(hi_given):
+            lo, bs = hi_given, hi_given * 2
+        else:
+            hi = hi_given
+    else:
+        bs = first
 while hi is None and len(trials) < MAX_TRIALS:
     if trial(bs):
         lo, bs = bs, bs * 2
@@ -190,7 +202,7 @@ while hi is not None and hi - lo > 1 and len(trials) < MAX_TRIALS:
     else:
         hi = mid
 non_monotone = [r["batch"] for r in trials if r["ok"] and hi is not None and r["batch"] >= hi]
-result = dict(workload=WORKLOAD, allocator=ALLOCATOR, cap_gib=CAP_GIB, device=torch.cuda.get_device_name(0),
+result = dict(workload=WORKLOAD, allocator=ALLOCATOR, cap_gib=CAP_GIB, bracket=os.environ.get("BRACKET"), device=torch.cuda.get_device_name(0),
               torch=torch.__version__, largest_batch=lo, first_failing=hi, exact=hi is not None and hi - lo == 1,
               non_monotone=non_monotone, trials=trials)
 with open(OUTFILE, "w") as f:

@@ -7,7 +7,9 @@
 # Build here first: `make wheel`, and carry dist. cachalot comes from the wheel, installed into a
 # virtual environment that sees the machine's PyTorch (the one native/gpu/wheel_check.sh makes,
 # made again when absent). Each (job, allocator) pair is one process of largest_batch.py;
-# WORKLOADS (default: gpt2 bert_ckpt llm_decode), CAP_GIB (default 24) and BUDGET_S (default 540:
+# WORKLOADS (default: gpt2 bert_ckpt llm_decode), ALLOCATORS (default: pytorch expandable cachalot),
+# BRACKET_<workload>_<allocator> (LO:HI, see largest_batch.py), PAIR_TIMEOUT_S (default 300),
+# CAP_GIB (default 24) and BUDGET_S (default 540:
 # a pair not started by then is skipped and said) choose what runs.
 # Results: $OUT/largest_batch.log, $OUT/largest_batch.json (every pair's trials) and a table.
 set -uo pipefail
@@ -22,10 +24,13 @@ budget=${BUDGET_S:-540}
 start=$SECONDS
 rm -f "$OUT"/largest_batch_*.json
 for w in ${WORKLOADS:-gpt2 bert_ckpt llm_decode}; do
-    for a in pytorch expandable cachalot; do
+    for a in ${ALLOCATORS:-pytorch expandable cachalot}; do
+        # BRACKET_<workload>_<allocator>=LO:HI starts that pair's bisection there (largest_batch.py).
+        bracket_var="BRACKET_${w}_${a}"
+        export BRACKET=${!bracket_var:-}
         if (( SECONDS - start > budget )); then echo "SKIPPED $w $a: past BUDGET_S=$budget" | tee -a "$OUT/largest_batch.log"; continue; fi
         echo "== $w $a" >> "$OUT/largest_batch.log"
-        timeout 300 "$ENV_DIR/bin/python" -X faulthandler native/gpu/largest_batch.py "$w" "$a" "$OUT/largest_batch_${w}_${a}.json" \
+        timeout "${PAIR_TIMEOUT_S:-300}" "$ENV_DIR/bin/python" -X faulthandler native/gpu/largest_batch.py "$w" "$a" "$OUT/largest_batch_${w}_${a}.json" \
             >> "$OUT/largest_batch.log" 2>&1 || echo "FAILED $w $a (exit $?)" | tee -a "$OUT/largest_batch.log"
         grep '^RESULT' "$OUT/largest_batch.log" | tail -n 1 | cut -c1-300
     done
