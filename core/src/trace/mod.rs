@@ -13,6 +13,9 @@ pub(crate) mod position;
 pub(crate) mod reader;
 pub mod slim_json;
 pub(crate) mod snapshot_device;
+pub mod snapshot_event;
+pub mod snapshot_reader;
+pub mod streamed_snapshot;
 pub(crate) mod trace_error;
 
 pub use csv::CsvReader;
@@ -21,3 +24,6 @@ pub use frame_table::{FrameBounds, FrameTable};
 pub use limits::{nests_deeper, Limit, TraceLimits, LINE_BYTES};
 pub use operations::{Trace, TraceOp, TraceReport, UnknownAction};
 pub use reader::*;
+pub use snapshot_device::{choose_among, choose_list};
+pub use snapshot_event::{Action, Field, SnapshotEvent};
+pub use snapshot_reader::{EventList, SnapshotReader};

@@ -23,8 +23,10 @@ use alloc::string::ToString;
 use alloc::vec::Vec;
 
 use crate::trace::limits::{nests_deeper, Limit, TraceLimits};
-use crate::trace::operations::{checked_size, Builder, Trace};
+use crate::trace::operations::Trace;
 pub use crate::trace::position::Position;
+use crate::trace::snapshot_event::SnapshotEvent;
+use crate::trace::snapshot_reader::{EventList, SnapshotReader};
 use crate::trace::trace_error::{error, over};
 pub use crate::trace::trace_error::{TraceError, TraceErrorKind};
 
@@ -156,71 +158,48 @@ fn snapshot_lists(v: &serde_json::Value) -> Result<&[serde_json::Value], TraceEr
     Ok(lists)
 }
 
+/// Hands each event of `snapshot`'s `device_traces[d]` to `keep(d, e)`, in order, and returns
+/// what a first pass learns of each list: a snapshot already held as a value (a pickle's),
+/// kept as [`streamed_snapshot`](crate::trace::streamed_snapshot) keeps one it parses.
+pub fn snapshot_events(
+    snapshot: &serde_json::Value,
+    keep: &mut impl FnMut(usize, SnapshotEvent) -> Result<(), TraceError>,
+) -> Result<Vec<EventList>, TraceError> {
+    let lists = snapshot_lists(snapshot)?;
+    let mut out = Vec::with_capacity(lists.len());
+    for (d, l) in lists.iter().enumerate() {
+        let mut list = EventList::default();
+        for v in l.as_array().map_or(&[][..], |l| l.as_slice()) {
+            let e = SnapshotEvent::of(v);
+            list.see(&e, v);
+            keep(d, e)?;
+        }
+        out.push(list);
+    }
+    Ok(out)
+}
+
 /// The trace of device `chosen`'s list, or (`None`: no device has allocations, nothing to
-/// replay) of every list, for what they count (`oom` entries) and for their errors.
+/// replay) of every list, for what they count (`oom` entries) and for their errors: the
+/// events fed to a [`SnapshotReader`], as a reader that streams them feeds it.
 fn read_lists(lists: &[serde_json::Value], chosen: Option<usize>, limits: &TraceLimits) -> Result<Trace, TraceError> {
-    let mut b = Builder::within(*limits);
-    let mut placements = Vec::new();
+    let mut reader = SnapshotReader::new(chosen, lists.len(), *limits);
     let read: Vec<usize> = match chosen {
         Some(d) => alloc::vec![d],
         None => (0..lists.len()).collect(),
     };
     for d in read {
         let entries = lists[d].as_array().map_or(&[][..], |l| l.as_slice());
-        // Older snapshots log no completions: each free then counts as completed at once.
-        let logs_completions = entries.iter().any(|e| action_of(e) == "free_completed");
-        for (i, e) in entries.iter().enumerate() {
-            b.at = Position::Event(u32::try_from(i).unwrap_or(u32::MAX));
-            b.event(0)?;
-            let field = |k: &str| e.get(k).and_then(|x| x.as_u64());
-            let action = action_of(e);
-            let need = |k: &str| {
-                field(k)
-                    .ok_or_else(|| error(0, alloc::format!("device_traces[{d}][{i}] ({action}) lacks a numeric '{k}'")))
-            };
-            // Absent is 0 (older snapshots); present but not a whole number is an error.
-            let optional = |k: &str| match e.get(k) {
-                None => Ok(0),
-                Some(x) => x.as_u64().ok_or_else(|| {
-                    error(0, alloc::format!("device_traces[{d}][{i}] ({action}): '{k}' is {x}, not a whole number"))
-                }),
-            };
-            let time = optional("time_us")?;
-            match action {
-                "alloc" => {
-                    let size = checked_size(need("size")?)
-                        .map_err(|m| error(0, alloc::format!("device_traces[{d}][{i}] (alloc): {m}")))?;
-                    b.alloc(need("addr")?, size, optional("stream")?, time).map_err(|m| error(0, m))?
-                }
-                "free_requested" => {
-                    let addr = need("addr")?;
-                    let next = entries.get(i + 1);
-                    let at_once = !logs_completions
-                        || next.is_some_and(|n| action_of(n) == "free_completed" && n.get("addr") == e.get("addr"));
-                    if at_once { b.free(addr, time) } else { b.free_deferred(addr, time) }.map_err(|m| error(0, m))?
-                }
-                "free_completed" => b.complete(need("addr")?, time).map_err(|m| error(0, m))?,
-                "oom" => b.failure(),
-                "segment_alloc" if chosen.is_some() => placements.push((need("addr")?, need("size")?)),
-                // What the replay makes anew (segments, maps) or what carries no operation.
-                "segment_alloc" | "segment_free" | "segment_map" | "segment_unmap" | "snapshot" => {}
-                other => b.unknown_action(other),
-            }
+        let mut list = EventList::default();
+        for e in entries {
+            list.see(&SnapshotEvent::of(e), e);
+        }
+        reader.begin(d, &list)?;
+        for e in entries {
+            reader.event(SnapshotEvent::of(e))?;
         }
     }
-    let mut trace = b.finish();
-    // The run's own record of its segments, where it kept one, over what its pointers imply.
-    if !placements.is_empty() {
-        trace.segment_placements = placements;
-        trace.placements_inferred = false;
-    }
-    trace.device = chosen.filter(|_| lists.len() > 1);
-    Ok(trace)
-}
-
-/// A history entry's `action`, or "" for an entry without one.
-fn action_of(e: &serde_json::Value) -> &str {
-    e.get("action").and_then(|a| a.as_str()).unwrap_or("")
+    reader.finish()
 }
 
 #[cfg(test)]

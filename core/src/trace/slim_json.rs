@@ -28,7 +28,7 @@ use super::frame_table::FrameTable;
 
 /// A JSON value with every `frames` entry replaced by its stack id.
 #[derive(Clone, Copy)]
-struct Slim<'a>(&'a RefCell<FrameTable>);
+pub(crate) struct Slim<'a>(pub(crate) &'a RefCell<FrameTable>);
 
 impl<'de> DeserializeSeed<'de> for Slim<'_> {
     type Value = Value;

@@ -24,18 +24,30 @@ pub fn with_allocations(lists: &[Value]) -> Vec<usize> {
 /// The list to read among `lists`: `device` if given, else the only one with allocations.
 /// `None` when no list has any (nothing to replay).
 pub fn choose(lists: &[Value], device: Option<usize>) -> Result<Option<usize>, TraceError> {
-    let with_allocs = with_allocations(lists);
+    choose_among(lists.len(), with_allocations(lists), device)
+}
+
+/// [`choose`] among a snapshot's lists as a first pass over their events saw them.
+pub fn choose_list(
+    lists: &[crate::trace::snapshot_reader::EventList],
+    device: Option<usize>,
+) -> Result<Option<usize>, TraceError> {
+    choose_among(lists.len(), (0..lists.len()).filter(|&d| lists[d].allocations).collect(), device)
+}
+
+/// [`choose`] among `lists` lists, of which those in `with_allocs` hold allocations.
+pub fn choose_among(lists: usize, with_allocs: Vec<usize>, device: Option<usize>) -> Result<Option<usize>, TraceError> {
     let refuse = |kind, message| Err(TraceError { line: 0, message, kind });
     match device {
-        Some(d) if lists.is_empty() => refuse(
+        Some(d) if lists == 0 => refuse(
             TraceErrorKind::NoSuchDevice,
             alloc::format!("device {d} asked for, but the snapshot records no devices"),
         ),
-        Some(d) if d >= lists.len() => refuse(
+        Some(d) if d >= lists => refuse(
             TraceErrorKind::NoSuchDevice,
             alloc::format!(
                 "device {d} asked for, but the snapshot records {} (with allocation events: {})",
-                match lists.len() {
+                match lists {
                     1 => "device 0 only".to_string(),
                     n => alloc::format!("devices 0 to {}", n - 1),
                 },
