@@ -8,8 +8,10 @@
 //! formats and no gzip, and this crate reaches it only through its public Rust API.
 #![warn(missing_docs)]
 
+pub mod event_spool;
 pub mod gzip_members;
 pub mod nesting_guard;
 pub mod op_spool;
 pub mod pickle_snapshot;
+pub mod temp_store;
 pub mod trace_file;

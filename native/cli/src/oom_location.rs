@@ -73,13 +73,11 @@ impl OomLocation {
                 at.line = Some(n);
                 at.pointer = t.input.csv_row(n).and_then(|(header, row)| csv_pointer(&header, &row));
             }
-            (Some(Position::Event(i)), Input::Snapshot { value, frames }) => {
+            (Some(Position::Event(i)), Input::Snapshot { frames, .. }) => {
                 at.event = Some(i);
-                if let Some(e) = snapshot_event(value, t.trace.device, i) {
-                    at.pointer = e.get("addr").and_then(Value::as_u64);
-                    // The value holds the stack's id; its frames are in the table.
-                    let id = e.get("frames").and_then(Value::as_u64).and_then(|id| u32::try_from(id).ok());
-                    at.frames = id.map_or_else(Vec::new, |id| frames.frames(id));
+                if let Some(e) = t.input.snapshot_event(i) {
+                    at.pointer = e.addr.number();
+                    at.frames = frames.frames(e.stack);
                 }
             }
             _ => {}
@@ -124,18 +122,6 @@ fn csv_pointer(header: &str, row: &str) -> Option<u64> {
         header.split(',').position(|c| c.trim().trim_start_matches('\u{feff}').eq_ignore_ascii_case("Pointer"))?;
     let field = row.split(',').nth(column)?.trim();
     u64::from_str_radix(field.trim_start_matches("0x").trim_start_matches("0X"), 16).ok()
-}
-
-/// Event `i` of the device list the trace was read from: `device`, or the only list with
-/// allocations.
-fn snapshot_event(snapshot: &Value, device: Option<usize>, i: u32) -> Option<&Value> {
-    let lists = snapshot.get("device_traces")?.as_array()?;
-    let has_alloc = |l: &&Value| l.as_array().is_some_and(|es| es.iter().any(|e| e["action"] == "alloc"));
-    let list = match device {
-        Some(d) => lists.get(d)?,
-        None => lists.iter().find(has_alloc)?,
-    };
-    list.get(usize::try_from(i).ok()?)
 }
 
 #[cfg(test)]

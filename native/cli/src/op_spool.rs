@@ -20,11 +20,11 @@
 //! gaps, each of at most [`PIECE`] operations; what is read back equals what was written, by
 //! any number of threads at once.
 
-use std::fs::File;
-use std::io::{self, BufWriter, Read, Write};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::io;
 
 use cachalot_core::{Position, TraceOp};
+
+use crate::temp_store::{TempSink, TempStore};
 
 /// Operations in a piece: enough that a pass's time goes to replaying, small enough (2.6 MB
 /// decoded) to stay beside the allocator.
@@ -52,15 +52,9 @@ impl Piece {
     }
 }
 
-/// Where the encoded operations are.
-enum Store {
-    File(File),
-    Memory(Vec<u8>),
-}
-
 /// A trace's operations, written; read them back with [`Spool::pieces`].
 pub struct Spool {
-    store: Store,
+    store: TempStore,
     count: usize,
     bytes: u64,
     peak_requested: u64,
@@ -69,7 +63,7 @@ pub struct Spool {
 
 /// Writes a spool, an operation at a time.
 pub struct SpoolWriter {
-    sink: Sink,
+    sink: TempSink,
     count: usize,
     bytes: u64,
     previous_time: u64,
@@ -84,49 +78,6 @@ pub struct SpoolWriter {
     buf: Vec<u8>,
 }
 
-enum Sink {
-    File(BufWriter<File>),
-    Memory(Vec<u8>),
-}
-
-/// Numbers the temporary files of one process.
-static SPOOLS: AtomicUsize = AtomicUsize::new(0);
-
-/// Reads a file from `offset` on without moving the file's own position, so that threads
-/// (`advise` replays configs side by side) read one spool at once.
-struct ReadAt<'a> {
-    file: &'a File,
-    offset: u64,
-}
-
-impl Read for ReadAt<'_> {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        #[cfg(unix)]
-        let n = std::os::unix::fs::FileExt::read_at(self.file, buf, self.offset)?;
-        #[cfg(not(unix))]
-        let n = {
-            let _ = buf;
-            return Err(io::Error::other("spooled to a file on a system without positioned reads"));
-        };
-        self.offset += n as u64;
-        Ok(n)
-    }
-}
-
-/// A new file in the temporary folder, already unlinked where the system allows it, so that
-/// it is gone when the process ends however it ends (on a system without positioned reads,
-/// none: the spool stays in memory).
-fn unnamed_file() -> io::Result<File> {
-    if cfg!(not(unix)) {
-        return Err(io::Error::other("no positioned reads"));
-    }
-    let n = SPOOLS.fetch_add(1, Ordering::Relaxed);
-    let path = std::env::temp_dir().join(format!("cachalot-{}-{n}.ops", std::process::id()));
-    let file = std::fs::OpenOptions::new().read(true).write(true).create_new(true).open(&path)?;
-    let _ = std::fs::remove_file(&path);
-    Ok(file)
-}
-
 impl Default for SpoolWriter {
     fn default() -> Self {
         SpoolWriter::new()
@@ -136,19 +87,15 @@ impl Default for SpoolWriter {
 impl SpoolWriter {
     /// A writer to a temporary file, or to memory where none can be made.
     pub fn new() -> SpoolWriter {
-        let sink = match unnamed_file() {
-            Ok(f) => Sink::File(BufWriter::with_capacity(1 << 16, f)),
-            Err(_) => Sink::Memory(Vec::new()),
-        };
-        SpoolWriter::with(sink)
+        SpoolWriter::with(TempSink::new("ops"))
     }
 
     /// A writer that keeps the spool in memory.
     pub fn in_memory() -> SpoolWriter {
-        SpoolWriter::with(Sink::Memory(Vec::new()))
+        SpoolWriter::with(TempSink::Memory(Vec::new()))
     }
 
-    fn with(sink: Sink) -> SpoolWriter {
+    fn with(sink: TempSink) -> SpoolWriter {
         SpoolWriter {
             sink,
             count: 0,
@@ -197,14 +144,7 @@ impl SpoolWriter {
         self.bytes += b.len() as u64;
         self.tally(op);
         if self.error.is_none() {
-            let written = match &mut self.sink {
-                Sink::File(f) => f.write_all(&self.buf),
-                Sink::Memory(m) => m
-                    .try_reserve(self.buf.len())
-                    .map(|()| m.extend_from_slice(&self.buf))
-                    .map_err(|_| io::Error::new(io::ErrorKind::OutOfMemory, "no memory left to keep the operations")),
-            };
-            if let Err(e) = written {
+            if let Err(e) = self.sink.write(&self.buf, "the operations") {
                 self.error = Some(e);
             }
         }
@@ -234,12 +174,8 @@ impl SpoolWriter {
         if let Some(e) = self.error {
             return Err(e);
         }
-        let store = match self.sink {
-            Sink::File(f) => Store::File(f.into_inner().map_err(|e| e.into_error())?),
-            Sink::Memory(m) => Store::Memory(m),
-        };
         Ok(Spool {
-            store,
+            store: self.sink.finish()?,
             count: self.count,
             bytes: self.bytes,
             peak_requested: u64::try_from(self.peak).unwrap_or(u64::MAX),
@@ -314,7 +250,7 @@ impl Spool {
 
     /// Whether they are in a temporary file rather than in memory.
     pub fn on_disk(&self) -> bool {
-        matches!(self.store, Store::File(_))
+        self.store.on_disk()
     }
 
     /// Peak of the bytes live at once, as requested: `Trace::peak_requested` of the
@@ -332,10 +268,7 @@ impl Spool {
     /// error, `each`'s or a failed read (as text).
     pub fn pieces(&self, mut each: impl FnMut(&Piece) -> Result<(), String>) -> Result<(), String> {
         let read_error = |e: io::Error| format!("cannot read back the trace's operations: {e}");
-        let mut input: Box<dyn Read + '_> = match &self.store {
-            Store::File(file) => Box::new(ReadAt { file, offset: 0 }),
-            Store::Memory(m) => Box::new(&m[..]),
-        };
+        let mut input = self.store.reader(0);
         let mut buf = vec![0u8; 1 << 20];
         let (mut filled, mut at, mut ended) = (0usize, 0usize, false);
         let mut piece = Piece::default();

@@ -187,17 +187,8 @@ fn anchor_ops(entries: &[Value], allocs: &[usize], frees: &[usize], ooms: &[usiz
 
 /// The frames the input recorded for the operation at `position` (an empty list for a CSV).
 fn input_frames(t: &NamedTrace, position: Option<&cachalot_core::Position>) -> Value {
-    let (Input::Snapshot { value, frames }, Some(cachalot_core::Position::Event(i))) = (&t.input, position) else {
+    let (Input::Snapshot { frames, .. }, Some(&cachalot_core::Position::Event(i))) = (&t.input, position) else {
         return json!([]);
     };
-    let lists = value["device_traces"].as_array();
-    let list = match t.trace.device {
-        Some(d) => lists.and_then(|l| l.get(d)),
-        None => lists.and_then(|l| {
-            l.iter().find(|list| list.as_array().is_some_and(|es| es.iter().any(|e| e["action"] == "alloc")))
-        }),
-    };
-    // The value holds the stack's id (read by `trace_file`); its frames are in the table.
-    let id = list.and_then(|l| l.get(*i as usize)).and_then(|e| e.get("frames")).and_then(Value::as_u64);
-    Value::Array(id.and_then(|id| u32::try_from(id).ok()).map_or_else(Vec::new, |id| frames.frames(id)))
+    Value::Array(t.input.snapshot_event(i).map_or_else(Vec::new, |e| frames.frames(e.stack)))
 }

@@ -18,12 +18,14 @@
 use std::io::{self, BufRead, BufReader, Cursor, Read};
 use std::path::PathBuf;
 
+use cachalot_core::trace::streamed_snapshot::{self, Stop};
 use cachalot_core::trace::{
-    format_of, is_gzip, parse_snapshot_value_within, slim_json, CsvReader, Format, FrameBounds, FrameTable, Limit,
-    TraceLimits, LINE_BYTES,
+    choose_list, format_of, is_gzip, snapshot_events, CsvReader, Format, FrameBounds, FrameTable, Limit, SnapshotEvent,
+    SnapshotReader, TraceLimits, LINE_BYTES,
 };
 use cachalot_core::{Trace, TraceError, TraceErrorKind};
 
+use crate::event_spool::{EventSpool, EventSpoolWriter};
 use crate::gzip_members::Members;
 use crate::nesting_guard::{too_deep, NestingGuard};
 use crate::op_spool::{Spool, SpoolWriter};
@@ -34,12 +36,14 @@ use crate::pickle_snapshot;
 pub enum Input {
     /// An RMM CSV, not held: where to read a row of it again.
     Csv(Source),
-    /// A snapshot (a pickle converted to JSON's value model).
+    /// A snapshot, JSON or pickle, not held: its history kept in a temporary file.
     Snapshot {
-        /// Its JSON value, each `frames` entry replaced by its stack id in `frames`.
-        value: serde_json::Value,
+        /// Its events, each device's, each with its stack id in `frames`.
+        events: EventSpool,
         /// Its stack frames, each stack whole ([`FrameBounds::within`] the limit on bytes).
         frames: FrameTable,
+        /// The device whose events the trace holds (`None`: no device has allocations).
+        device: Option<usize>,
     },
 }
 
@@ -55,6 +59,12 @@ pub enum Source {
 }
 
 impl Input {
+    /// Event `i` of the device a snapshot's trace was read from.
+    pub fn snapshot_event(&self, i: u32) -> Option<SnapshotEvent> {
+        let Input::Snapshot { events, device: Some(d), .. } = self else { return None };
+        events.get(*d, i)
+    }
+
     /// The header and line `n` (1-based) of a CSV read from a source that can be read again.
     pub fn csv_row(&self, n: u32) -> Option<(String, String)> {
         let Input::Csv(source) = self else { return None };
@@ -254,20 +264,33 @@ fn parse_into(
     let format = format_of(&head).unwrap_or(Format::Csv);
     let mut all = Cursor::new(head).chain(text);
     let mut frames = FrameTable::new(FrameBounds::within(limits.bytes));
-    let snapshot = if format == Format::Pickle {
+    // A write that fails is kept by the writer and told once the events are read.
+    let mut kept = EventSpoolWriter::new();
+    let mut keep = |d: usize, e: SnapshotEvent| {
+        kept.push(d, e);
+        Ok(())
+    };
+    let lists = if format == Format::Pickle {
         // Read as the machine asks, never held whole; its frames interned as each is set.
         let read = pickle_snapshot::read_slim_within(BufReader::with_capacity(1 << 16, all), what, limits, &mut frames);
-        read.map_err(|e| e.map_or_else(|message| message, |e| io_error(e, gzip)))?
+        let snapshot = read.map_err(|e| e.map_or_else(|message| message, |e| io_error(e, gzip)))?;
+        snapshot_events(&snapshot, &mut keep).map_err(named)?
     } else if format == Format::Json {
-        // Parsed as it is read, the text never held: from the bracket that opens it (what
-        // came before is a byte-order mark and white space), so lines count from there.
+        // Parsed as it is read, the text never held, each event handed on as it is read:
+        // from the bracket that opens it (what came before is a byte-order mark and white
+        // space), so lines count from there.
         let (head, text) = all.into_inner();
         let open: Vec<u8> = head.into_inner().last().copied().into_iter().collect();
         // serde_json reads a byte at a time: the guard is given whole buffers.
         let guarded = NestingGuard::new(Cursor::new(open).chain(text), limits.depth);
         let mut de = serde_json::Deserializer::from_reader(BufReader::with_capacity(1 << 16, guarded));
-        let value = slim_json::read(&mut de, &mut frames).and_then(|v| de.end().map(|()| v));
-        value.map_err(|e| {
+        let lists = streamed_snapshot::read_events(&mut de, &mut frames, &mut keep)
+            .and_then(|lists| de.end().map(|()| lists).map_err(Stop::Json));
+        lists.map_err(|stop| {
+            let e = match stop {
+                Stop::Trace(e) => return named(e),
+                Stop::Json(e) => e,
+            };
             if !e.is_io() {
                 return json_error(e, what, gzip);
             }
@@ -303,8 +326,25 @@ fn parse_into(
         let trace = csv.finish().map_err(named)?;
         return Ok(Loaded { trace, input: Input::Csv(source) });
     };
-    let trace = parse_snapshot_value_within(&snapshot, device, limits).map_err(named)?;
-    Ok(Loaded { trace, input: Input::Snapshot { value: snapshot, frames } })
+    // The second pass: the chosen device's events, from the temporary file, into operations.
+    let events = kept.finish().map_err(|e| {
+        format!("{what}: cannot keep its events in a temporary file in {}: {e}", std::env::temp_dir().display())
+    })?;
+    let chosen = choose_list(&lists, device).map_err(named)?;
+    let mut reader = SnapshotReader::new(chosen, lists.len(), *limits);
+    let read: Vec<usize> = chosen.map_or_else(|| (0..lists.len()).collect(), |d| vec![d]);
+    for d in read {
+        reader.begin(d, &lists[d]).map_err(named)?;
+        events.each(d, |e| {
+            reader.event(e).map_err(named)?;
+            if let Some(spool) = spool.as_deref_mut() {
+                reader.take_operations(|op, t, p| spool.push(op, t, p));
+            }
+            Ok::<(), String>(())
+        })?;
+    }
+    let trace = reader.finish().map_err(named)?;
+    Ok(Loaded { trace, input: Input::Snapshot { events, frames, device: chosen } })
 }
 
 /// A JSON snapshot's parse error as the tool says it: bytes that are not UTF-8 are called so,
