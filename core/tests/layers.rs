@@ -26,7 +26,8 @@ const RULE: [(&str, &[&str]); 10] = [
     // and its heap, never each other.
     ("engine/paged", &["base", "data", "report", "engine", "engine/heap"]),
     ("engine/memo", &["base", "data", "report", "engine", "engine/heap"]),
-    ("replay", &["base", "data", "report", "engine", "trace"]),
+    // The fit search replays on simulated devices of chosen sizes.
+    ("replay", &["base", "data", "report", "engine", "trace", "sim"]),
 ];
 
 /// The part a file belongs to: its folder under `src/` (`engine/paged` for a file there).

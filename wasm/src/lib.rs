@@ -6,8 +6,10 @@
 //! free, record_stream, empty_cache, explained decisions, snapshot, stats, memory_summary,
 //! and a trace it steps through), [`TraceFile`] (a parsed trace) and [`ReplayRun`] (one
 //! whole cold pass of a trace, with its timeline and the figures `cachalot replay --json`
-//! prints), and one function, [`epoch_calls::epoch_calls_json`] (the driver calls of two
-//! passes of a trace, with and without `empty_cache()` between them). No allocator logic
+//! prints), and two functions, [`epoch_calls::epoch_calls_json`] (the driver calls of two
+//! passes of a trace, with and without `empty_cache()` between them) and
+//! [`fit_search::fit_cards_json`] (the cards `TraceFile.fit_json`, the smallest device a trace
+//! fits on, checks). No allocator logic
 //! lives here: every decision is the core's. The file reader behind `TraceFile` is plain
 //! Rust ([`reader`], within [`reader::BROWSER_LIMITS`]), so that it can be fuzzed natively
 //! (`fuzz/doors/browser.rs`).
@@ -22,6 +24,7 @@ mod allocator_handle;
 mod decisions;
 mod epoch_calls;
 mod error;
+mod fit_search;
 mod js_argument;
 mod js_number;
 mod memory_map;
@@ -35,5 +38,6 @@ mod trace_cursor;
 mod trace_file;
 
 pub use allocator_handle::Allocator;
+pub use fit_search::fit_cards_json;
 pub use replay_run::ReplayRun;
 pub use trace_file::{describe, TraceFile};

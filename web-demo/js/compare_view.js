@@ -1,13 +1,15 @@
 // Compare view: one trace under two configs side by side — both cold passes' figures
 // (peak reserved and reserved/requested for each, beside PyTorch's where they apply), both
 // curves on one scale, both maps, played in step by one player, and after a single step
-// each side's decisions for that operation.
+// each side's decisions for that operation; on demand, the smallest device the trace fits on
+// under both configs and the three `cachalot fit` always searches (fit_table.js).
 // Invariant: both panes replay the same parsed trace, and the player keeps both
 // allocators at the same operation. A comparison is applied whole or not at all: if
 // either config is rejected (or the trace cannot be read), both sides keep what they show,
 // and the trace list and both forms show it again.
 
 import { ConfigForm } from './config_form.js';
+import { FitTable } from './fit_table.js';
 import { Player } from './player.js';
 import { ReplayPane } from './replay_pane.js';
 import { REPLAY_PRESETS } from './replay_view.js';
@@ -37,6 +39,7 @@ export class CompareView {
       onError: (e) => { $('compare-error').textContent = e.message; },
       describe: (i) => (this.trace ? this.trace.describe_op(i) : ''),
     });
+    this.fit = new FitTable({ button: 'compare-fit-run', status: 'compare-fit-status', table: 'compare-fit-table', note: 'compare-fit-note' });
     this.files = new Map();
     this.trace = null;
     this.traceKey = null;
@@ -114,6 +117,7 @@ export class CompareView {
       this.forms.forEach((form, i) => form.accept(values[i]));
       SIDES.forEach((s) => showNote($(`compare-explain-${s}`), NO_STEP_YET));
       this.player.load(allocs, trace.length);
+      this.fit.reset(trace, values.map((v, i) => ({ config: v.config, role: `config ${SIDES[i].toUpperCase()}` })));
       const [a, b] = this.panes.map((p) => p.figures);
       this.statusLine = `${trace.label}: peak reserved ${bytes(a.peak_reserved_bytes)} (A) vs ${bytes(b.peak_reserved_bytes)} (B), `
         + `${(b.peak_reserved_bytes / Math.max(1, a.peak_reserved_bytes)).toFixed(2)}× — ${count(trace.length)} operations.`;

@@ -1,6 +1,8 @@
-//! The replay engine: drives an allocator with a trace, and names what a pass measured.
+//! The replay engine: drives an allocator with a trace, names what a pass measured, and
+//! finds the smallest simulated device a trace fits on (`fit`).
 
 mod figures;
+pub mod fit;
 pub(crate) mod replayer;
 
 pub use figures::*;

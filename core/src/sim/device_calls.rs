@@ -42,6 +42,15 @@ pub struct DeviceCalls {
 }
 
 impl DeviceCalls {
+    /// The driver calls that obtain, map or give back memory: cuMemAlloc and cuMemFree, and
+    /// under virtual memory cuMemCreate, cuMemMap, cuMemUnmap and cuMemRelease (address-range
+    /// reservations, access grants and event calls are left out). `cachalot replay`,
+    /// `compare`, `advise` and `fit`, and the browser's fit table, all count "driver calls"
+    /// this way.
+    pub fn driver_calls(&self) -> u64 {
+        self.allocations + self.frees + self.vm_creates + self.vm_maps + self.vm_unmaps + self.vm_destroys
+    }
+
     /// The calls made since `earlier` was taken.
     pub fn since(&self, earlier: &DeviceCalls) -> DeviceCalls {
         DeviceCalls {

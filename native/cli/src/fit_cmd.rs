@@ -9,7 +9,7 @@ use std::time::Instant;
 
 use super::byte_size::human;
 use super::command_line::FitArgs;
-use super::fit::{fit_all, Fit, CARDS, CUDA_CONTEXT, GRANULE};
+use super::fit::{fit_all, Card, Fit, CARDS, CUDA_CONTEXT, GRANULE};
 use super::output::Out;
 use super::paragraph::fill;
 use super::table::{Align, Table, DEFAULT_WIDTH};
@@ -40,7 +40,7 @@ struct Report<'a> {
     operations: usize,
     granule_bytes: u64,
     cuda_context_bytes: u64,
-    cards: &'a [super::fit::Card],
+    cards: &'a [Card],
     fits: &'a [Fit],
     seconds: f64,
 }

@@ -199,10 +199,8 @@ fn summary_at_peak(t: &NamedTrace, config: &Config, capacity: u64) -> Result<Str
     ))
 }
 
-/// The driver calls that obtain, map or give back memory: cuMemAlloc and cuMemFree, and
-/// under virtual memory cuMemCreate, cuMemMap, cuMemUnmap and cuMemRelease (address-range
-/// reservations, access grants and event calls are left out). `replay`, `compare` and
-/// `advise` all count "driver calls" this way.
+/// The driver calls that obtain, map or give back memory (`DeviceCalls::driver_calls`, the
+/// one definition `replay`, `compare`, `advise`, `fit` and the browser share).
 pub fn driver_calls(c: &DeviceCalls) -> u64 {
-    c.allocations + c.frees + c.vm_creates + c.vm_maps + c.vm_unmaps + c.vm_destroys
+    c.driver_calls()
 }

@@ -1,0 +1,298 @@
+//! The smallest simulated device a trace replays on without an out-of-memory, under one
+//! config: what decides whether a run fits a card, since under pressure an allocator frees
+//! its cache and retries before it fails. `cachalot fit` (one config to a thread) and the
+//! browser's Compare view (one config at a time) both call [`fit`], so their figures are the
+//! same by construction.
+//!
+//! The search reuses what it can: one replay on an unbounded device gives the bounds (the
+//! peak requested bytes, below which nothing fits, and the peak reserved bytes, at which the
+//! replay never meets the limit), then a bisection over multiples of [`GRANULE`] between them,
+//! where a probe that fails stops at its first out-of-memory instead of replaying the rest.
+//! The operations come from an [`OpSource`], read from the start by every probe: a slice in
+//! the browser, the CLI's spool on disk.
+//!
+//! Invariants: a [`Fit`]'s `capacity_bytes` is a multiple of [`GRANULE`] on which a probe
+//! finished with no out-of-memory, and `capacity_bytes - GRANULE` is one on which a probe
+//! failed (or is below the peak requested bytes, where nothing can fit); the driver calls
+//! reported are those of the probe at `capacity_bytes`.
+
+use alloc::string::String;
+use alloc::vec::Vec;
+use core::convert::Infallible;
+use core::fmt;
+use core::ops::ControlFlow;
+
+use crate::base::config::Config;
+use crate::base::error::AllocError;
+use crate::engine::allocator::Allocator;
+use crate::replay::replayer::{Replayer, Step};
+use crate::sim::device_calls::DeviceCalls;
+use crate::sim::sim_device::{SimDevice, MAX_CAPACITY};
+use crate::trace::operations::{Trace, TraceOp};
+
+/// The bisection's step: PyTorch's segment and page granularity, and the CUDA driver's.
+pub const GRANULE: u64 = 2 << 20;
+
+/// The device an unbounded replay runs on: the most the simulated device holds.
+const UNBOUNDED: u64 = MAX_CAPACITY;
+
+/// A named card and the capacity a run has on it.
+#[derive(Clone, Copy, Debug, serde::Serialize)]
+pub struct Card {
+    /// How people name it.
+    pub name: &'static str,
+    /// The cards of that size the figure is taken from.
+    pub examples: &'static str,
+    /// The total memory PyTorch reports for it (`total_memory`, the figure its
+    /// out-of-memory message calls the total capacity).
+    pub total_bytes: u64,
+    /// What a run can use: the total less [`CUDA_CONTEXT`].
+    pub usable_bytes: u64,
+}
+
+/// What the CUDA context and PyTorch's kernels take of a card's memory before the first
+/// tensor (lazy module loading on; about 0.5 GiB on an H100 or H200).
+pub const CUDA_CONTEXT: u64 = 512 << 20;
+
+const fn card(name: &'static str, examples: &'static str, total_mib: u64) -> Card {
+    Card { name, examples, total_bytes: total_mib << 20, usable_bytes: (total_mib << 20) - CUDA_CONTEXT }
+}
+
+/// The cards a fit is checked against, smallest first. Totals as PyTorch reports them (GiB
+/// to two places in its out-of-memory message): 23.65 GiB on an RTX 4090, 39.39 GiB on an
+/// A100 40GB, 79.10 GiB on an H100 80GB, 139.80 GiB on the H200 measured for docs/pytorch.md.
+pub const CARDS: [Card; 4] = [
+    card("24 GB", "RTX 4090, L4 and A10 hold a little less", 24_218),
+    card("40 GB", "A100 40GB", 40_335),
+    card("80 GB", "A100 80GB, H100 80GB", 80_998),
+    card("141 GB", "H200", 143_155),
+];
+
+/// One config's smallest fitting device.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct Fit {
+    /// The config, as `Config::to_config_string` writes it.
+    pub config: String,
+    /// The smallest capacity (a multiple of [`GRANULE`]) the replay finished on.
+    pub capacity_bytes: u64,
+    /// The trace's peak of live requested bytes.
+    pub peak_requested_bytes: u64,
+    /// `capacity_bytes` over `peak_requested_bytes`.
+    pub capacity_over_requested: f64,
+    /// Peak reserved bytes on an unbounded device: what the run takes with no pressure.
+    pub unbounded_peak_reserved_bytes: u64,
+    /// Driver calls (see [`DeviceCalls::driver_calls`]) on an unbounded device.
+    pub unbounded_driver_calls: u64,
+    /// Driver calls of the replay at `capacity_bytes`.
+    pub driver_calls: u64,
+    /// All the calls of the replay at `capacity_bytes`, by kind.
+    pub device_calls: DeviceCalls,
+    /// Allocation retries (cache freed and the allocation tried again) at `capacity_bytes`.
+    pub alloc_retries: u64,
+    /// For each of [`CARDS`], whether the run fits its usable bytes (probed where it lies
+    /// between the smallest fitting capacity and the unbounded peak).
+    pub cards: Vec<CardFit>,
+    /// Replays the search made, the unbounded one included.
+    pub probes: u32,
+}
+
+/// Whether a run fits one card.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct CardFit {
+    /// The card's name, as in [`CARDS`].
+    pub card: &'static str,
+    /// The bytes a run can use on it.
+    pub usable_bytes: u64,
+    /// Whether the replay finished on that many bytes.
+    pub fits: bool,
+}
+
+/// A trace's operations, read from the first each time: every probe replays them anew.
+pub trait OpSource {
+    /// What reading them may fail with.
+    type Error;
+    /// Calls `each` with every operation and its index, in order, until it returns `Break`.
+    fn each_op<F: FnMut(usize, &TraceOp) -> ControlFlow<()>>(&self, each: F) -> Result<(), Self::Error>;
+}
+
+/// Operations held in memory (the browser's parsed trace).
+impl OpSource for [TraceOp] {
+    type Error = Infallible;
+    fn each_op<F: FnMut(usize, &TraceOp) -> ControlFlow<()>>(&self, mut each: F) -> Result<(), Infallible> {
+        for (i, op) in self.iter().enumerate() {
+            if each(i, op).is_break() {
+                break;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Why a search gave no answer.
+#[derive(Debug)]
+pub enum FitError<E> {
+    /// The operations could not be read.
+    Source(E),
+    /// Replaying operation `op` failed for a reason other than memory (a trace the
+    /// allocator refuses).
+    Replay {
+        /// The operation's index.
+        op: usize,
+        /// What the allocator said.
+        error: AllocError,
+    },
+    /// The config runs out of memory even on the largest device simulated.
+    Unbounded {
+        /// The config, as `Config::to_config_string` writes it.
+        config: String,
+    },
+}
+
+impl<E: fmt::Display> fmt::Display for FitError<E> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            FitError::Source(e) => write!(f, "{e}"),
+            FitError::Replay { op, error } => write!(f, "operation {op}: {error}"),
+            FitError::Unbounded { config } => {
+                write!(f, "{config} runs out of memory even on a device of {UNBOUNDED} bytes")
+            }
+        }
+    }
+}
+
+/// What one probe found.
+#[derive(Clone)]
+struct Probe {
+    fits: bool,
+    calls: DeviceCalls,
+    retries: u64,
+    peak_reserved: u64,
+    peak_requested: u64,
+}
+
+/// Replays `ops` (the operations of `trace`) under `config` on a device of `capacity`
+/// bytes, stopping at the first out-of-memory.
+fn probe<S: OpSource + ?Sized>(
+    trace: &Trace,
+    ops: &S,
+    config: &Config,
+    capacity: u64,
+) -> Result<Probe, FitError<S::Error>> {
+    let mut alloc = Allocator::new(SimDevice::for_replay(capacity, trace), config.clone());
+    let mut replayer = Replayer::new(trace.slots);
+    let mut failed = false;
+    let mut refused = None;
+    ops.each_op(|i, op| match replayer.step(&mut alloc, op) {
+        Ok(Step::OutOfMemory(_)) => {
+            failed = true;
+            ControlFlow::Break(())
+        }
+        Ok(_) => ControlFlow::Continue(()),
+        Err(error) => {
+            refused = Some(FitError::Replay { op: i, error });
+            ControlFlow::Break(())
+        }
+    })
+    .map_err(FitError::Source)?;
+    if let Some(e) = refused {
+        return Err(e);
+    }
+    let s = alloc.stats();
+    Ok(Probe {
+        fits: !failed,
+        calls: alloc.device().calls(),
+        retries: s.num_alloc_retries,
+        peak_reserved: s.reserved_bytes.all.peak as u64,
+        peak_requested: s.requested_bytes.all.peak as u64,
+    })
+}
+
+/// `bytes` rounded up to a multiple of [`GRANULE`].
+fn granules_up(bytes: u64) -> u64 {
+    bytes.div_ceil(GRANULE) * GRANULE
+}
+
+/// The smallest fitting capacity, to [`GRANULE`], of `trace` (whose operations `ops`
+/// gives: `trace.ops` itself, or a reader of them when they are not held) under `config`,
+/// the driver calls there and the verdict for each of [`CARDS`].
+pub fn fit<S: OpSource + ?Sized>(trace: &Trace, ops: &S, config: &Config) -> Result<Fit, FitError<S::Error>> {
+    let name = config.to_config_string();
+    let unbounded = probe(trace, ops, config, UNBOUNDED)?;
+    if !unbounded.fits {
+        return Err(FitError::Unbounded { config: name });
+    }
+    let requested = unbounded.peak_requested;
+    let mut probes = 1;
+    // Known to fail: below the peak requested bytes nothing fits.
+    let mut lo = granules_up(requested).saturating_sub(GRANULE);
+    // Known to fit once probed: at the unbounded peak the limit is never met. A policy
+    // whose decisions look at the capacity is checked, and the bound doubled while it fails.
+    let mut hi = granules_up(unbounded.peak_reserved.max(requested)).max(GRANULE);
+    let mut at_hi = probe(trace, ops, config, hi)?;
+    probes += 1;
+    while !at_hi.fits {
+        lo = hi;
+        hi = (hi * 2).min(UNBOUNDED);
+        at_hi = if hi == UNBOUNDED { unbounded.clone() } else { probe(trace, ops, config, hi)? };
+        probes += 1;
+    }
+    while hi - lo > GRANULE {
+        let mid = lo + (hi - lo) / GRANULE / 2 * GRANULE;
+        let p = probe(trace, ops, config, mid)?;
+        probes += 1;
+        if p.fits {
+            hi = mid;
+            at_hi = p;
+        } else {
+            lo = mid;
+        }
+    }
+    let mut cards = Vec::with_capacity(CARDS.len());
+    for c in CARDS {
+        let fits = if c.usable_bytes < hi {
+            false
+        } else if c.usable_bytes >= granules_up(unbounded.peak_reserved) {
+            true
+        } else {
+            probes += 1;
+            probe(trace, ops, config, c.usable_bytes)?.fits
+        };
+        cards.push(CardFit { card: c.name, usable_bytes: c.usable_bytes, fits });
+    }
+    Ok(Fit {
+        config: name,
+        capacity_bytes: hi,
+        peak_requested_bytes: requested,
+        capacity_over_requested: hi as f64 / requested.max(1) as f64,
+        unbounded_peak_reserved_bytes: unbounded.peak_reserved,
+        unbounded_driver_calls: unbounded.calls.driver_calls(),
+        driver_calls: at_hi.calls.driver_calls(),
+        device_calls: at_hi.calls,
+        alloc_retries: at_hi.retries,
+        cards,
+        probes,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_answer_fits_and_one_granule_less_does_not() {
+        // Two 3 MiB blocks live at once, a third after one is freed.
+        let t = crate::parse_trace(
+            "Time,Action,Pointer,Size\n1,allocate,0x1,3145728\n2,allocate,0x2,3145728\n3,free,0x1,3145728\n\
+             4,allocate,0x3,3145728\n",
+        )
+        .unwrap();
+        let config = Config::parse("policy:pytorch").unwrap();
+        let f = fit(&t, &t.ops[..], &config).unwrap();
+        assert_eq!(f.capacity_bytes % GRANULE, 0);
+        assert_eq!(f.peak_requested_bytes, 6 << 20);
+        assert!(probe(&t, &t.ops[..], &config, f.capacity_bytes).unwrap().fits);
+        assert!(!probe(&t, &t.ops[..], &config, f.capacity_bytes - GRANULE).unwrap().fits);
+        assert!(f.cards.iter().all(|c| c.fits));
+        assert_eq!(f.driver_calls, f.device_calls.driver_calls());
+    }
+}
