@@ -9,6 +9,8 @@ pub(crate) mod late_frees;
 pub(crate) mod limits;
 pub(crate) mod operations;
 pub mod pickle;
+pub(crate) mod pickle_bytes;
+pub(crate) mod pickle_events;
 pub(crate) mod position;
 pub(crate) mod reader;
 pub mod slim_json;

@@ -37,6 +37,9 @@ use serde_json::{Map, Number, Value as Json};
 
 use crate::trace::frame_table::FrameTable;
 use crate::trace::limits::{Limit, TraceLimits};
+pub use crate::trace::pickle_bytes::PickleBytes;
+pub use crate::trace::pickle_events::read_events_from;
+use crate::trace::pickle_events::PickleEvents;
 
 /// Why the bytes are not a pickle this machine reads.
 #[derive(Debug, PartialEq)]
@@ -49,7 +52,7 @@ pub enum PickleError {
 
 /// A value: scalars inline, everything with a length an id into the arena.
 #[derive(Clone, Copy, Debug)]
-enum Value {
+pub(crate) enum Value {
     None,
     Bool(bool),
     Int(i64),
@@ -77,6 +80,9 @@ struct Stacked {
     height: usize,
     /// The list, kept when the table did not keep its stack whole (it is then written from here).
     list: Option<usize>,
+    /// Something beside the dict it was set in may read it (the list is kept, or forwarded
+    /// here): its slot is never reused.
+    held_elsewhere: bool,
 }
 
 /// Strings, lists and dicts by id. An id whose item was never memoized nor DUP'd (`shared`
@@ -84,21 +90,23 @@ struct Stacked {
 /// and reused; a shared list interned is forwarded to its [`Stacked`], so a memo reference to
 /// it still reads.
 #[derive(Default)]
-struct Arena {
-    strings: Vec<String>,
-    lists: Vec<Vec<Value>>,
-    dicts: Vec<Vec<(Value, Value)>>,
+pub(crate) struct Arena {
+    pub(crate) strings: Vec<String>,
+    pub(crate) lists: Vec<Vec<Value>>,
+    pub(crate) dicts: Vec<Vec<(Value, Value)>>,
     /// Per kind (string, list, dict) and id: held in more than one place.
-    shared: [Vec<bool>; 3],
+    pub(crate) shared: [Vec<bool>; 3],
     /// Per kind: ids freed, to reuse.
-    free: [Vec<usize>; 3],
+    pub(crate) free: [Vec<usize>; 3],
     stacks: Vec<Stacked>,
+    /// Slots of `stacks` whose dict was let go, to reuse.
+    pub(crate) free_stacks: Vec<usize>,
     forwarded: BTreeMap<usize, usize>,
 }
 
-const STR: usize = 0;
-const LIST: usize = 1;
-const DICT: usize = 2;
+pub(crate) const STR: usize = 0;
+pub(crate) const LIST: usize = 1;
+pub(crate) const DICT: usize = 2;
 
 /// A slot for a new item of one kind: a freed id, or a new one.
 fn slot<T>(items: &mut Vec<T>, shared: &mut Vec<bool>, free: &mut Vec<usize>, item: T) -> usize {
@@ -129,8 +137,34 @@ impl Arena {
         Value::Dict(slot(&mut self.dicts, &mut self.shared[DICT], &mut self.free[DICT], pairs))
     }
 
+    /// A slot for a stack interned: a freed one, or a new one.
+    fn stack(&mut self, s: Stacked) -> usize {
+        match self.free_stacks.pop() {
+            Some(k) => {
+                self.stacks[k] = s;
+                k
+            }
+            None => {
+                self.stacks.push(s);
+                self.stacks.len() - 1
+            }
+        }
+    }
+
+    /// Lets go of the stacks the dict `id` holds that nothing else reads (the dict is being
+    /// freed).
+    pub(crate) fn free_stacks_of(&mut self, id: usize) {
+        for &(_, v) in &self.dicts[id] {
+            if let Value::Stack(k) = v {
+                if !self.stacks[k].held_elsewhere {
+                    self.free_stacks.push(k);
+                }
+            }
+        }
+    }
+
     /// `v` as it reads now: a list interned as a `frames` list is its stack.
-    fn resolve(&self, v: Value) -> Value {
+    pub(crate) fn resolve(&self, v: Value) -> Value {
         match v {
             Value::List(id) => self.forwarded.get(&id).map_or(v, |&k| Value::Stack(k)),
             v => v,
@@ -150,7 +184,7 @@ impl Arena {
 
     /// A frame dict (or a string) no longer held anywhere: its memory and its slot freed. A
     /// shared one is left as it is (something else may hold it).
-    fn drop_unshared(&mut self, v: Value) {
+    pub(crate) fn drop_unshared(&mut self, v: Value) {
         match v {
             Value::Str(id) if !self.shared[STR][id] => {
                 self.strings[id] = String::new();
@@ -193,31 +227,6 @@ impl Arena {
     }
 }
 
-/// Where the machine reads a pickle's bytes: a slice, or a stream the caller reads as the
-/// machine asks (the CLI's file, never held whole).
-pub trait PickleBytes {
-    /// The next `n` bytes; `None` when fewer are left or they cannot be read (a stream keeps
-    /// why, for its caller to say).
-    fn next(&mut self, n: usize) -> Option<&[u8]>;
-}
-
-impl<B: PickleBytes + ?Sized> PickleBytes for &mut B {
-    fn next(&mut self, n: usize) -> Option<&[u8]> {
-        (**self).next(n)
-    }
-}
-
-impl PickleBytes for &[u8] {
-    fn next(&mut self, n: usize) -> Option<&[u8]> {
-        if n > self.len() {
-            return None;
-        }
-        let (taken, rest) = self.split_at(n);
-        *self = rest;
-        Some(taken)
-    }
-}
-
 /// Reads the pickle `bytes` into its JSON value within `limits`.
 pub fn read(bytes: &[u8], limits: &TraceLimits) -> Result<Json, PickleError> {
     read_into(bytes, limits, None)
@@ -247,8 +256,28 @@ fn read_into(
     limits: &TraceLimits,
     table: Option<&mut FrameTable>,
 ) -> Result<Json, PickleError> {
-    let mut m =
-        Machine { bytes, at: 0, arena: Arena::default(), stack: Vec::new(), memo: BTreeMap::new(), limits, table };
+    read_machine(bytes, limits, table, None).map(|(json, _)| json)
+}
+
+/// Runs the machine over `bytes` and writes out what it built (see [`read_into`]), handing a
+/// snapshot's events to `events` when given.
+pub(crate) fn read_machine<'a>(
+    bytes: impl PickleBytes,
+    limits: &'a TraceLimits,
+    table: Option<&'a mut FrameTable>,
+    events: Option<PickleEvents<'a>>,
+) -> Result<(Json, Option<PickleEvents<'a>>), PickleError> {
+    let mut m = Machine {
+        bytes,
+        at: 0,
+        arena: Arena::default(),
+        stack: Vec::new(),
+        memo: BTreeMap::new(),
+        memo_next: 0,
+        limits,
+        table,
+        events,
+    };
     let top = m.run()?;
     let mut seen = BTreeMap::new();
     let (size, _) = measure(&m.arena, top, limits.depth, &mut seen).map_err(|e| match e {
@@ -258,7 +287,7 @@ fn read_into(
     if size > limits.bytes {
         return Err(PickleError::Limit(Limit::Bytes(limits.bytes)));
     }
-    let Machine { bytes, mut arena, table, stack, memo, .. } = m;
+    let Machine { bytes, mut arena, table, stack, memo, events, .. } = m;
     // The memo and the stack let go: a container that one container alone holds now (all
     // `pickle.dump` memoized but used once) is taken out as it is written, not copied.
     drop((bytes, stack, memo));
@@ -270,7 +299,7 @@ fn read_into(
     arena.dicts.shrink_to_fit();
     arena.lists.shrink_to_fit();
     let mut out = Writer { arena: &mut arena, table };
-    Ok(out.json(top, true, true))
+    Ok((out.json(top, true, true), events))
 }
 
 /// The bytes `v` takes written out as JSON (about: each scalar 8, each string its length),
@@ -322,19 +351,23 @@ fn measure(
     Ok((size, height + 1))
 }
 
-fn bad(message: impl Into<String>) -> PickleError {
+pub(crate) fn bad(message: impl Into<String>) -> PickleError {
     PickleError::Unreadable(message.into())
 }
 
-struct Machine<'a, B> {
+pub(crate) struct Machine<'a, B> {
     bytes: B,
     at: usize,
-    arena: Arena,
-    stack: Vec<Value>,
-    memo: BTreeMap<u64, Value>,
+    pub(crate) arena: Arena,
+    pub(crate) stack: Vec<Value>,
+    pub(crate) memo: BTreeMap<u64, Value>,
+    /// The index MEMOIZE gives next (the memo's size, but for the events taken out of it).
+    memo_next: u64,
     limits: &'a TraceLimits,
     /// Where `frames` lists are interned as they are set in a dict; none for [`read`].
-    table: Option<&'a mut FrameTable>,
+    pub(crate) table: Option<&'a mut FrameTable>,
+    /// Where a snapshot's events are handed on as they are read ([`read_events_from`]).
+    pub(crate) events: Option<PickleEvents<'a>>,
 }
 
 impl<B: PickleBytes> Machine<'_, B> {
@@ -393,6 +426,7 @@ impl<B: PickleBytes> Machine<'_, B> {
     /// Adds `items` to the list or dict (or set) `target`.
     fn extend(&mut self, target: Value, items: Vec<Value>, pairs: bool) -> Result<(), PickleError> {
         match (self.arena.resolve(target), pairs) {
+            (Value::List(id), false) if self.is_event_list(id) => self.hand_on(id, items)?,
             (Value::List(id), false) => self.arena.lists[id].extend(items),
             (Value::Dict(id), true) if items.len() % 2 == 0 => {
                 let pairs = self.pairs(items);
@@ -432,8 +466,8 @@ impl<B: PickleBytes> Machine<'_, B> {
         let json = Writer { arena: &mut self.arena, table: None }.json(item, false, false);
         let id = table.stack_of_frames(&json);
         let whole = table.kept_whole(id);
-        let k = self.arena.stacks.len();
-        self.arena.stacks.push(Stacked { id, size, height, list: (!whole).then_some(list) });
+        let held_elsewhere = !whole || self.arena.shared[LIST][list];
+        let k = self.arena.stack(Stacked { id, size, height, list: (!whole).then_some(list), held_elsewhere });
         if whole {
             // The table gives these frames back exactly: the list's own are no longer needed.
             for f in core::mem::take(&mut self.arena.lists[list]) {
@@ -529,9 +563,13 @@ impl<B: PickleBytes> Machine<'_, B> {
                     let n = self.uint(8)?;
                     self.string(n)?
                 } // BINUNICODE8, BINBYTES8, BYTEARRAY8
-                b']' | 0x8f => self.list(Vec::new()), // EMPTY_LIST, EMPTY_SET
-                b')' => self.list(Vec::new()),        // EMPTY_TUPLE
-                b'}' => self.dict(Vec::new())?,       // EMPTY_DICT
+                b']' => {
+                    self.list(Vec::new());
+                    self.note_new_list();
+                } // EMPTY_LIST
+                0x8f => self.list(Vec::new()),  // EMPTY_SET
+                b')' => self.list(Vec::new()),  // EMPTY_TUPLE
+                b'}' => self.dict(Vec::new())?, // EMPTY_DICT
                 b'l' | b't' | 0x91 => {
                     let items = self.since_mark()?;
                     self.list(items)
@@ -574,16 +612,21 @@ impl<B: PickleBytes> Machine<'_, B> {
                     let i = self.uint(if op == b'q' { 1 } else { 4 })?;
                     let v = self.top()?;
                     self.arena.share(v);
+                    self.note_memo(i, v);
                     self.memo.insert(i, v);
                 } // BINPUT, LONG_BINPUT
                 0x94 => {
-                    let (i, v) = (self.memo.len() as u64, self.top()?);
+                    let (i, v) = (self.memo_next, self.top()?);
+                    self.memo_next += 1;
                     self.arena.share(v);
+                    self.note_memo(i, v);
                     self.memo.insert(i, v);
                 } // MEMOIZE
                 b'h' | b'j' => {
                     let i = self.uint(if op == b'h' { 1 } else { 4 })?;
-                    let v = *self.memo.get(&i).ok_or_else(|| bad(format!("memo entry {i} was never stored")))?;
+                    let v = *self.memo.get(&i).ok_or_else(|| {
+                        bad(format!("memo entry {i} was never stored (or is an event of the history, already read)"))
+                    })?;
                     self.stack.push(v)
                 } // BINGET, LONG_BINGET
                 b'c' | 0x93 | b'R' | b'b' | 0x81 | 0x92 | b'i' | b'o' => {
@@ -598,17 +641,17 @@ impl<B: PickleBytes> Machine<'_, B> {
 }
 
 /// Writes values out as JSON (measured first: their size and nesting are within the limits).
-struct Writer<'a, 'b> {
-    arena: &'a mut Arena,
+pub(crate) struct Writer<'a, 'b> {
+    pub(crate) arena: &'a mut Arena,
     /// The table `frames` lists are interned into, and stacks read from.
-    table: Option<&'b mut FrameTable>,
+    pub(crate) table: Option<&'b mut FrameTable>,
 }
 
 impl Writer<'_, '_> {
     /// `v` as JSON; each `frames` entry of a dict its stack id when `intern` (and a table is
     /// given), else its frames. When `owned` (`v` is reached by one path only: nothing above
     /// it shared), what it holds is taken out of the arena rather than copied.
-    fn json(&mut self, v: Value, owned: bool, intern: bool) -> Json {
+    pub(crate) fn json(&mut self, v: Value, owned: bool, intern: bool) -> Json {
         match self.arena.resolve(v) {
             Value::None | Value::Mark => Json::Null,
             Value::Bool(b) => Json::Bool(b),
@@ -790,8 +833,10 @@ mod tests {
             arena: Arena::default(),
             stack: Vec::new(),
             memo: BTreeMap::new(),
+            memo_next: 0,
             limits: &limits,
             table: Some(&mut t),
+            events: None,
         };
         m.run().unwrap();
         // 500 events of 12 frames read: the top dict, 500 events and their 1,500 strings held,

@@ -14,7 +14,7 @@
 use std::io::{self, BufRead, Read};
 
 use cachalot_core::trace::pickle::{self, PickleBytes, PickleError};
-use cachalot_core::trace::{FrameTable, Limit, TraceLimits};
+use cachalot_core::trace::{EventList, FrameTable, Limit, SnapshotEvent, TraceLimits};
 use serde_json::Value as Json;
 use serde_pickle::SerOptions;
 
@@ -108,6 +108,30 @@ pub fn read_slim_within(
 ) -> Result<Json, Result<io::Error, String>> {
     let mut bytes = Streamed::new(input);
     let read = pickle::read_slim_from(&mut bytes, limits, frames);
+    match (read, bytes.error) {
+        (Ok(v), _) => Ok(v),
+        (Err(_), Some(e)) => Err(Ok(e)),
+        (Err(e), None) => Err(Err(named(e, what, limits))),
+    }
+}
+
+/// What is left of a snapshot once its history is handed on: the value of the rest, and each
+/// device's list (`None`: nothing was handed on, and the value holds the history).
+pub type SnapshotRest = (Json, Option<Vec<EventList>>);
+
+/// The pickle read from `input` as [`read_slim_within`] reads it, each event of the snapshot's
+/// history handed to `keep(d, e)` as it is read, not kept (`pickle_events.rs` in the core):
+/// the value of the rest, and each device's list when the history was handed on (`None`: the
+/// pickle was laid out otherwise, and the value holds it).
+pub fn read_events_within(
+    input: impl BufRead,
+    what: &str,
+    limits: &TraceLimits,
+    frames: &mut FrameTable,
+    keep: &mut dyn FnMut(usize, SnapshotEvent),
+) -> Result<SnapshotRest, Result<io::Error, String>> {
+    let mut bytes = Streamed::new(input);
+    let read = pickle::read_events_from(&mut bytes, limits, frames, keep);
     match (read, bytes.error) {
         (Ok(v), _) => Ok(v),
         (Err(_), Some(e)) => Err(Ok(e)),

@@ -271,10 +271,18 @@ fn parse_into(
         Ok(())
     };
     let lists = if format == Format::Pickle {
-        // Read as the machine asks, never held whole; its frames interned as each is set.
-        let read = pickle_snapshot::read_slim_within(BufReader::with_capacity(1 << 16, all), what, limits, &mut frames);
-        let snapshot = read.map_err(|e| e.map_or_else(|message| message, |e| io_error(e, gzip)))?;
-        snapshot_events(&snapshot, &mut keep).map_err(named)?
+        // Read as the machine asks, never held whole; its frames interned as each is set,
+        // and its events handed on as they are read (kept from the value if it is laid out
+        // otherwise).
+        let input = BufReader::with_capacity(1 << 16, all);
+        let mut hand_on = |d: usize, e: SnapshotEvent| {
+            let _ = keep(d, e);
+        };
+        let read = pickle_snapshot::read_events_within(input, what, limits, &mut frames, &mut hand_on);
+        match read.map_err(|e| e.map_or_else(|message| message, |e| io_error(e, gzip)))? {
+            (_, Some(lists)) => lists,
+            (snapshot, None) => snapshot_events(&snapshot, &mut keep).map_err(named)?,
+        }
     } else if format == Format::Json {
         // Parsed as it is read, the text never held, each event handed on as it is read:
         // from the bracket that opens it (what came before is a byte-order mark and white

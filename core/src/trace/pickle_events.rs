@@ -1,0 +1,217 @@
+//! A pickled snapshot's history handed on an event at a time as the pickle machine reads it,
+//! as `streamed_snapshot` does for JSON: the machine then never holds the history, most of a
+//! snapshot once its frames are interned.
+//!
+//! `pickle.dump` writes a snapshot dict's `device_traces` as an empty list (EMPTY_LIST) just
+//! after its key, each device's list as an empty list just after it (or after the MARK that
+//! opens a batch of them), and each event as a dict appended to its device's list (APPEND, or
+//! APPENDS in batches of 1,000). So a list made empty while the snapshot dict's `device_traces`
+//! key is on the top of the stack is the list of lists, and a list made empty while the
+//! stack above that holds only its MARK and lists is a device's list: its appended items are
+//! written out (frames as stack ids) and handed on, not kept. An event dict is taken out of
+//! the memo too (nothing in a snapshot refers back to one), so its memory is reused; a
+//! `frames` list the memo holds stays there as its stack, since a later event or block may
+//! refer to it.
+//!
+//! Invariants: the events handed on are those the whole value would hold, device by device,
+//! each device's in order, and their lists are those [`snapshot_events`] gives of it; a
+//! pickle laid out otherwise is read whole, as before, and nothing is handed on.
+//!
+//! [`snapshot_events`]: crate::trace::snapshot_events
+
+use alloc::collections::BTreeMap;
+use alloc::vec::Vec;
+
+use serde_json::Value as Json;
+
+use crate::trace::frame_table::FrameTable;
+use crate::trace::limits::TraceLimits;
+use crate::trace::pickle::{bad, read_machine, Machine, PickleBytes, PickleError, Value, Writer, DICT};
+use crate::trace::snapshot_event::SnapshotEvent;
+use crate::trace::snapshot_reader::EventList;
+
+/// Where the machine hands a snapshot's events, and what it knows of its lists.
+pub(crate) struct PickleEvents<'a> {
+    keep: &'a mut dyn FnMut(usize, SnapshotEvent),
+    /// The list of lists (`device_traces`), once made.
+    outer: Option<usize>,
+    /// Each device's list, by its arena id: its device.
+    devices: BTreeMap<usize, usize>,
+    /// What was seen of each device's list.
+    lists: Vec<EventList>,
+    /// The memo index of each memoized dict, to take an event out of the memo.
+    memo_of_dict: BTreeMap<usize, u64>,
+}
+
+/// Reads a pickled snapshot as [`read_slim_from`](crate::trace::pickle::read_slim_from) does,
+/// handing each event of `device_traces[d]` to `keep(d, e)` as it is read. Returns the value
+/// of the rest and, when the history was handed on, each device's [`EventList`] (the value's
+/// `device_traces` then holds empty lists); `None` when the pickle was laid out otherwise and
+/// nothing was handed on (the value then holds the history, as [`read_slim_from`] gives it).
+///
+/// [`read_slim_from`]: crate::trace::pickle::read_slim_from
+pub fn read_events_from(
+    bytes: impl PickleBytes,
+    limits: &TraceLimits,
+    frames: &mut FrameTable,
+    keep: &mut dyn FnMut(usize, SnapshotEvent),
+) -> Result<(Json, Option<Vec<EventList>>), PickleError> {
+    let events =
+        PickleEvents { keep, outer: None, devices: BTreeMap::new(), lists: Vec::new(), memo_of_dict: BTreeMap::new() };
+    let (json, events) = read_machine(bytes, limits, Some(frames), Some(events))?;
+    let Some(events) = events.filter(|e| e.outer.is_some()) else { return Ok((json, None)) };
+    // Every list of lists' item must have been a device's list made empty and handed on.
+    let lists = json.get("device_traces").and_then(Json::as_array);
+    let all_handed_on = lists.is_some_and(|l| {
+        l.len() == events.lists.len() && l.iter().all(|d| d.as_array().is_some_and(|events| events.is_empty()))
+    });
+    if !all_handed_on {
+        return Err(bad("the snapshot's device_traces are laid out as pickle.dump never writes them"));
+    }
+    Ok((json, Some(events.lists)))
+}
+
+impl<B: PickleBytes> Machine<'_, B> {
+    /// Called when EMPTY_LIST made the list on top of the stack: is it the list of lists, or
+    /// a device's list?
+    pub(crate) fn note_new_list(&mut self) {
+        let Some(events) = self.events.as_mut() else { return };
+        let (stack, arena) = (&self.stack, &self.arena);
+        let Some((&Value::List(new), below)) = stack.split_last() else { return };
+        let is_key = |v: &Value| matches!(v, Value::Str(id) if arena.strings[*id] == "device_traces");
+        match events.outer {
+            None => {
+                // {... "device_traces": [: the snapshot dict at the bottom, maybe its MARK,
+                // key and value pairs, then the key.
+                let Some((key, rest)) = below.split_last() else { return };
+                let pairs = match rest {
+                    [Value::Dict(_), Value::Mark, pairs @ ..] | [Value::Dict(_), pairs @ ..] => pairs,
+                    _ => return,
+                };
+                if is_key(key) && pairs.len() % 2 == 0 && !pairs.iter().any(|v| matches!(v, Value::Mark)) {
+                    events.outer = Some(new);
+                }
+            }
+            Some(outer) => {
+                let Some(at) = below.iter().rposition(|v| matches!(v, Value::List(id) if *id == outer)) else {
+                    return;
+                };
+                let above = &below[at + 1..];
+                let above = match above {
+                    [Value::Mark, rest @ ..] => rest,
+                    rest => rest,
+                };
+                if above.iter().all(|v| matches!(v, Value::List(id) if events.devices.contains_key(id))) {
+                    let device = events.lists.len();
+                    events.devices.insert(new, device);
+                    events.lists.push(EventList::default());
+                }
+            }
+        }
+    }
+
+    /// Whether `list` is a device's list of events.
+    pub(crate) fn is_event_list(&self, list: usize) -> bool {
+        self.events.as_ref().is_some_and(|e| e.devices.contains_key(&list))
+    }
+
+    /// Hands `items`, appended to the device list `list`, on as events, and lets them go.
+    pub(crate) fn hand_on(&mut self, list: usize, items: Vec<Value>) -> Result<(), PickleError> {
+        for item in items {
+            // Copied, not taken: `drop_unshared` below frees the dict's strings and their slots.
+            let value = Writer { arena: &mut self.arena, table: self.table.as_deref_mut() }.json(item, false, true);
+            let Some(events) = self.events.as_mut() else { return Err(bad("events with nowhere to go")) };
+            let device = events.devices.get(&list).copied().unwrap_or_default();
+            let e = SnapshotEvent::of(&value);
+            if let Some(l) = events.lists.get_mut(device) {
+                l.see(&e, &value);
+            }
+            (events.keep)(device, e);
+            // Nothing in a snapshot refers back to an event: out of the memo, its slot reused.
+            if let Value::Dict(id) = self.arena.resolve(item) {
+                if let Some(i) = events.memo_of_dict.remove(&id) {
+                    self.memo.remove(&i);
+                    self.arena.shared[DICT][id] = false;
+                }
+                if !self.arena.shared[DICT][id] {
+                    self.arena.free_stacks_of(id);
+                }
+                self.arena.drop_unshared(item);
+            }
+        }
+        Ok(())
+    }
+
+    /// Remembers where the memo holds a dict, to take an event out of it.
+    pub(crate) fn note_memo(&mut self, i: u64, v: Value) {
+        if let (Some(events), Value::Dict(id)) = (self.events.as_mut(), v) {
+            events.memo_of_dict.insert(id, i);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::trace::pickle::read_slim;
+    use crate::trace::snapshot_events;
+
+    fn hex(s: &str) -> Vec<u8> {
+        (0..s.len()).step_by(2).map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap()).collect()
+    }
+
+    /// `pickle.dumps(snapshot, protocol=4)` of two devices' events, the first with four (a
+    /// batch: MARK, APPENDS), the second one (APPEND); a `frames` list memoized in `segments`
+    /// and referred back to by two events; and protocol 2's BINPUT memo.
+    const PROTOCOL_4: &str = "80049542010000000000007d94288c087365676d656e7473945d947d94288c0761646472657373944d00108c066672616d6573945d94287d94288c0866696c656e616d65948c04612e7079948c046c696e65944b038c046e616d65948c0166947568076575618c0d6465766963655f747261636573945d94285d94287d94288c06616374696f6e948c0d7365676d656e745f616c6c6f63948c0461646472944b008c0473697a65944a0000200068056806757d942868118c05616c6c6f639468134d001068144d00028c0673747265616d944b008c0774696d655f7573944b0568056806757d942868118c0e667265655f7265717565737465649468134d001068144d000268055d94680761757d942868118c0e667265655f636f6d706c657465649468134d001068144d000268055d9475655d947d942868118c036f6f6d9468134b0068144b09756165752e";
+    const PROTOCOL_2: &str = "80027d7100580d0000006465766963655f74726163657371015d71025d71037d7104285806000000616374696f6e71055805000000616c6c6f63710658040000006164647271074b01580400000073697a6571084b02756161732e";
+
+    /// The events handed on as the machine reads are those the whole value holds, with the
+    /// same stacks; the value left holds empty lists in their place.
+    #[test]
+    fn the_history_is_handed_on_as_the_whole_value_holds_it() {
+        let limits = TraceLimits::DEFAULT;
+        for (name, bytes) in [("protocol 4", hex(PROTOCOL_4)), ("protocol 2", hex(PROTOCOL_2))] {
+            let mut whole_frames = FrameTable::default();
+            let whole = read_slim(&bytes, &limits, &mut whole_frames).unwrap();
+            let mut expected = Vec::new();
+            let expected_lists = snapshot_events(&whole, &mut |d, e| {
+                expected.push((d, e));
+                Ok(())
+            })
+            .unwrap();
+            let mut frames = FrameTable::default();
+            let mut got = Vec::new();
+            let (rest, lists) =
+                read_events_from(&bytes[..], &limits, &mut frames, &mut |d, e| got.push((d, e))).unwrap();
+            assert_eq!(lists.as_ref(), Some(&expected_lists), "{name}");
+            assert_eq!(got, expected, "{name}");
+            for (_, e) in &got {
+                assert_eq!(frames.frames(e.stack), whole_frames.frames(e.stack), "{name}");
+            }
+            let empties = rest["device_traces"].as_array().unwrap();
+            assert!(empties.iter().all(|l| l.as_array().is_some_and(|l| l.is_empty())), "{name}: {rest}");
+            assert_eq!(rest.get("segments"), whole.get("segments"), "{name}");
+        }
+        assert_eq!(hex(PROTOCOL_4).len(), 333);
+    }
+
+    /// A history not laid out as `pickle.dump` writes one is read whole; one that starts so
+    /// and then is not is refused, since events were handed on.
+    #[test]
+    fn other_layouts_are_read_whole_or_refused() {
+        let limits = TraceLimits::DEFAULT;
+        // {"device_traces": [[{"addr": 1}]]} built with LIST and DICT from MARKs (protocol 0's
+        // way): no list is made empty, nothing is handed on.
+        let s = |t: &str| [&[0x8c, t.len() as u8][..], t.as_bytes()].concat();
+        let marks = [&b"\x80\x02("[..], &s("device_traces"), b"(((", &s("addr"), b"K\x01dlld."].concat();
+        let mut frames = FrameTable::default();
+        let (value, lists) =
+            read_events_from(&marks[..], &limits, &mut frames, &mut |_, _| panic!("handed on")).unwrap();
+        assert_eq!((lists, value["device_traces"][0][0]["addr"].as_u64()), (None, Some(1)));
+        // The list of lists made empty, then a device's list built from a MARK and appended.
+        let odd = [&b"\x80\x02}"[..], &s("device_traces"), b"](", &s("x"), b"la", b"s."].concat();
+        let read = read_events_from(&odd[..], &limits, &mut frames, &mut |_, _| {});
+        assert!(matches!(&read, Err(PickleError::Unreadable(m)) if m.contains("laid out")), "{read:?}");
+    }
+}
