@@ -306,7 +306,7 @@ pub(crate) fn read_machine<'a>(
 /// every use of a shared container counted, and how deep it nests; an error past `depth`
 /// levels (a container that holds itself never ends). Each container is measured once; `seen`
 /// keeps its size, its nesting and how many containers (or the top) hold it.
-fn measure(
+pub(crate) fn measure(
     arena: &Arena,
     v: Value,
     depth: usize,
@@ -363,7 +363,7 @@ pub(crate) struct Machine<'a, B> {
     pub(crate) memo: BTreeMap<u64, Value>,
     /// The index MEMOIZE gives next (the memo's size, but for the events taken out of it).
     memo_next: u64,
-    limits: &'a TraceLimits,
+    pub(crate) limits: &'a TraceLimits,
     /// Where `frames` lists are interned as they are set in a dict; none for [`read`].
     pub(crate) table: Option<&'a mut FrameTable>,
     /// Where a snapshot's events are handed on as they are read ([`read_events_from`]).

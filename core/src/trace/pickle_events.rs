@@ -25,8 +25,8 @@ use alloc::vec::Vec;
 use serde_json::Value as Json;
 
 use crate::trace::frame_table::FrameTable;
-use crate::trace::limits::TraceLimits;
-use crate::trace::pickle::{bad, read_machine, Machine, PickleBytes, PickleError, Value, Writer, DICT};
+use crate::trace::limits::{Limit, TraceLimits};
+use crate::trace::pickle::{bad, measure, read_machine, Machine, PickleBytes, PickleError, Value, Writer, DICT};
 use crate::trace::snapshot_event::SnapshotEvent;
 use crate::trace::snapshot_reader::EventList;
 
@@ -41,6 +41,8 @@ pub(crate) struct PickleEvents<'a> {
     lists: Vec<EventList>,
     /// The memo index of each memoized dict, to take an event out of the memo.
     memo_of_dict: BTreeMap<usize, u64>,
+    /// What the events handed on took written out, each use of a shared value counted.
+    bytes: u64,
 }
 
 /// Reads a pickled snapshot as [`read_slim_from`](crate::trace::pickle::read_slim_from) does,
@@ -56,8 +58,14 @@ pub fn read_events_from(
     frames: &mut FrameTable,
     keep: &mut dyn FnMut(usize, SnapshotEvent),
 ) -> Result<(Json, Option<Vec<EventList>>), PickleError> {
-    let events =
-        PickleEvents { keep, outer: None, devices: BTreeMap::new(), lists: Vec::new(), memo_of_dict: BTreeMap::new() };
+    let events = PickleEvents {
+        keep,
+        outer: None,
+        devices: BTreeMap::new(),
+        lists: Vec::new(),
+        memo_of_dict: BTreeMap::new(),
+        bytes: 0,
+    };
     let (json, events) = read_machine(bytes, limits, Some(frames), Some(events))?;
     let Some(events) = events.filter(|e| e.outer.is_some()) else { return Ok((json, None)) };
     // Every list of lists' item must have been a device's list made empty and handed on.
@@ -117,7 +125,18 @@ impl<B: PickleBytes> Machine<'_, B> {
 
     /// Hands `items`, appended to the device list `list`, on as events, and lets them go.
     pub(crate) fn hand_on(&mut self, list: usize, items: Vec<Value>) -> Result<(), PickleError> {
+        // An event sits three deep (the snapshot dict, the list of lists, its device's list).
+        let (depth, limit) = (self.limits.depth, self.limits.bytes);
         for item in items {
+            // Measured before it is written out, as the whole value is: a nest or a bomb of
+            // memo references is a limit met, not stack or memory taken.
+            let (size, _) = measure(&self.arena, item, depth.saturating_sub(3), &mut BTreeMap::new())
+                .map_err(|_| PickleError::Limit(Limit::Depth(depth)))?;
+            let Some(events) = self.events.as_mut() else { return Err(bad("events with nowhere to go")) };
+            events.bytes = events.bytes.saturating_add(size);
+            if events.bytes > limit {
+                return Err(PickleError::Limit(Limit::Bytes(limit)));
+            }
             // Copied, not taken: `drop_unshared` below frees the dict's strings and their slots.
             let value = Writer { arena: &mut self.arena, table: self.table.as_deref_mut() }.json(item, false, true);
             let Some(events) = self.events.as_mut() else { return Err(bad("events with nowhere to go")) };
@@ -194,6 +213,25 @@ mod tests {
             assert_eq!(rest.get("segments"), whole.get("segments"), "{name}");
         }
         assert_eq!(hex(PROTOCOL_4).len(), 333);
+    }
+
+    /// An event nested past the limit, or one that refers to a large value many times through
+    /// the memo, is a limit met before it is written out (the fuzz target's corpus overflowed
+    /// the stack with a deep one, handed on before the whole value was measured).
+    #[test]
+    fn an_event_past_a_limit_is_refused_before_it_is_written_out() {
+        let limits = TraceLimits { bytes: 1 << 20, depth: 16, events: 100 };
+        let s = |t: &str| [&[0x8c, t.len() as u8][..], t.as_bytes()].concat();
+        let snapshot = |event: &[u8]| [&b"\x80\x04}"[..], &s("device_traces"), b"]]", event, b"aas."].concat();
+        let deep = [&b"}("[..], &s("k"), &b"]".repeat(10_000), &b"a".repeat(9_999), b"u"].concat();
+        let read = read_events_from(&snapshot(&deep)[..], &limits, &mut FrameTable::default(), &mut |_, _| {});
+        assert!(matches!(read, Err(PickleError::Limit(Limit::Depth(16)))), "{read:?}");
+        let mib = 1u32 << 20;
+        let text = [&b"X"[..], &mib.to_le_bytes(), &alloc::vec![b'm'; mib as usize], b"\x94"].concat();
+        let bomb = [&b"]("[..], &text, &b"h\x00".repeat(64), b"e"].concat();
+        let limits = TraceLimits { bytes: 8 << 20, ..limits };
+        let read = read_events_from(&snapshot(&bomb)[..], &limits, &mut FrameTable::default(), &mut |_, _| {});
+        assert!(matches!(read, Err(PickleError::Limit(Limit::Bytes(_)))), "{read:?}");
     }
 
     /// A history not laid out as `pickle.dump` writes one is read whole; one that starts so
