@@ -1,13 +1,13 @@
 //! Reading a trace file: RMM CSV, or a PyTorch snapshot as JSON or as the pickle
 //! `torch.cuda.memory._dump_snapshot` writes, plain or gzipped (gzip and pickle are recognised
 //! by their first bytes, whatever the file is called), parsed by the core's own reader; of a
-//! snapshot of several GPUs, the one chosen. Bytes are read as they come: a CSV is fed to the
-//! core a line at a time and never held (with [`parse_spooled`], nor are its operations); a
-//! JSON snapshot is parsed as it is read, and a pickle read as its machine asks for the bytes,
-//! and its value held without its stack frames, which are interned in a [`FrameTable`] as
-//! they are parsed (the core's `slim_json`, the browser's reader too, and the pickle machine):
-//! in a real snapshot they are most of the bytes, and as a JSON value each byte of text took
-//! about ten.
+//! snapshot of several GPUs, the one chosen. Bytes are read as they come, and nothing that grows
+//! with the file is held: a CSV is fed to the core a line at a time (with [`parse_spooled`],
+//! its operations go to a spool as they are made); a snapshot's events are handed on as they
+//! are parsed (JSON: the core's `streamed_snapshot`; a pickle, read as its machine asks for the
+//! bytes: `pickle_events`) into an [`EventSpool`], a temporary file, and the chosen device's
+//! are read back from it into operations. Stack frames are interned in a [`FrameTable`] as they
+//! are parsed: each distinct frame and stack is kept once.
 //!
 //! Invariants: every failure is a message that names the file and what is wrong with it; a
 //! limit met names itself and the flag that raises it (`--max-bytes`, `--max-depth`,
