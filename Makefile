@@ -117,10 +117,17 @@ PROFILE_DIR := $(TARGET_DIR)/$(if $(filter dev,$(PROFILE)),debug,$(PROFILE))
 # built serde, syn and the core again, and each step after undid the one before.
 NATIVE_BUILD := $(CARGO) build -p cachalot -p cachalot-cli --lib --bins
 NATIVE_RELEASE := $(NATIVE_BUILD) --release
+# The debug build (the C tests') selects what `cargo test --workspace` does: every package
+# (cachalot-wasm's wasm-bindgen macros add features to syn) and the dev-dependencies, through
+# the examples (proptest's tempfile adds one to rustix). Cargo then resolves the same features,
+# and the test build's artifacts serve it: with `-p cachalot -p cachalot-cli` it rebuilt serde,
+# clap, the core and both native crates after the tests (38-88 s), and the next `cargo test`
+# rebuilt the library again, whose files have no hash in their names.
+NATIVE_DEV := $(CARGO) build --workspace --lib --bins --examples
 
 # The library's SONAME link beside it, so programs linked from the tree load it too.
 native-lib:
-	$(NATIVE_BUILD) $(PROFILE_FLAG)
+	$(if $(filter dev,$(PROFILE)),$(NATIVE_DEV),$(NATIVE_BUILD) $(PROFILE_FLAG))
 	ln -sf libcachalot.so $(PROFILE_DIR)/$(SONAME)
 
 # Installs the header, both libraries and cachalot.pc under $(DESTDIR)$(PREFIX); the shared
