@@ -11,6 +11,7 @@ pub(crate) mod operations;
 pub mod pickle;
 pub(crate) mod pickle_bytes;
 pub(crate) mod pickle_events;
+pub(crate) mod pickle_writer;
 pub(crate) mod position;
 pub(crate) mod reader;
 pub mod slim_json;

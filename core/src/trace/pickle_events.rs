@@ -26,7 +26,8 @@ use serde_json::Value as Json;
 
 use crate::trace::frame_table::FrameTable;
 use crate::trace::limits::{Limit, TraceLimits};
-use crate::trace::pickle::{bad, measure, read_machine, Machine, PickleBytes, PickleError, Value, Writer, DICT};
+use crate::trace::pickle::{bad, measure, read_machine, Machine, PickleBytes, PickleError, Value, DICT};
+use crate::trace::pickle_writer::Writer;
 use crate::trace::snapshot_event::SnapshotEvent;
 use crate::trace::snapshot_reader::EventList;
 
