@@ -9,6 +9,7 @@ pub(crate) mod late_frees;
 pub(crate) mod limits;
 pub(crate) mod operations;
 pub mod pickle;
+pub(crate) mod pickle_arena;
 pub(crate) mod pickle_bytes;
 pub(crate) mod pickle_events;
 pub(crate) mod pickle_writer;

@@ -37,201 +37,13 @@ use serde_json::Value as Json;
 
 use crate::trace::frame_table::FrameTable;
 use crate::trace::limits::{Limit, TraceLimits};
+pub use crate::trace::pickle_arena::PickleError;
+use crate::trace::pickle_arena::{bad, measure, Arena, Stacked, Value, DICT, LIST};
 pub use crate::trace::pickle_bytes::PickleBytes;
-pub use crate::trace::pickle_events::read_events_from;
-use crate::trace::pickle_events::PickleEvents;
+use crate::trace::pickle_events::{Parts, PickleEvents};
 use crate::trace::pickle_writer::Writer;
-
-/// Why the bytes are not a pickle this machine reads.
-#[derive(Debug, PartialEq)]
-pub enum PickleError {
-    /// Not a pickle of the kinds a snapshot holds; the message says what.
-    Unreadable(String),
-    /// Past one of the reader's limits.
-    Limit(Limit),
-}
-
-/// A value: scalars inline, everything with a length an id into the arena.
-#[derive(Clone, Copy, Debug)]
-pub(crate) enum Value {
-    None,
-    Bool(bool),
-    Int(i64),
-    /// An integer past `i64` that fits `u64` (addresses).
-    UInt(u64),
-    /// An integer past 64 bits, as a float (as `json.dumps` would lose it too).
-    Big(f64),
-    Float(f64),
-    /// A string or bytes (decoded as UTF-8, lossily), by id.
-    Str(usize),
-    /// A list, tuple or set, by id.
-    List(usize),
-    /// A dict, by id.
-    Dict(usize),
-    /// A `frames` list already interned, by its index in [`Arena::stacks`].
-    Stack(usize),
-    /// The MARK on the stack.
-    Mark,
-}
-
-/// A `frames` list interned as it was set in its dict: its stack, and what it measured.
-struct Stacked {
-    id: u32,
-    size: u64,
-    height: usize,
-    /// The list, kept when the table did not keep its stack whole (it is then written from here).
-    list: Option<usize>,
-    /// Something beside the dict it was set in may read it (the list is kept, or forwarded
-    /// here): its slot is never reused.
-    held_elsewhere: bool,
-}
-
-/// Strings, lists and dicts by id. An id whose item was never memoized nor DUP'd (`shared`
-/// false) is held in one place only, so once its `frames` list is interned its slot is freed
-/// and reused; a shared list interned is forwarded to its [`Stacked`], so a memo reference to
-/// it still reads.
-#[derive(Default)]
-pub(crate) struct Arena {
-    pub(crate) strings: Vec<String>,
-    pub(crate) lists: Vec<Vec<Value>>,
-    pub(crate) dicts: Vec<Vec<(Value, Value)>>,
-    /// Per kind (string, list, dict) and id: held in more than one place.
-    pub(crate) shared: [Vec<bool>; 3],
-    /// Per kind: ids freed, to reuse.
-    pub(crate) free: [Vec<usize>; 3],
-    stacks: Vec<Stacked>,
-    /// Slots of `stacks` whose dict was let go, to reuse.
-    pub(crate) free_stacks: Vec<usize>,
-    forwarded: BTreeMap<usize, usize>,
-}
-
-pub(crate) const STR: usize = 0;
-pub(crate) const LIST: usize = 1;
-pub(crate) const DICT: usize = 2;
-
-/// A slot for a new item of one kind: a freed id, or a new one.
-fn slot<T>(items: &mut Vec<T>, shared: &mut Vec<bool>, free: &mut Vec<usize>, item: T) -> usize {
-    match free.pop() {
-        Some(id) => {
-            items[id] = item;
-            shared[id] = false;
-            id
-        }
-        None => {
-            items.push(item);
-            shared.push(false);
-            items.len() - 1
-        }
-    }
-}
-
-impl Arena {
-    fn string(&mut self, s: String) -> Value {
-        Value::Str(slot(&mut self.strings, &mut self.shared[STR], &mut self.free[STR], s))
-    }
-
-    fn list(&mut self, items: Vec<Value>) -> Value {
-        Value::List(slot(&mut self.lists, &mut self.shared[LIST], &mut self.free[LIST], items))
-    }
-
-    fn dict(&mut self, pairs: Vec<(Value, Value)>) -> Value {
-        Value::Dict(slot(&mut self.dicts, &mut self.shared[DICT], &mut self.free[DICT], pairs))
-    }
-
-    /// A slot for a stack interned: a freed one, or a new one.
-    fn stack(&mut self, s: Stacked) -> usize {
-        match self.free_stacks.pop() {
-            Some(k) => {
-                self.stacks[k] = s;
-                k
-            }
-            None => {
-                self.stacks.push(s);
-                self.stacks.len() - 1
-            }
-        }
-    }
-
-    /// Lets go of the stacks the dict `id` holds that nothing else reads (the dict is being
-    /// freed).
-    pub(crate) fn free_stacks_of(&mut self, id: usize) {
-        for &(_, v) in &self.dicts[id] {
-            if let Value::Stack(k) = v {
-                if !self.stacks[k].held_elsewhere {
-                    self.free_stacks.push(k);
-                }
-            }
-        }
-    }
-
-    /// Stack `k`'s id in the frame table, and its list where the table did not keep it whole.
-    pub(crate) fn stacked(&self, k: usize) -> (u32, Option<usize>) {
-        (self.stacks[k].id, self.stacks[k].list)
-    }
-
-    /// `v` as it reads now: a list interned as a `frames` list is its stack.
-    pub(crate) fn resolve(&self, v: Value) -> Value {
-        match v {
-            Value::List(id) => self.forwarded.get(&id).map_or(v, |&k| Value::Stack(k)),
-            v => v,
-        }
-    }
-
-    /// `v` may now be held in more than one place (the memo, a DUP).
-    fn share(&mut self, v: Value) {
-        let (kind, id) = match v {
-            Value::Str(id) => (STR, id),
-            Value::List(id) => (LIST, id),
-            Value::Dict(id) => (DICT, id),
-            _ => return,
-        };
-        self.shared[kind][id] = true;
-    }
-
-    /// A frame dict (or a string) no longer held anywhere: its memory and its slot freed. A
-    /// shared one is left as it is (something else may hold it).
-    pub(crate) fn drop_unshared(&mut self, v: Value) {
-        match v {
-            Value::Str(id) if !self.shared[STR][id] => {
-                self.strings[id] = String::new();
-                self.free[STR].push(id);
-            }
-            Value::Dict(id) if !self.shared[DICT][id] => {
-                for (k, item) in core::mem::take(&mut self.dicts[id]) {
-                    // A frame's keys and values are strings and scalars: no deeper.
-                    for v in [k, item] {
-                        if let Value::Str(_) = v {
-                            self.drop_unshared(v);
-                        }
-                    }
-                }
-                self.free[DICT].push(id);
-            }
-            _ => {}
-        }
-    }
-
-    /// When `list` is what a snapshot's `frames` holds, dicts of strings and scalars (so no
-    /// frame holds a container, and freeing it goes two levels deep), the bytes it takes
-    /// written out as [`measure`] counts them; `None` otherwise.
-    fn flat_frames(&self, list: usize) -> Option<u64> {
-        let size = |v: &Value| match v {
-            Value::Str(id) => Some(self.strings[*id].len() as u64 + 2),
-            Value::List(_) | Value::Dict(_) | Value::Stack(_) | Value::Mark => None,
-            _ => Some(8),
-        };
-        let mut total = 2u64;
-        for &f in &self.lists[list] {
-            let Value::Dict(d) = self.resolve(f) else { return None };
-            let mut frame = 2u64;
-            for (k, item) in &self.dicts[d] {
-                frame = frame.saturating_add(size(k)? + 1).saturating_add(size(item)? + 1);
-            }
-            total = total.saturating_add(frame + 1);
-        }
-        Some(total)
-    }
-}
+use crate::trace::snapshot_event::SnapshotEvent;
+use crate::trace::snapshot_reader::EventList;
 
 /// Reads the pickle `bytes` into its JSON value within `limits`.
 pub fn read(bytes: &[u8], limits: &TraceLimits) -> Result<Json, PickleError> {
@@ -255,6 +67,24 @@ pub fn read_slim_from(
     frames: &mut FrameTable,
 ) -> Result<Json, PickleError> {
     read_into(bytes, limits, Some(frames))
+}
+
+/// Reads a pickled snapshot as [`read_slim_from`] does,
+/// handing each event of `device_traces[d]` to `keep(d, e)` as it is read. Returns the value
+/// of the rest and, when the history was handed on, each device's [`EventList`] (the value's
+/// `device_traces` then holds empty lists); `None` when the pickle was laid out otherwise and
+/// nothing was handed on (the value then holds the history, as [`read_slim_from`] gives it).
+pub fn read_events_from(
+    bytes: impl PickleBytes,
+    limits: &TraceLimits,
+    frames: &mut FrameTable,
+    keep: &mut dyn FnMut(usize, SnapshotEvent),
+) -> Result<(Json, Option<Vec<EventList>>), PickleError> {
+    let (json, events) = read_machine(bytes, limits, Some(frames), Some(PickleEvents::new(keep)))?;
+    match events {
+        Some(events) => events.finish(&json).map(|lists| (json, lists)),
+        None => Ok((json, None)),
+    }
 }
 
 fn read_into(
@@ -308,59 +138,6 @@ pub(crate) fn read_machine<'a>(
     Ok((out.json(top, true, true), events))
 }
 
-/// The bytes `v` takes written out as JSON (about: each scalar 8, each string its length),
-/// every use of a shared container counted, and how deep it nests; an error past `depth`
-/// levels (a container that holds itself never ends). Each container is measured once; `seen`
-/// keeps its size, its nesting and how many containers (or the top) hold it.
-pub(crate) fn measure(
-    arena: &Arena,
-    v: Value,
-    depth: usize,
-    seen: &mut BTreeMap<(bool, usize), (u64, usize, u32)>,
-) -> Result<(u64, usize), PickleError> {
-    let key = match arena.resolve(v) {
-        Value::Str(id) => return Ok((arena.strings[id].len() as u64 + 2, 0)),
-        Value::Stack(k) => {
-            let s = &arena.stacks[k];
-            return if s.height > depth {
-                Err(PickleError::Limit(Limit::Depth(depth)))
-            } else {
-                Ok((s.size, s.height))
-            };
-        }
-        Value::List(id) => (false, id),
-        Value::Dict(id) => (true, id),
-        _ => return Ok((8, 0)),
-    };
-    if let Some((size, height, uses)) = seen.get_mut(&key) {
-        *uses = uses.saturating_add(1);
-        let (size, height) = (*size, *height);
-        return if height > depth { Err(PickleError::Limit(Limit::Depth(depth))) } else { Ok((size, height)) };
-    }
-    let inner = depth.checked_sub(1).ok_or(PickleError::Limit(Limit::Depth(depth)))?;
-    let (mut size, mut height) = (2u64, 0usize);
-    let mut add = |item: Value, seen: &mut BTreeMap<_, _>| -> Result<(), PickleError> {
-        let (s, h) = measure(arena, item, inner, seen)?;
-        size = size.saturating_add(s + 1);
-        height = height.max(h);
-        Ok(())
-    };
-    match arena.resolve(v) {
-        Value::List(id) => arena.lists[id].iter().try_for_each(|&item| add(item, seen))?,
-        Value::Dict(id) => arena.dicts[id].iter().try_for_each(|&(k, item)| {
-            add(k, seen)?;
-            add(item, seen)
-        })?,
-        _ => {}
-    }
-    seen.insert(key, (size, height + 1, 1));
-    Ok((size, height + 1))
-}
-
-pub(crate) fn bad(message: impl Into<String>) -> PickleError {
-    PickleError::Unreadable(message.into())
-}
-
 pub(crate) struct Machine<'a, B> {
     bytes: B,
     at: usize,
@@ -393,6 +170,18 @@ impl<B: PickleBytes> Machine<'_, B> {
             Some(Value::Mark) | None => Err(bad("stack underflow")),
             Some(v) => Ok(v),
         }
+    }
+
+    /// Hands `items`, appended to the device list `list`, on as events (see `pickle_events`).
+    fn hand_on(&mut self, list: usize, items: Vec<Value>) -> Result<(), PickleError> {
+        let Some(events) = self.events.as_mut() else { return Err(bad("events with nowhere to go")) };
+        let parts = Parts {
+            arena: &mut self.arena,
+            table: self.table.as_deref_mut(),
+            memo: &mut self.memo,
+            limits: self.limits,
+        };
+        events.hand_on(list, items, parts)
     }
 
     fn top(&self) -> Result<Value, PickleError> {
@@ -432,7 +221,9 @@ impl<B: PickleBytes> Machine<'_, B> {
     /// Adds `items` to the list or dict (or set) `target`.
     fn extend(&mut self, target: Value, items: Vec<Value>, pairs: bool) -> Result<(), PickleError> {
         match (self.arena.resolve(target), pairs) {
-            (Value::List(id), false) if self.is_event_list(id) => self.hand_on(id, items)?,
+            (Value::List(id), false) if self.events.as_ref().is_some_and(|e| e.is_event_list(id)) => {
+                self.hand_on(id, items)?
+            }
             (Value::List(id), false) => self.arena.lists[id].extend(items),
             (Value::Dict(id), true) if items.len() % 2 == 0 => {
                 let pairs = self.pairs(items);
@@ -480,7 +271,7 @@ impl<B: PickleBytes> Machine<'_, B> {
                 self.arena.drop_unshared(f);
             }
             if self.arena.shared[LIST][list] {
-                self.arena.forwarded.insert(list, k);
+                self.arena.forward(list, k);
             } else {
                 self.arena.free[LIST].push(list);
             }
@@ -571,7 +362,9 @@ impl<B: PickleBytes> Machine<'_, B> {
                 } // BINUNICODE8, BINBYTES8, BYTEARRAY8
                 b']' => {
                     self.list(Vec::new());
-                    self.note_new_list();
+                    if let Some(events) = self.events.as_mut() {
+                        events.note_new_list(&self.stack, &self.arena);
+                    }
                 } // EMPTY_LIST
                 0x8f => self.list(Vec::new()),  // EMPTY_SET
                 b')' => self.list(Vec::new()),  // EMPTY_TUPLE
@@ -618,14 +411,18 @@ impl<B: PickleBytes> Machine<'_, B> {
                     let i = self.uint(if op == b'q' { 1 } else { 4 })?;
                     let v = self.top()?;
                     self.arena.share(v);
-                    self.note_memo(i, v);
+                    if let Some(events) = self.events.as_mut() {
+                        events.note_memo(i, v);
+                    }
                     self.memo.insert(i, v);
                 } // BINPUT, LONG_BINPUT
                 0x94 => {
                     let (i, v) = (self.memo_next, self.top()?);
                     self.memo_next += 1;
                     self.arena.share(v);
-                    self.note_memo(i, v);
+                    if let Some(events) = self.events.as_mut() {
+                        events.note_memo(i, v);
+                    }
                     self.memo.insert(i, v);
                 } // MEMOIZE
                 b'h' | b'j' => {

@@ -26,7 +26,7 @@ use serde_json::Value as Json;
 
 use crate::trace::frame_table::FrameTable;
 use crate::trace::limits::{Limit, TraceLimits};
-use crate::trace::pickle::{bad, measure, read_machine, Machine, PickleBytes, PickleError, Value, DICT};
+use crate::trace::pickle_arena::{bad, measure, Arena, PickleError, Value, DICT};
 use crate::trace::pickle_writer::Writer;
 use crate::trace::snapshot_event::SnapshotEvent;
 use crate::trace::snapshot_reader::EventList;
@@ -46,46 +46,49 @@ pub(crate) struct PickleEvents<'a> {
     bytes: u64,
 }
 
-/// Reads a pickled snapshot as [`read_slim_from`](crate::trace::pickle::read_slim_from) does,
-/// handing each event of `device_traces[d]` to `keep(d, e)` as it is read. Returns the value
-/// of the rest and, when the history was handed on, each device's [`EventList`] (the value's
-/// `device_traces` then holds empty lists); `None` when the pickle was laid out otherwise and
-/// nothing was handed on (the value then holds the history, as [`read_slim_from`] gives it).
-///
-/// [`read_slim_from`]: crate::trace::pickle::read_slim_from
-pub fn read_events_from(
-    bytes: impl PickleBytes,
-    limits: &TraceLimits,
-    frames: &mut FrameTable,
-    keep: &mut dyn FnMut(usize, SnapshotEvent),
-) -> Result<(Json, Option<Vec<EventList>>), PickleError> {
-    let events = PickleEvents {
-        keep,
-        outer: None,
-        devices: BTreeMap::new(),
-        lists: Vec::new(),
-        memo_of_dict: BTreeMap::new(),
-        bytes: 0,
-    };
-    let (json, events) = read_machine(bytes, limits, Some(frames), Some(events))?;
-    let Some(events) = events.filter(|e| e.outer.is_some()) else { return Ok((json, None)) };
-    // Every list of lists' item must have been a device's list made empty and handed on.
-    let lists = json.get("device_traces").and_then(Json::as_array);
-    let all_handed_on = lists.is_some_and(|l| {
-        l.len() == events.lists.len() && l.iter().all(|d| d.as_array().is_some_and(|events| events.is_empty()))
-    });
-    if !all_handed_on {
-        return Err(bad("the snapshot's device_traces are laid out as pickle.dump never writes them"));
-    }
-    Ok((json, Some(events.lists)))
+/// The machine's parts an event is read out of and let go from.
+pub(crate) struct Parts<'p> {
+    pub(crate) arena: &'p mut Arena,
+    pub(crate) table: Option<&'p mut FrameTable>,
+    pub(crate) memo: &'p mut BTreeMap<u64, Value>,
+    pub(crate) limits: &'p TraceLimits,
 }
 
-impl<B: PickleBytes> Machine<'_, B> {
+impl<'a> PickleEvents<'a> {
+    /// Hands each event of `device_traces[d]` to `keep(d, e)`.
+    pub(crate) fn new(keep: &'a mut dyn FnMut(usize, SnapshotEvent)) -> Self {
+        PickleEvents {
+            keep,
+            outer: None,
+            devices: BTreeMap::new(),
+            lists: Vec::new(),
+            memo_of_dict: BTreeMap::new(),
+            bytes: 0,
+        }
+    }
+
+    /// Each device's [`EventList`] once the machine wrote out `json`, the rest of the value;
+    /// `None` when no `device_traces` was found where `pickle.dump` writes it, and nothing
+    /// was handed on.
+    pub(crate) fn finish(self, json: &Json) -> Result<Option<Vec<EventList>>, PickleError> {
+        if self.outer.is_none() {
+            return Ok(None);
+        }
+        // Every list of lists' item must have been a device's list made empty and handed on.
+        let lists = json.get("device_traces").and_then(Json::as_array);
+        let all_handed_on = lists.is_some_and(|l| {
+            l.len() == self.lists.len() && l.iter().all(|d| d.as_array().is_some_and(|events| events.is_empty()))
+        });
+        if !all_handed_on {
+            return Err(bad("the snapshot's device_traces are laid out as pickle.dump never writes them"));
+        }
+        Ok(Some(self.lists))
+    }
+
     /// Called when EMPTY_LIST made the list on top of the stack: is it the list of lists, or
     /// a device's list?
-    pub(crate) fn note_new_list(&mut self) {
-        let Some(events) = self.events.as_mut() else { return };
-        let (stack, arena) = (&self.stack, &self.arena);
+    pub(crate) fn note_new_list(&mut self, stack: &[Value], arena: &Arena) {
+        let events = self;
         let Some((&Value::List(new), below)) = stack.split_last() else { return };
         let is_key = |v: &Value| matches!(v, Value::Str(id) if arena.strings[*id] == "device_traces");
         match events.outer {
@@ -121,42 +124,41 @@ impl<B: PickleBytes> Machine<'_, B> {
 
     /// Whether `list` is a device's list of events.
     pub(crate) fn is_event_list(&self, list: usize) -> bool {
-        self.events.as_ref().is_some_and(|e| e.devices.contains_key(&list))
+        self.devices.contains_key(&list)
     }
 
     /// Hands `items`, appended to the device list `list`, on as events, and lets them go.
-    pub(crate) fn hand_on(&mut self, list: usize, items: Vec<Value>) -> Result<(), PickleError> {
+    pub(crate) fn hand_on(&mut self, list: usize, items: Vec<Value>, at: Parts<'_>) -> Result<(), PickleError> {
+        let Parts { arena, mut table, memo, limits } = at;
         // An event sits three deep (the snapshot dict, the list of lists, its device's list).
-        let (depth, limit) = (self.limits.depth, self.limits.bytes);
+        let (depth, limit) = (limits.depth, limits.bytes);
         for item in items {
             // Measured before it is written out, as the whole value is: a nest or a bomb of
             // memo references is a limit met, not stack or memory taken.
-            let (size, _) = measure(&self.arena, item, depth.saturating_sub(3), &mut BTreeMap::new())
+            let (size, _) = measure(arena, item, depth.saturating_sub(3), &mut BTreeMap::new())
                 .map_err(|_| PickleError::Limit(Limit::Depth(depth)))?;
-            let Some(events) = self.events.as_mut() else { return Err(bad("events with nowhere to go")) };
-            events.bytes = events.bytes.saturating_add(size);
-            if events.bytes > limit {
+            self.bytes = self.bytes.saturating_add(size);
+            if self.bytes > limit {
                 return Err(PickleError::Limit(Limit::Bytes(limit)));
             }
             // Copied, not taken: `drop_unshared` below frees the dict's strings and their slots.
-            let value = Writer { arena: &mut self.arena, table: self.table.as_deref_mut() }.json(item, false, true);
-            let Some(events) = self.events.as_mut() else { return Err(bad("events with nowhere to go")) };
-            let device = events.devices.get(&list).copied().unwrap_or_default();
+            let value = Writer { arena, table: table.as_deref_mut() }.json(item, false, true);
+            let device = self.devices.get(&list).copied().unwrap_or_default();
             let e = SnapshotEvent::of(&value);
-            if let Some(l) = events.lists.get_mut(device) {
+            if let Some(l) = self.lists.get_mut(device) {
                 l.see(&e, &value);
             }
-            (events.keep)(device, e);
+            (self.keep)(device, e);
             // Nothing in a snapshot refers back to an event: out of the memo, its slot reused.
-            if let Value::Dict(id) = self.arena.resolve(item) {
-                if let Some(i) = events.memo_of_dict.remove(&id) {
-                    self.memo.remove(&i);
-                    self.arena.shared[DICT][id] = false;
+            if let Value::Dict(id) = arena.resolve(item) {
+                if let Some(i) = self.memo_of_dict.remove(&id) {
+                    memo.remove(&i);
+                    arena.shared[DICT][id] = false;
                 }
-                if !self.arena.shared[DICT][id] {
-                    self.arena.free_stacks_of(id);
+                if !arena.shared[DICT][id] {
+                    arena.free_stacks_of(id);
                 }
-                self.arena.drop_unshared(item);
+                arena.drop_unshared(item);
             }
         }
         Ok(())
@@ -164,8 +166,8 @@ impl<B: PickleBytes> Machine<'_, B> {
 
     /// Remembers where the memo holds a dict, to take an event out of it.
     pub(crate) fn note_memo(&mut self, i: u64, v: Value) {
-        if let (Some(events), Value::Dict(id)) = (self.events.as_mut(), v) {
-            events.memo_of_dict.insert(id, i);
+        if let Value::Dict(id) = v {
+            self.memo_of_dict.insert(id, i);
         }
     }
 }
@@ -173,7 +175,7 @@ impl<B: PickleBytes> Machine<'_, B> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::trace::pickle::read_slim;
+    use crate::trace::pickle::{read_events_from, read_slim};
     use crate::trace::snapshot_events;
 
     fn hex(s: &str) -> Vec<u8> {

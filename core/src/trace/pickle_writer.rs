@@ -11,7 +11,7 @@ use alloc::string::{String, ToString};
 use serde_json::{Map, Number, Value as Json};
 
 use crate::trace::frame_table::FrameTable;
-use crate::trace::pickle::{Arena, Value, DICT, LIST, STR};
+use crate::trace::pickle_arena::{Arena, Value, DICT, LIST, STR};
 
 /// Writes values out as JSON (measured first: their size and nesting are within the limits).
 pub(crate) struct Writer<'a, 'b> {
