@@ -191,6 +191,21 @@ fn next_line(r: &mut dyn BufRead, buf: &mut Vec<u8>) -> io::Result<bool> {
     Ok(any)
 }
 
+/// Consumes the `\n` bytes that come next, each a blank line, and says how many.
+fn newlines_ahead(r: &mut impl BufRead) -> io::Result<usize> {
+    let mut count = 0;
+    loop {
+        let chunk = r.fill_buf()?;
+        let n = chunk.iter().take_while(|&&b| b == b'\n').count();
+        let whole = n == chunk.len() && n > 0;
+        r.consume(n);
+        count += n;
+        if !whole {
+            return Ok(count);
+        }
+    }
+}
+
 /// Parses a trace read from `input` (gzip, pickle, JSON or CSV) within `limits`; `what`
 /// names it in messages, `source` is where a CSV row can be read again.
 pub fn parse_from(
@@ -255,7 +270,13 @@ fn parse_into(
     // The first bytes tell a pickle, JSON (after a byte-order mark and white space) or CSV:
     // the core's test, which the browser makes too.
     let mut head = Vec::new();
-    while format_of(&head).is_none() && head.len() < LINE_BYTES {
+    // Past a byte-order mark's length, only a byte that is not white space can decide: asking
+    // at every byte of a run of blank lines read the whole head each time.
+    let undecided = |head: &[u8]| {
+        let blank = head.len() > "\u{feff}".len() && head.last().is_some_and(u8::is_ascii_whitespace);
+        blank || format_of(head).is_none()
+    };
+    while undecided(&head) && head.len() < LINE_BYTES {
         let chunk = text.fill_buf().map_err(|e| io_error(e, gzip))?;
         let Some(&b) = chunk.first() else { break };
         head.push(b);
@@ -329,6 +350,12 @@ fn parse_into(
             csv.line(l).map_err(named)?;
             if let Some(spool) = spool.as_deref_mut() {
                 csv.take_operations(|op, t, p| spool.push(op, t, p));
+            }
+            // The blank lines after it counted in runs, as a file of newlines is mostly.
+            let blank = newlines_ahead(&mut all).map_err(|e| io_error(e, gzip))?;
+            if blank > 0 {
+                line += blank;
+                csv.blank_lines(blank).map_err(named)?;
             }
         }
         let trace = csv.finish().map_err(named)?;
