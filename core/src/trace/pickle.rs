@@ -319,6 +319,9 @@ impl<B: PickleBytes> Machine<'_, B> {
                 b'2' => {
                     let v = self.top()?;
                     self.arena.share(v);
+                    if let Some(events) = self.events.as_mut() {
+                        events.note_reference(v);
+                    }
                     self.stack.push(v)
                 } // DUP
                 b'N' => self.stack.push(Value::None),
@@ -430,6 +433,9 @@ impl<B: PickleBytes> Machine<'_, B> {
                     let v = *self.memo.get(&i).ok_or_else(|| {
                         bad(format!("memo entry {i} was never stored (or is an event of the history, already read)"))
                     })?;
+                    if let Some(events) = self.events.as_mut() {
+                        events.note_reference(v);
+                    }
                     self.stack.push(v)
                 } // BINGET, LONG_BINGET
                 b'c' | 0x93 | b'R' | b'b' | 0x81 | 0x92 | b'i' | b'o' => {

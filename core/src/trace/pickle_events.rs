@@ -40,8 +40,11 @@ pub(crate) struct PickleEvents<'a> {
     devices: BTreeMap<usize, usize>,
     /// What was seen of each device's list.
     lists: Vec<EventList>,
-    /// The memo index of each memoized dict, to take an event out of the memo.
-    memo_of_dict: BTreeMap<usize, u64>,
+    /// The memo index of each dict memoized once and never referred to again, to take an
+    /// event out of the memo once handed on; `None` for a dict held in more than one place
+    /// (memoized twice, DUP'd, or got from the memo), which is kept: a pickle that appends one
+    /// event twice gives it twice, as its whole value does.
+    memo_of_dict: BTreeMap<usize, Option<u64>>,
     /// What the events handed on took written out, each use of a shared value counted.
     bytes: u64,
 }
@@ -151,9 +154,13 @@ impl<'a> PickleEvents<'a> {
             (self.keep)(device, e);
             // Nothing in a snapshot refers back to an event: out of the memo, its slot reused.
             if let Value::Dict(id) = arena.resolve(item) {
-                if let Some(i) = self.memo_of_dict.remove(&id) {
-                    memo.remove(&i);
-                    arena.shared[DICT][id] = false;
+                // Only where the memo still holds it under the one index it was put at.
+                if let Some(&Some(i)) = self.memo_of_dict.get(&id) {
+                    if matches!(memo.get(&i), Some(Value::Dict(d)) if *d == id) {
+                        self.memo_of_dict.remove(&id);
+                        memo.remove(&i);
+                        arena.shared[DICT][id] = false;
+                    }
                 }
                 if !arena.shared[DICT][id] {
                     arena.free_stacks_of(id);
@@ -164,10 +171,19 @@ impl<'a> PickleEvents<'a> {
         Ok(())
     }
 
-    /// Remembers where the memo holds a dict, to take an event out of it.
+    /// Remembers where the memo holds a dict, to take an event out of it; a dict put twice is
+    /// held in more than one place.
     pub(crate) fn note_memo(&mut self, i: u64, v: Value) {
         if let Value::Dict(id) = v {
-            self.memo_of_dict.insert(id, i);
+            self.memo_of_dict.entry(id).and_modify(|at| *at = None).or_insert(Some(i));
+        }
+    }
+
+    /// A dict is now held in one more place (DUP, or got from the memo): it is never taken
+    /// out of the memo nor freed when handed on.
+    pub(crate) fn note_reference(&mut self, v: Value) {
+        if let Value::Dict(id) = v {
+            self.memo_of_dict.insert(id, None);
         }
     }
 }
@@ -188,12 +204,24 @@ mod tests {
     const PROTOCOL_4: &str = "80049542010000000000007d94288c087365676d656e7473945d947d94288c0761646472657373944d00108c066672616d6573945d94287d94288c0866696c656e616d65948c04612e7079948c046c696e65944b038c046e616d65948c0166947568076575618c0d6465766963655f747261636573945d94285d94287d94288c06616374696f6e948c0d7365676d656e745f616c6c6f63948c0461646472944b008c0473697a65944a0000200068056806757d942868118c05616c6c6f639468134d001068144d00028c0673747265616d944b008c0774696d655f7573944b0568056806757d942868118c0e667265655f7265717565737465649468134d001068144d000268055d94680761757d942868118c0e667265655f636f6d706c657465649468134d001068144d000268055d9475655d947d942868118c036f6f6d9468134b0068144b09756165752e";
     const PROTOCOL_2: &str = "80027d7100580d0000006465766963655f74726163657371015d71025d71037d7104285806000000616374696f6e71055805000000616c6c6f63710658040000006164647271074b01580400000073697a6571084b02756161732e";
 
+    /// PROTOCOL_2 with its one event appended twice in a batch (MARK, the dict, APPENDS):
+    /// got back from the memo (BINGET), or DUP'd. `pickle.dump` never writes either; the fuzz
+    /// target found that the first copy handed on freed the dict the second still named.
+    const EVENT_GOT_TWICE: &str = "80027d7100580d0000006465766963655f74726163657371015d71025d7103287d7104285806000000616374696f6e71055805000000616c6c6f63710658040000006164647271074b01580400000073697a6571084b027568046561732e";
+    const EVENT_DUPED: &str = "80027d7100580d0000006465766963655f74726163657371015d71025d7103287d7104285806000000616374696f6e71055805000000616c6c6f63710658040000006164647271074b01580400000073697a6571084b0275326561732e";
+
     /// The events handed on as the machine reads are those the whole value holds, with the
     /// same stacks; the value left holds empty lists in their place.
     #[test]
     fn the_history_is_handed_on_as_the_whole_value_holds_it() {
         let limits = TraceLimits::DEFAULT;
-        for (name, bytes) in [("protocol 4", hex(PROTOCOL_4)), ("protocol 2", hex(PROTOCOL_2))] {
+        let pickles = [
+            ("protocol 4", hex(PROTOCOL_4)),
+            ("protocol 2", hex(PROTOCOL_2)),
+            ("an event got twice", hex(EVENT_GOT_TWICE)),
+            ("an event DUP'd", hex(EVENT_DUPED)),
+        ];
+        for (name, bytes) in pickles {
             let mut whole_frames = FrameTable::default();
             let whole = read_slim(&bytes, &limits, &mut whole_frames).unwrap();
             let mut expected = Vec::new();
