@@ -8,8 +8,7 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import path from 'node:path';
-import { execFileSync } from 'node:child_process';
-import { serve, launch, openPage, screenshot, REPO } from './harness.mjs';
+import { serve, launch, openPage, screenshot, cliFit, REPO } from './harness.mjs';
 
 let server;
 let browser;
@@ -18,13 +17,6 @@ let errors;
 
 const TRACE = 'gpt2_train.csv.gz';
 const B = 'policy:pytorch,garbage_collection_threshold:0.6';
-
-/** `cachalot fit TRACE --config ... --json`, parsed. */
-function cliFit(trace, configs) {
-  const bin = process.env.CACHALOT_BIN || path.join(REPO, 'target', 'release', 'cachalot');
-  const args = ['fit', trace, '--json', ...configs.flatMap((c) => ['--config', c])];
-  return JSON.parse(execFileSync(bin, args, { encoding: 'utf8' }));
-}
 
 before(async () => {
   const s = await serve();

@@ -78,7 +78,16 @@ export async function screenshot(page, name) {
 
 /** `cachalot replay TRACE --config CONF --json`, parsed. */
 export function cliReplay(trace, config, extra = []) {
+  return cliJson(['replay', trace, '--config', config, '--json', '--passes', '3', ...extra]);
+}
+
+/** `cachalot fit TRACE --json --config C ...` for each of `configs`, parsed. */
+export function cliFit(trace, configs) {
+  return cliJson(['fit', trace, '--json', ...configs.flatMap((c) => ['--config', c])]);
+}
+
+/** The release CLI (or CACHALOT_BIN) run with `args`, its JSON output parsed. */
+function cliJson(args) {
   const bin = process.env.CACHALOT_BIN || path.join(REPO, 'target', 'release', 'cachalot');
-  const out = execFileSync(bin, ['replay', trace, '--config', config, '--json', '--passes', '3', ...extra], { encoding: 'utf8' });
-  return JSON.parse(out);
+  return JSON.parse(execFileSync(bin, args, { encoding: 'utf8' }));
 }
