@@ -6,7 +6,7 @@
 //! random calls slipped in, with every invariant checked after each call; and that it does
 //! replay (a test that never reached a replay would prove nothing).
 
-mod common;
+use crate::common;
 
 use cachalot_core::{AllocError, Allocator, Config, Replayer, SimDevice};
 use common::{load_trace, TRACES};

@@ -12,10 +12,10 @@
 //! never complete on their own are waited for when memory runs short. After every step
 //! `check_invariants()` holds, live allocations never overlap and lie in backed memory, and
 //! the device's used bytes equal the allocator's reserved bytes; at the end, freeing
-//! everything and `empty_cache()` returns every byte. `cargo test --test faults --
-//! --nocapture` prints what each sweep tried.
+//! everything and `empty_cache()` returns every byte. `cargo test -p cachalot-core
+//! --test suite faults:: -- --nocapture` prints what each sweep tried.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 

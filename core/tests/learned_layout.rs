@@ -6,7 +6,7 @@
 //! elsewhere; `empty_cache`, the memory fraction and out-of-memory (its report included)
 //! behave as without a plan; and `learn_layout:False` turns it all off.
 
-mod common;
+use crate::common;
 
 use cachalot_core::{Allocator, Config, Replayer, SimDevice};
 use common::{load_trace, TRACES};

@@ -1,7 +1,7 @@
 //! Parity with PyTorch 2.11: replaying each reference trace under `policy:pytorch` reserves
 //! the same peak as PyTorch's own allocator did on the H200 (within 0.5%).
 
-mod common;
+use crate::common;
 
 use cachalot_core::{Allocator, Config, Replayer, SimDevice};
 use common::{load_trace, pytorch_peak_reserved, TRACES};

@@ -8,7 +8,7 @@
 //!   holds no memory, one request never takes reserved memory past the fraction, idle pages
 //!   make way for a request that fits, and `empty_cache` leaves no empty range counted.
 
-mod common;
+use crate::common;
 
 use cachalot_core::{Allocator, Config, Replayer, SimDevice};
 use common::{load_trace, traces_dir, TRACES};

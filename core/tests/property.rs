@@ -5,7 +5,7 @@
 //! step. At the end, freeing everything and emptying the cache returns every byte to the
 //! device.
 
-mod common;
+use crate::common;
 
 use cachalot_core::{AllocError, Allocator, Config, SimDevice};
 use common::model::{spurious_oom, Model};

@@ -13,7 +13,7 @@
 //! device's own top-down placement, best fit breaks a few ties between equal cached blocks
 //! the other way, and 8 to 16 statistics differ.
 
-mod common;
+use crate::common;
 
 use cachalot_core::{parse_device_trace, parse_trace, Allocator, Config, Replayer, SimDevice, TraceErrorKind, TraceOp};
 use common::{load_text, traces_dir};

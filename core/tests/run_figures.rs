@@ -14,7 +14,7 @@
 //! before `free_completed`) carries a later time than the allocations after it, which
 //! `core/src/trace/late_frees.rs` reads back as a free that waited.
 
-mod common;
+use crate::common;
 
 use cachalot_core::{parse_trace, Allocator, Config, ReplayOutcome, Replayer, SimDevice, Trace};
 use common::{load_text, load_trace, traces_dir, TRACES};
