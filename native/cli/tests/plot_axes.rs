@@ -16,7 +16,10 @@ fn plot(name: &str, args: &[&str]) -> (String, String) {
     let err = String::from_utf8_lossy(&out.stderr).into_owned();
     assert!(out.status.success(), "{args:?}: {err}");
     assert!(err.contains(&format!("cachalot: wrote {}", path.display())), "{err}");
-    (std::fs::read_to_string(Path::new(&path)).unwrap(), err)
+    let svg = std::fs::read_to_string(Path::new(&path)).unwrap();
+    // Left behind, every run of `make test` added four files to the temporary folder.
+    std::fs::remove_file(&path).unwrap();
+    (svg, err)
 }
 
 /// The values of the ticks of class `class`, in the unit of their labels.
