@@ -12,7 +12,7 @@ WASM_BINDGEN_VERSION := $(shell awk '/^name = "wasm-bindgen"$$/ { getline; gsub(
 WASM_MODULE := $(TARGET_DIR)/wasm32-unknown-unknown/release/cachalot_wasm.wasm
 SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 
-.PHONY: demo test setup rust-setup web-tools web-setup fmt-check clippy unit-tests wasm-core web-build web-test \
+.PHONY: demo test test-rest setup rust-setup web-tools web-setup fmt-check clippy unit-tests wasm-core web-build web-test \
 	c-abi cbindgen header header-check native-lib install c-stage c-examples c-bad-input c-cuda-fake c-multi-device c-peer-access gpu-build
 
 demo:
@@ -22,7 +22,13 @@ demo:
 	@echo "cachalot in the browser: http://127.0.0.1:$(PORT)/  (Ctrl-C stops the server)"
 	python3 -m http.server $(PORT) --bind 127.0.0.1 --directory web-demo
 
-test: setup fmt-check clippy unit-tests wasm-core web-test c-abi python-test wheel-test gpu-dry-run reader-bombs
+test: setup fmt-check clippy unit-tests wasm-core web-test
+	$(MAKE) --no-print-directory -j2 --output-sync=target test-rest
+
+# What follows the Rust and browser tests runs two at a time: the wheel's test spends over a
+# minute on one core unzipping PyTorch and its CUDA libraries into a fresh environment, which the
+# C tests and the reader bombs fill. Each target's lines are printed together when it ends.
+test-rest: wheel-test c-abi python-test gpu-dry-run reader-bombs
 
 # What a fresh machine lacks (each step idempotent, quick when already done).
 setup: rust-setup web-setup
@@ -32,13 +38,15 @@ rust-setup:
 
 # Building the browser demo needs the wasm target and the matching wasm-bindgen CLI. `--locked`
 # first; if the registry lacks a version the CLI's own lock file pins, resolve afresh.
-# crates.io has no prebuilt binaries, so the tools are built, unoptimised (`--debug`): 56 s for
-# wasm-bindgen-cli where a release build takes minutes, and it still binds the module in seconds.
+# crates.io has no prebuilt binaries, so the tools are built, unoptimised (`--debug`): wasm-bindgen
+# still binds the module in seconds, where a release build of it takes minutes. Only its
+# `wasm-bindgen` program, without the TLS its test runner downloads with (rustls and ring):
+# 66 s instead of 81 s on the 2-core machine.
 TOOL_INSTALL := $(CARGO) install --debug
+WASM_BINDGEN_INSTALL := $(TOOL_INSTALL) wasm-bindgen-cli --version $(WASM_BINDGEN_VERSION) --no-default-features --bin wasm-bindgen
 web-tools: rust-setup
 	@if [ "$$(wasm-bindgen --version 2>/dev/null)" != "wasm-bindgen $(WASM_BINDGEN_VERSION)" ]; then \
-	  $(TOOL_INSTALL) wasm-bindgen-cli --version $(WASM_BINDGEN_VERSION) --locked \
-	  || $(TOOL_INSTALL) wasm-bindgen-cli --version $(WASM_BINDGEN_VERSION); \
+	  $(WASM_BINDGEN_INSTALL) --locked || $(WASM_BINDGEN_INSTALL); \
 	fi
 
 # Testing it needs Debian's Chromium (driven headless by playwright-core; Playwright's own
@@ -57,8 +65,12 @@ fmt-check:
 clippy:
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 
+# Every test target and doc test, but not the examples: they are measuring tools (clippy checks
+# that they compile), and building them took 35 s of processor time, the engine compiled into
+# each again.
 unit-tests:
-	$(CARGO) test --workspace
+	$(CARGO) test --workspace --lib --bins --tests
+	$(CARGO) test --workspace --doc
 
 # The core must build for the browser: no_std, no I/O. The same selection as web-build's, so
 # that one build serves both (a different one unifies features otherwise and builds it twice).
@@ -117,13 +129,13 @@ PROFILE_DIR := $(TARGET_DIR)/$(if $(filter dev,$(PROFILE)),debug,$(PROFILE))
 # built serde, syn and the core again, and each step after undid the one before.
 NATIVE_BUILD := $(CARGO) build -p cachalot -p cachalot-cli --lib --bins
 NATIVE_RELEASE := $(NATIVE_BUILD) --release
-# The debug build (the C tests') selects what `cargo test --workspace` does: every package
+# The debug build (the C tests') selects what `make unit-tests` does: every package
 # (cachalot-wasm's wasm-bindgen macros add features to syn) and the dev-dependencies, through
-# the examples (proptest's tempfile adds one to rustix). Cargo then resolves the same features,
+# the tests (proptest's tempfile adds one to rustix). Cargo then resolves the same features,
 # and the test build's artifacts serve it: with `-p cachalot -p cachalot-cli` it rebuilt serde,
 # clap, the core and both native crates after the tests (38-88 s), and the next `cargo test`
 # rebuilt the library again, whose files have no hash in their names.
-NATIVE_DEV := $(CARGO) build --workspace --lib --bins --examples
+NATIVE_DEV := $(CARGO) build --workspace --lib --bins --tests
 
 # The library's SONAME link beside it, so programs linked from the tree load it too.
 native-lib:
