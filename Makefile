@@ -22,13 +22,14 @@ demo:
 	@echo "cachalot in the browser: http://127.0.0.1:$(PORT)/  (Ctrl-C stops the server)"
 	python3 -m http.server $(PORT) --bind 127.0.0.1 --directory web-demo
 
-test: setup fmt-check clippy unit-tests wasm-core web-test
+test: setup fmt-check clippy unit-tests wasm-core
 	$(MAKE) --no-print-directory -j2 --output-sync=target test-rest
 
-# What follows the Rust and browser tests runs two at a time: the wheel's test spends over a
-# minute on one core unzipping PyTorch and its CUDA libraries into a fresh environment, which the
-# C tests and the reader bombs fill. Each target's lines are printed together when it ends.
-test-rest: wheel-test c-abi python-test gpu-dry-run reader-bombs
+# What follows the Rust tests runs two at a time, so that no core waits: the wheel's test
+# environment (PyTorch and its CUDA libraries, which pip unzips on one core for over a minute) is
+# made while the browser tests run, which leave a core idle too, and the C tests and the reader
+# bombs fill what the wheel's steps leave. Each target's lines are printed together when it ends.
+test-rest: web-test wheel-env wheel-test c-abi python-test gpu-dry-run reader-bombs
 
 # What a fresh machine lacks (each step idempotent, quick when already done).
 setup: rust-setup web-setup
@@ -336,13 +337,18 @@ wheel: torch-extensions
 # fresh virtual environment, PyPI's newest supported torch with its CUDA libraries (no GPU
 # needed), the wheel, each older minor's torch beside it; wheel_check.py run for each from
 # outside the checkout with only the environment's bin on PATH (no compiler, ninja, nvcc, cargo).
+# wheel-env makes the environment with PyTorch's packages only (what takes the time); wheel-test
+# installs the wheel into it, as `pip install` into a user's environment with torch does.
 WHEEL_ENV := $(abspath $(TARGET_DIR))/wheel-env
-wheel-test: wheel
+wheel-env:
+	python3 native/python/wheel_test.py $(WHEEL_ENV) --prepare
+
+wheel-test: wheel wheel-env
 	python3 native/python/wheel_test.py $(WHEEL_ENV) $$(ls $(DIST)/cachalot-*.whl)
 
 # The two-GPU check (native/gpu/ddp_check.sh) without torch and without a GPU: its refusal, the
 # runner's arguments, the plan against a stand-in torchrun, and the report's PASS/FAIL lines.
-.PHONY: gpu-dry-run torch-extensions wheel wheel-test
+.PHONY: gpu-dry-run torch-extensions wheel wheel-env wheel-test
 
 gpu-dry-run:
 	PYTHONDONTWRITEBYTECODE=1 python3 native/gpu/test_ddp_check.py

@@ -6,9 +6,13 @@ plus the curand library the older minors load), and native/python/wheel_check.py
 minor from outside the checkout with only the environment's bin on PATH: no compiler, ninja,
 nvcc or cargo.
 
-usage: python3 native/python/wheel_test.py ENV_DIR WHEEL [MINOR ...]   (default: every minor)
+usage: python3 native/python/wheel_test.py ENV_DIR --prepare
+       python3 native/python/wheel_test.py ENV_DIR WHEEL [MINOR ...]   (default: every minor)
 
-Ends with 'N passed, N failed' over the minors; exits 1 on any failure.
+`--prepare` makes the environment without the wheel: PyTorch's packages only, which `make test`
+installs while the browser tests run (pip unzips them on one core for over a minute). The second
+form uses an environment so prepared once, for every minor, and prepares a fresh one otherwise;
+it ends with 'N passed, N failed' over the minors and exits 1 on any failure.
 """
 import os
 import subprocess
@@ -25,38 +29,66 @@ def run(*args, **kwargs):
     subprocess.run(args, check=True, **kwargs)
 
 
-def main():
-    env_dir, wheel = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2])
-    minors = sys.argv[3:] or sorted(BUILDS, key=lambda m: tuple(map(int, m.split("."))))
-    newest = max(BUILDS, key=lambda m: tuple(map(int, m.split("."))))
+def minors_oldest_first():
+    return sorted(BUILDS, key=lambda m: tuple(map(int, m.split("."))))
+
+
+def prepare(env_dir):
+    """A fresh environment: the newest minor's torch with its CUDA libraries, curand, and each
+    older minor's torch unpacked under ENV_DIR/torch-MINOR. Writes ENV_DIR/prepared last, so an
+    interrupted preparation is never taken for a finished one."""
+    newest = minors_oldest_first()[-1]
     python = os.path.join(env_dir, "bin", "python")
     pip = [python, "-m", "pip", "install", "-q", "--disable-pip-version-check"]
     subprocess.run(["rm", "-rf", env_dir], check=True)
     run(sys.executable, "-m", "venv", env_dir)
-    run(*pip, f"torch=={BUILDS[newest][0]}", wheel)
+    run(*pip, f"torch=={BUILDS[newest][0]}")
     toolkit = subprocess.run([python, "-c", "import importlib.metadata as m; print(m.version('cuda-toolkit'))"],
                              check=True, capture_output=True, text=True).stdout.strip()
-    if any(m != newest for m in minors):
-        run(*pip, f"cuda-toolkit[curand]=={toolkit}")  # the older minors load libcurand
-    passed = failed = 0
-    targets = {m: os.path.join(env_dir, "torch-" + m) for m in minors if m != newest}
-    # The older minors' torch unpacked two at a time, beside the checks: pip spends a core
-    # unzipping one (14 s each on the 2-core machine), and the checks wait only for their own.
+    run(*pip, f"cuda-toolkit[curand]=={toolkit}")  # the older minors load libcurand
+    # pip spends a core unzipping each (14 s on the 2-core machine): two at a time.
     with ThreadPoolExecutor(max_workers=2) as unpacking:
-        unpacked = {m: unpacking.submit(run, *pip, "--no-deps", "--target", t, f"torch=={BUILDS[m][0]}")
-                    for m, t in targets.items()}
-        for minor in minors:
-            extra = {}
-            if minor in targets:
-                unpacked[minor].result()
-                extra["PYTHONPATH"] = targets[minor]
-            print(f"== PyTorch {BUILDS[minor][0]}", flush=True)
-            env = {"HOME": os.environ.get("HOME", "/tmp"), "PATH": os.path.join(env_dir, "bin"),
-                   "PYTHONDONTWRITEBYTECODE": "1", **extra}
-            with open(os.path.join(HERE, "wheel_check.py")) as script:
-                ok = subprocess.run([python, "-", ",".join(sorted(BUILDS)), minor], stdin=script, cwd="/tmp",
-                                    env=env).returncode == 0
-            passed, failed = passed + ok, failed + (not ok)
+        for done in [unpacking.submit(run, *pip, "--no-deps", "--target", os.path.join(env_dir, "torch-" + m),
+                                      f"torch=={BUILDS[m][0]}") for m in BUILDS if m != newest]:
+            done.result()
+    with open(os.path.join(env_dir, "prepared"), "w") as f:
+        f.write(PINS)
+
+
+PINS = " ".join(f"{m}={BUILDS[m][0]}" for m in minors_oldest_first()) + "\n"
+
+
+def main():
+    env_dir = os.path.abspath(sys.argv[1])
+    if sys.argv[2:] == ["--prepare"]:
+        prepare(env_dir)
+        return
+    wheel = os.path.abspath(sys.argv[2])
+    minors = sys.argv[3:] or minors_oldest_first()
+    newest = minors_oldest_first()[-1]
+    marker = os.path.join(env_dir, "prepared")
+    try:
+        fresh = open(marker).read() == PINS
+    except OSError:
+        fresh = False
+    if not fresh:
+        prepare(env_dir)
+    # Used once: the next run starts from a fresh environment again.
+    os.remove(marker)
+    python = os.path.join(env_dir, "bin", "python")
+    run(python, "-m", "pip", "install", "-q", "--disable-pip-version-check", wheel)
+    passed = failed = 0
+    for minor in minors:
+        extra = {}
+        if minor != newest:
+            extra["PYTHONPATH"] = os.path.join(env_dir, "torch-" + minor)
+        print(f"== PyTorch {BUILDS[minor][0]}", flush=True)
+        env = {"HOME": os.environ.get("HOME", "/tmp"), "PATH": os.path.join(env_dir, "bin"),
+               "PYTHONDONTWRITEBYTECODE": "1", **extra}
+        with open(os.path.join(HERE, "wheel_check.py")) as script:
+            ok = subprocess.run([python, "-", ",".join(sorted(BUILDS)), minor], stdin=script, cwd="/tmp",
+                                env=env).returncode == 0
+        passed, failed = passed + ok, failed + (not ok)
     print(f"{passed} passed, {failed} failed")
     sys.exit(1 if failed else 0)
 
