@@ -33,6 +33,10 @@ def minors_oldest_first():
     return sorted(BUILDS, key=lambda m: tuple(map(int, m.split("."))))
 
 
+# What a prepared environment holds, written into it last: an older list means a fresh one.
+PINS = " ".join(f"{m}={BUILDS[m][0]}" for m in minors_oldest_first()) + "\n"
+
+
 def prepare(env_dir):
     """A fresh environment: the newest minor's torch with its CUDA libraries, curand, and each
     older minor's torch unpacked under ENV_DIR/torch-MINOR. Writes ENV_DIR/prepared last, so an
@@ -54,8 +58,6 @@ def prepare(env_dir):
     with open(os.path.join(env_dir, "prepared"), "w") as f:
         f.write(PINS)
 
-
-PINS = " ".join(f"{m}={BUILDS[m][0]}" for m in minors_oldest_first()) + "\n"
 
 
 def main():
