@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# What the paged policy's mapping calls on decoding traces cost on a real GPU: each decoding
+# trace replayed through the C ABI with real CUDA memory (replay_timing.cpp: a cold pass on a
+# fresh allocator, then warm passes), under cachalot's policy, PyTorch's expandable segments and
+# PyTorch's default config, and over a simulated device (the host's cost alone), from the repo
+# root:
+#
+#   OUT=dir bash native/gpu/decode_storm_cost.sh
+#
+# Build here first: `make gpu-build`, then the decoding traces as operations (trace_ops), gzipped,
+# under target/decode-ops/ (docs/benchmarks.md, *The smallest device a run fits on*, names them):
+#   python3 native/cli/tests/decode_trace.py --batch 8 --prompt 512 --new 512 --layers 24 \
+#       --hidden 2048 --out /tmp/b8_p512_n512_l24_h2048.csv.gz
+#   target/release/examples/trace_ops /tmp/b8_p512_n512_l24_h2048.csv.gz | gzip > target/decode-ops/b8_p512_n512_l24_h2048.ops.gz
+# and carry target/release/libcachalot.so and target/decode-ops. The cold pass's time less the
+# simulated cold pass's is what the driver's calls cost; its RESULT line counts them.
+# Results: $OUT/decode_storm_cost.log (every RESULT line) and a table.
+set -uo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/../.."
+OUT=${OUT:-gpu-out}
+mkdir -p "$OUT"
+WORK=$(mktemp -d)
+source native/gpu/soname_link.sh
+soname_link target/release/libcachalot.so || exit 2
+nvcc -O2 -std=c++17 native/gpu/replay_timing.cpp -o "$WORK/replay_timing" -I include -L target/release \
+    -lcachalot -lcuda -Xlinker -rpath="$PWD/target/release" || exit 2
+log="$OUT/decode_storm_cost.log"
+: > "$log"
+for gz in target/decode-ops/*.ops.gz; do
+    name=$(basename "$gz" .ops.gz)
+    gunzip -c "$gz" > "$WORK/$name.ops"
+    for config in policy:cachalot "policy:pytorch,expandable_segments:True" policy:pytorch; do
+        for device in real simulated; do
+            flag=()
+            [ "$device" = simulated ] && flag=(--simulated)
+            echo "== $name $config $device" | tee -a "$log"
+            timeout 120 "$WORK/replay_timing" "$WORK/$name.ops" --config "$config" --passes 3 --label "$name" "${flag[@]}" \
+                >> "$log" 2>&1 || echo "FAILED $name $config $device (exit $?)" | tee -a "$log"
+        done
+    done
+done
+python3 - "$log" <<'PY'
+import json, sys
+rows, head = [], None
+for line in open(sys.argv[1]):
+    if line.startswith("== "):
+        head = line[3:].split()
+    elif line.startswith("RESULT ") and head:
+        rows.append((head, json.loads(line[len("RESULT "):])))
+print("| trace | config | device | cold pass ms | cold ns/op | warm ns/op | peak reserved | device allocs / frees |")
+print("|---|---|---|---:|---:|---:|---:|---:|")
+for (name, config, device), r in rows:
+    cold_ms = r["ns_per_op_cold"] * r["ops"] / 1e6
+    print(f"| {name} | {config} | {device} | {cold_ms:.1f} | {r['ns_per_op_cold']} | {r['ns_per_op_warm_median']} | "
+          f"{r['peak_reserved']:,} | {r['num_device_alloc']:,} / {r['num_device_free']:,} |")
+PY
