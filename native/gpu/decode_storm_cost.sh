@@ -20,6 +20,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 OUT=${OUT:-gpu-out}
 mkdir -p "$OUT"
 WORK=$(mktemp -d)
+trap 'rm -rf "$WORK"' EXIT
 source native/gpu/soname_link.sh
 soname_link target/release/libcachalot.so || exit 2
 nvcc -O2 -std=c++17 native/gpu/replay_timing.cpp -o "$WORK/replay_timing" -I include -L target/release \

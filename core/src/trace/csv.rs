@@ -181,6 +181,9 @@ pub(crate) fn parse_csv_within(text: &str, limits: &TraceLimits) -> Result<Trace
 mod tests {
     use super::*;
 
+    use crate::trace::TraceErrorKind;
+    use alloc::string::ToString;
+
     /// Blank lines fed at once are counted as those fed one by one: the same line numbers
     /// after them, and the limit on bytes met at the same line with the same error.
     #[test]
@@ -205,8 +208,6 @@ mod tests {
             assert_eq!((one.line, one.bytes), (run.line, run.bytes), "limit {limit}, {blank} blank lines");
         }
     }
-    use crate::trace::TraceErrorKind;
-    use alloc::string::ToString;
 
     #[test]
     fn each_limit_stops_the_reader_and_names_itself() {
