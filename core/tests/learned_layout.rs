@@ -3,7 +3,7 @@
 //! and memory stops moving. These tests hold what a user sees: a loop settles with no device
 //! call; a plan is followed from a period's start; a request the plan did not expect ends the
 //! plan and learning starts again; a planned place still taken sends only that request
-//! elsewhere; `empty_cache`, the memory fraction and out-of-memory (its report included)
+//! elsewhere; a plan that moves memory in every period is given up for good; `empty_cache`, the memory fraction and out-of-memory (its report included)
 //! behave as without a plan; and `learn_layout:False` turns it all off.
 
 use crate::common;
@@ -282,4 +282,83 @@ fn a_plan_is_followed_from_the_start_of_a_period() {
     assert_eq!(a.plan_counts().made, 1);
     assert!(placed.iter().all(|p| p % long.len() as u64 == 0), "placed by the end of each step: {placed:?}");
     assert_eq!(placed.last(), Some(&(long.len() as u64)), "placed by the end of each step: {placed:?}");
+}
+
+/// One run of a small decoder generating text, `native/cli/tests/decode_trace.py`'s sequence
+/// (4 layers of 1,024, batch 16, a 64-token prompt and 32 new tokens): its weights, then per
+/// layer the temporaries of a forward pass, and K and V grown by a token a step the way
+/// torch.cat grows them (the longer tensor made, then the shorter freed). Everything it made
+/// is freed at its end.
+fn generate(a: &mut Allocator<SimDevice>) {
+    let (batch, prompt, new, layers, hidden) = (16u64, 64u64, 32u64, 4usize, 1024u64);
+    let weights = a.malloc(200 * MIB, 0).unwrap();
+    let mut caches: Vec<[Option<u64>; 2]> = vec![[None, None]; layers];
+    for step in 0..=new {
+        let tokens = if step == 0 { prompt } else { 1 };
+        let length = prompt + step;
+        let act = batch * tokens * hidden * 2;
+        let mut x = a.malloc(act, 0).unwrap();
+        for cache in caches.iter_mut() {
+            let norm = a.malloc(act, 0).unwrap();
+            let qkv = a.malloc(3 * act, 0).unwrap();
+            a.free(norm).unwrap();
+            for kv in cache.iter_mut() {
+                let grown = a.malloc(batch * length * hidden * 2, 0).unwrap();
+                if let Some(old) = kv.replace(grown) {
+                    a.free(old).unwrap();
+                }
+            }
+            let scores_bytes = batch * (hidden / 128) * tokens * length * 2;
+            let scores = a.malloc(scores_bytes, 0).unwrap();
+            let probs = a.malloc(scores_bytes, 0).unwrap();
+            a.free(scores).unwrap();
+            let attn = a.malloc(act, 0).unwrap();
+            a.free(probs).unwrap();
+            a.free(qkv).unwrap();
+            let out = a.malloc(act, 0).unwrap();
+            a.free(attn).unwrap();
+            let norm = a.malloc(act, 0).unwrap();
+            let up = a.malloc(4 * act, 0).unwrap();
+            let gate = a.malloc(4 * act, 0).unwrap();
+            a.free(norm).unwrap();
+            a.free(up).unwrap();
+            let down = a.malloc(act, 0).unwrap();
+            a.free(gate).unwrap();
+            let residual = a.malloc(act, 0).unwrap();
+            a.free(out).unwrap();
+            a.free(down).unwrap();
+            a.free(x).unwrap();
+            x = residual;
+        }
+        let logits = a.malloc(batch * 32_000 * 4, 0).unwrap();
+        a.free(x).unwrap();
+        let sampled = a.malloc(batch * 8, 0).unwrap();
+        a.free(logits).unwrap();
+        a.free(sampled).unwrap();
+    }
+    for p in caches.into_iter().flatten().flatten() {
+        a.free(p).unwrap();
+    }
+    a.free(weights).unwrap();
+}
+
+#[test]
+fn a_plan_that_moves_memory_every_period_is_given_up_and_memory_settles() {
+    // The same run again and again: its layout, learned from one run, needs more pages than
+    // the policy may hold, so following it would move pages in every run for good.
+    let mut a = Allocator::new(SimDevice::new(1 << 34), Config::default());
+    for _ in 0..6 {
+        generate(&mut a);
+    }
+    a.check_invariants().unwrap();
+    let counts = a.plan_counts();
+    assert!(counts.made >= 1 && counts.placed > 0, "a plan was learned and followed: {counts:?}");
+    assert_eq!(counts.moving, 1, "and given up for moving memory: {counts:?}");
+    let calls = a.device().calls();
+    for _ in 0..3 {
+        generate(&mut a);
+    }
+    assert_eq!(memory_calls(&a.device().calls().since(&calls)), 0, "later generations move nothing");
+    assert_eq!(a.plan_counts().made, counts.made, "and no plan is learned again");
+    a.check_invariants().unwrap();
 }

@@ -69,7 +69,10 @@ impl<D: Device> Allocator<D> {
         };
         let mut a = Allocator {
             vm: VirtualMemory::new(mode),
-            paged: PagedState::new(granularity.unwrap_or(crate::base::size::SMALL_BUFFER)),
+            paged: PagedState::new(
+                granularity.unwrap_or(crate::base::size::SMALL_BUFFER),
+                mode == VmMode::Paged && config.learn_layout,
+            ),
             device,
             heap: BlockHeap::new(Counters {
                 max_split_size: config.max_split_size_stat(),

@@ -77,6 +77,9 @@ pub struct Plan {
     missed: usize,
     /// Requests of the period that are planned.
     planned: usize,
+    /// The last placement that moved memory: where in the period it came (`next` then) and
+    /// how many planned places the allocator had missed by then.
+    last_move: Option<(usize, u64)>,
 }
 
 /// One request to place: its index in the period, its lifetime `[born, died)` in ticks
@@ -205,7 +208,7 @@ impl Planner {
             }
         }
         let hints = groups.iter().map(|g| CellHints::new(g.bytes)).collect();
-        Plan { sigs: self.sigs, slots, hints, groups, next: self.next, missed: 0, planned }
+        Plan { sigs: self.sigs, slots, hints, groups, next: self.next, missed: 0, planned, last_move: None }
     }
 }
 
@@ -265,6 +268,16 @@ impl Plan {
                 return;
             }
         }
+    }
+
+    /// Notes that placing a planned request moved memory, when the allocator has missed
+    /// `missed` planned places so far; true when the placement that moved before came at or
+    /// after this point of the period (so a period's end lies between them) and no place was
+    /// missed since: the plan moves memory period after period by itself.
+    pub fn moved_again(&mut self, missed: u64) -> bool {
+        let again = self.last_move.is_some_and(|(at, m)| at >= self.next && m == missed);
+        self.last_move = Some((self.next, missed));
+        again
     }
 
     /// Notes that a planned request could not be placed as planned; true when so many of

@@ -51,6 +51,10 @@ pub struct PagedState {
     /// Counts of what plans did: made, given up, requests placed as planned, and planned
     /// requests placed the usual way because their place was taken.
     pub plan_counts: PlanCounts,
+    /// Whether requests are logged and plans made and followed: `learn_layout` under the
+    /// paged policy, until a followed plan was found to move memory every period
+    /// (`Allocator::note_planned_move`).
+    pub learns: bool,
 }
 
 /// What planned layouts did, counted over the allocator's life.
@@ -65,11 +69,15 @@ pub struct PlanCounts {
     pub placed: u64,
     /// Planned requests placed the usual way, their place taken.
     pub missed: u64,
+    /// Of the plans given up, those that moved memory in a period after their first with no
+    /// place missed: the layout needs more pages than the policy may hold. No plan is learned
+    /// after one.
+    pub moving: u64,
 }
 
 impl PagedState {
     /// State for pages of `paged_page` bytes (the device's granularity).
-    pub fn new(paged_page: u64) -> PagedState {
+    pub fn new(paged_page: u64, learns: bool) -> PagedState {
         PagedState {
             page_pool: Vec::new(),
             idle_pages: 0,
@@ -84,6 +92,7 @@ impl PagedState {
             plan: None,
             plan_ranges: Vec::new(),
             plan_counts: PlanCounts::default(),
+            learns,
         }
     }
 
@@ -113,7 +122,7 @@ mod tests {
     #[test]
     fn whole_page_counts_match_whole_pages_with_and_without_a_shift() {
         for page in [2u64 << 20, 3 << 20] {
-            let paged = PagedState::new(page);
+            let paged = PagedState::new(page, false);
             for (addr, size) in [(0, 3 * page), (1, 3 * page), (page / 2, page), (page + 512, 1024), (5 * page, page)] {
                 let w = whole_pages(addr, size, page);
                 assert_eq!(paged.whole_page_count(addr, size), w.end - w.start, "page {page}, [{addr}, +{size})");

@@ -10,7 +10,9 @@
 //! memory moves into the planned range during the first period followed and stays there in
 //! the periods after. A planned address still taken (a request that lived longer this time)
 //! sends that one request down the usual path; a request the plan did not expect, or too many
-//! of one period placed the usual way, ends the plan, and the log starts again. Requests the
+//! of one period placed the usual way, ends the plan, and the log starts again. A plan that
+//! still moves memory in a later period, with no place missed, needs more pages than the
+//! policy may hold: it is given up and no layout is learned again (`note_planned_move`). Requests the
 //! plan leaves out (those that outlive a period) go the usual way, never into a followed
 //! plan's ranges.
 //!
@@ -37,7 +39,6 @@ use crate::engine::allocator::Allocator;
 use crate::engine::paged::layout_plan::{Expected, Plan, Planner};
 use crate::engine::paged::paging::Placement;
 use crate::engine::paged::recurrence::Signature;
-use crate::engine::vrange::VmMode;
 
 /// Requests laid out for each request served while a plan is made: a period's layout is done
 /// within a quarter of the next, and no request waits for more than a few.
@@ -48,7 +49,7 @@ impl<D: Device> Allocator<D> {
     /// memory with `learn_layout` on.
     #[inline]
     pub(crate) fn learns_layout(&self) -> bool {
-        self.vm.mode == VmMode::Paged && self.config.learn_layout
+        self.paged.learns
     }
 
     /// The block a followed plan puts this request in, taken out of the free index, or
@@ -236,6 +237,25 @@ impl<D: Device> Allocator<D> {
         }
     }
 
+    /// Notes that placing a request where the followed plan puts it moved memory. Memory
+    /// moves into a plan's ranges during the first period followed; when it still moves in a
+    /// later one, with no planned place missed since the move before, the layout needs more
+    /// pages than the policy may hold, and following it would move memory every period for
+    /// good (a warm pass then costs a map and an unmap for each page moved). Such a plan is
+    /// given up and no other is learned: the usual placement moves less. Decided here, on the
+    /// slow path that moved, so that malloc's planned path pays nothing for it.
+    fn note_planned_move(&mut self) {
+        let missed = self.paged.plan_counts.missed;
+        let Some(plan) = self.paged.plan.as_mut() else { return };
+        if plan.moved_again(missed) {
+            self.end_plan();
+            self.paged.plan_counts.moving += 1;
+            self.paged.learns = false;
+            self.paged.recurrence = Default::default();
+            self.paged.planner = None;
+        }
+    }
+
     /// The first time group `group` of the followed plan places a request: when its range
     /// at `base` is wholly unmapped, moves the memory held but idle (outside the plan's
     /// ranges) into it, up to the layout's bytes, so that following the plan does not create
@@ -313,9 +333,13 @@ impl<D: Device> Allocator<D> {
         }
         let id = if unmapped {
             self.paged.epochs.advance(&mut self.device)?;
+            let moved_before = self.paged.moved_pages;
             let Some(near) = self.map_under(&Placement { start: first, addr: at, run_end: end }, rounded)? else {
                 return Ok(None);
             };
+            if self.paged.moved_pages > moved_before {
+                self.note_planned_move();
+            }
             // Mapping merged blocks: `first` may be gone.
             self.block_containing_near(near, at)
         } else {
