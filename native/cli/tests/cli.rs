@@ -4,6 +4,8 @@
 use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
 
+use crate::scratch::Scratch;
+
 fn cachalot(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_cachalot")).args(args).output().expect("run cachalot")
 }
@@ -105,8 +107,7 @@ fn small_capacity_replays_out_of_memory_and_summaries_show_it() {
 
 #[test]
 fn snapshot_json_traces_replay() {
-    let dir = std::env::temp_dir().join(format!("cachalot-cli-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = Scratch::new("cli");
     let path = dir.join("snap.json");
     std::fs::write(
         &path,
@@ -210,8 +211,7 @@ fn compare_shows_pytorch_beside_ours() {
 
 #[test]
 fn bad_input_gives_one_clear_message() {
-    let dir = std::env::temp_dir().join(format!("cachalot-bad-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = Scratch::new("bad");
     let malformed = dir.join("bad.csv");
     std::fs::write(&malformed, "Thread,Time,Action,Pointer,Size,Stream\n0,1,allocate,0x10,lots,0x0\n").unwrap();
     let binary = dir.join("bin.csv.gz");
@@ -252,13 +252,6 @@ fn bad_input_gives_one_clear_message() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("1 free(s) of pointers the trace never allocated (the first at line 2)"), "{err}");
     assert_eq!(json(&out)["trace_report"]["unknown_frees"], 1);
-}
-
-/// A scratch folder of this test process, under `name`.
-fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("cachalot-cli-{name}-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
 }
 
 fn text(bytes: &[u8]) -> String {
@@ -354,7 +347,7 @@ fn compare_divides_pytorchs_reserved_by_pytorchs_requested_even_when_ours_ran_ou
 
 #[test]
 fn a_users_trace_named_like_a_reference_trace_gets_no_pytorch_figures() {
-    let dir = scratch("namesake");
+    let dir = Scratch::new("cli-namesake");
     let namesake = dir.join("mixed_fc_conv.csv.gz");
     std::fs::write(
         &namesake,
@@ -368,7 +361,8 @@ fn a_users_trace_named_like_a_reference_trace_gets_no_pytorch_figures() {
     assert!(!table.contains("(PyTorch backend:cudaMallocAsync)"), "{table}");
     assert!(!table.contains("1.187"), "{table}");
     // The reference trace itself, under any folder, keeps them.
-    let copy = scratch("reference").join("mixed_fc_conv.csv.gz");
+    let reference = Scratch::new("cli-reference");
+    let copy = reference.join("mixed_fc_conv.csv.gz");
     std::fs::copy(traces().join("mixed_fc_conv.csv.gz"), &copy).unwrap();
     let v =
         json(&cachalot(&["compare", copy.to_str().unwrap(), "--config", "policy:pytorch", "--json", "--passes", "3"]));
@@ -404,7 +398,7 @@ fn pytorch_keys_cachalots_policy_ignores_are_noted() {
 
 #[test]
 fn a_trace_with_no_events_is_an_error() {
-    let dir = scratch("empty");
+    let dir = Scratch::new("cli-empty");
     let header = dir.join("header.csv");
     std::fs::write(&header, "Thread,Time,Action,Pointer,Size,Stream\n").unwrap();
     let snapshot = dir.join("nohistory.json");
@@ -426,7 +420,7 @@ fn two_device_snapshot(dir: &std::path::Path, device0: &str, device1: &str) -> P
 
 #[test]
 fn a_snapshot_of_several_devices_is_replayed_one_device_at_a_time() {
-    let dir = scratch("devices");
+    let dir = Scratch::new("cli-devices");
     let one = r#"{"action": "alloc", "addr": 4096, "size": 3000000, "stream": 0}"#;
     let three = r#"{"action": "alloc", "addr": 4096, "size": 3000000, "stream": 0},
         {"action": "alloc", "addr": 8192, "size": 100, "stream": 0},
@@ -573,7 +567,7 @@ fn the_plot_path_is_checked_before_the_replay() {
     fails_with(&["compare", "mixed_fc_conv", "--plot", "/nonexistent/x.svg"], "folder /nonexistent does not exist");
     fails_with(&["replay", "mixed_fc_conv", "--plot", "plot.png"], "ending in .svg");
     assert_eq!(cachalot(&["replay", "--plot", "plot.png"]).status.code(), Some(2));
-    let dir = scratch("plot");
+    let dir = Scratch::new("cli-plot");
     let svg = dir.join("replay.svg");
     let out = cachalot(&["replay", "mixed_fc_conv", "--plot", svg.to_str().unwrap(), "--passes", "3"]);
     assert!(out.status.success(), "{}", text(&out.stderr));
@@ -660,8 +654,7 @@ fn usage_errors_exit_2_and_name_the_option() {
 fn a_snapshot_replays_alike_in_the_report_the_plot_and_advise() {
     let snapshot = traces().join("recorded/resnet50_train.policy_pytorch.snapshot.json.gz");
     let s = snapshot.to_str().unwrap();
-    let dir = std::env::temp_dir().join(format!("cachalot-cli-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = Scratch::new("cli");
     let plot = dir.join("oom.svg");
     let mut args = vec!["replay", s, "--capacity", "2GiB", "--config", "policy:pytorch", "--json"];
     let report = json_after_oom(&cachalot(&args));
@@ -669,7 +662,6 @@ fn a_snapshot_replays_alike_in_the_report_the_plot_and_advise() {
     json_after_oom(&cachalot(&args));
     let ooms = report["ooms"].as_u64().unwrap();
     let svg = std::fs::read_to_string(&plot).unwrap();
-    std::fs::remove_dir_all(&dir).unwrap();
     assert!(svg.contains(&format!("{ooms} out-of-memory events")), "the plot's count differs from {ooms}");
     let advice = json(&cachalot(&["advise", s, "--capacity", "2GiB", "--json"]));
     let row = advice.as_array().unwrap().iter().find(|c| c["config"] == "policy:pytorch").expect("policy:pytorch row");
@@ -681,9 +673,9 @@ fn a_snapshot_replays_alike_in_the_report_the_plot_and_advise() {
 /// A folder named like a built-in trace does not hide it; a file of that name is read instead.
 #[test]
 fn a_folder_named_like_a_built_in_trace_does_not_hide_it() {
-    let dir = std::env::temp_dir().join(format!("cachalot-named-{}", std::process::id()));
+    let dir = Scratch::new("named");
     std::fs::create_dir_all(dir.join("mixed_fc_conv")).unwrap();
-    let run = |dir: &PathBuf| {
+    let run = |dir: &std::path::Path| {
         Command::new(env!("CARGO_BIN_EXE_cachalot"))
             .args(["replay", "mixed_fc_conv", "--json", "--passes", "3"])
             .current_dir(dir)
@@ -695,7 +687,6 @@ fn a_folder_named_like_a_built_in_trace_does_not_hide_it() {
     std::fs::write(dir.join("mixed_fc_conv"), "Thread,Time,Action,Pointer,Size,Stream\n0,1,allocate,0x10,4096,0x0\n")
         .unwrap();
     let v = json(&run(&dir));
-    std::fs::remove_dir_all(&dir).unwrap();
     assert_eq!((v["trace"].as_str(), v["peak_requested_bytes"].as_u64()), (Some("mixed_fc_conv"), Some(4096)));
 }
 

@@ -3,6 +3,8 @@
 use std::path::PathBuf;
 use std::process::{Command, Output};
 
+use crate::scratch::Scratch;
+
 use cachalot_core::replay::Step;
 use cachalot_core::{parse_trace, AllocError, Allocator, Config, Replayer, SimDevice};
 
@@ -161,8 +163,7 @@ fn human(bytes: u64) -> String {
 
 #[test]
 fn plots_are_valid_svg_with_the_peak() {
-    let dir = std::env::temp_dir().join(format!("cachalot-plot-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = Scratch::new("plot");
     let one = dir.join("replay.svg");
     let v: serde_json::Value = serde_json::from_str(&stdout(&cachalot(&[
         "replay",
@@ -217,7 +218,8 @@ fn plots_are_valid_svg_with_the_peak() {
 fn overlaid_peak_labels_do_not_overlap() {
     // On gpt2_train, expandable segments and cachalot's policy peak 1 GiB apart at the same
     // operation: their labels would sit on top of each other unless moved apart.
-    let path = std::env::temp_dir().join(format!("cachalot-labels-{}.svg", std::process::id()));
+    let dir = Scratch::new("labels");
+    let path = dir.join("labels.svg");
     stdout(&cachalot(&["compare", "gpt2_train", "--passes", "3", "--plot", path.to_str().unwrap()]));
     let svg = std::fs::read_to_string(&path).unwrap();
     let doc = roxmltree::Document::parse(&svg).unwrap();

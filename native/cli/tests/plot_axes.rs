@@ -2,12 +2,14 @@
 //! capacity as a dashed line when one is given, requested bytes drawn over allocated, and
 //! the file written said on stderr.
 
-use std::path::{Path, PathBuf};
 use std::process::Command;
+
+use crate::scratch::Scratch;
 
 /// Runs cachalot with `--plot` into a fresh file; returns the SVG and stderr.
 fn plot(name: &str, args: &[&str]) -> (String, String) {
-    let path: PathBuf = std::env::temp_dir().join(format!("cachalot-axes-{}-{name}.svg", std::process::id()));
+    let dir = Scratch::new("axes");
+    let path = dir.join(format!("{name}.svg"));
     let out = Command::new(env!("CARGO_BIN_EXE_cachalot"))
         .args(args)
         .args(["--passes", "3", "--plot", path.to_str().unwrap()])
@@ -16,10 +18,7 @@ fn plot(name: &str, args: &[&str]) -> (String, String) {
     let err = String::from_utf8_lossy(&out.stderr).into_owned();
     assert!(out.status.success(), "{args:?}: {err}");
     assert!(err.contains(&format!("cachalot: wrote {}", path.display())), "{err}");
-    let svg = std::fs::read_to_string(Path::new(&path)).unwrap();
-    // Left behind, every run of `make test` added four files to the temporary folder.
-    std::fs::remove_file(&path).unwrap();
-    (svg, err)
+    (std::fs::read_to_string(&path).unwrap(), err)
 }
 
 /// The values of the ticks of class `class`, in the unit of their labels.

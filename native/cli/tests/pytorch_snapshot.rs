@@ -5,18 +5,14 @@
 use std::path::PathBuf;
 use std::process::{Command, Output};
 
+use crate::scratch::Scratch;
+
 fn cachalot(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_cachalot")).args(args).output().expect("run cachalot")
 }
 
 fn fixture(name: &str) -> String {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(name).to_str().unwrap().into()
-}
-
-fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("cachalot-snap-{name}-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
 }
 
 fn text(b: &[u8]) -> String {
@@ -52,7 +48,8 @@ fn a_pickle_and_the_same_snapshot_as_json_replay_alike() {
     let a = json_with(&cachalot(&["replay", &fixture("pytorch_snapshot.pickle"), "--json", "--passes", "3"]), 0);
     let b = json_with(&cachalot(&["replay", &fixture("pytorch_snapshot.json"), "--json", "--passes", "3"]), 0);
     assert_eq!(figures(a), figures(b));
-    let bad = scratch("bad").join("bad.pickle");
+    let dir = Scratch::new("snap-bad");
+    let bad = dir.join("bad.pickle");
     std::fs::write(&bad, [0x80, 4, 0x95, 1, 2]).unwrap();
     let out = cachalot(&["replay", bad.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(1));
@@ -98,7 +95,7 @@ fn a_csv_out_of_memory_names_the_line_of_its_row() {
 
 #[test]
 fn the_replays_snapshot_is_written_in_pytorchs_schema_with_the_inputs_frames() {
-    let dir = scratch("out");
+    let dir = Scratch::new("snap-out");
     let (as_json, as_pickle) = (dir.join("replayed.json"), dir.join("replayed.pickle"));
     for path in [&as_json, &as_pickle] {
         let args = ["replay", &fixture("pytorch_snapshot.pickle"), "--capacity", "4GiB", "--config", "policy:pytorch"];
@@ -146,7 +143,7 @@ fn the_replays_snapshot_is_written_in_pytorchs_schema_with_the_inputs_frames() {
 
 #[test]
 fn trace_errors_say_what_happened_and_where() {
-    let dir = scratch("errors");
+    let dir = Scratch::new("snap-errors");
     let csv = |name: &str, rows: &str| {
         let p = dir.join(name);
         std::fs::write(&p, format!("Thread,Time,Action,Pointer,Size,Stream\n{rows}")).unwrap();
@@ -212,7 +209,8 @@ fn the_frames_shown_are_the_inputs_exactly() {
                 format!("at {}:{} in {}", f["filename"].as_str().unwrap(), f["line"], f["name"].as_str().unwrap());
             assert!(report.contains(&line), "{file}: {line} in {report}");
         }
-        let out = scratch("frames").join(format!("{file}.json"));
+        let dir = Scratch::new("snap-frames");
+        let out = dir.join(format!("{file}.json"));
         let args = ["replay", &fixture(file), "--capacity", "4GiB", "--snapshot", out.to_str().unwrap()];
         assert_eq!(cachalot(&args).status.code(), Some(3));
         let written: serde_json::Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();

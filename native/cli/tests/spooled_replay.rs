@@ -7,6 +7,8 @@
 use std::io::Write;
 use std::process::{Command, Stdio};
 
+use crate::scratch::Scratch;
+
 use cachalot_cli::trace_file::parse;
 use cachalot_core::{Allocator, Config, Replayer, SimDevice};
 
@@ -50,14 +52,6 @@ fn figures(v: &serde_json::Value) -> [u64; 6] {
         .map(|k| v[k].as_u64().unwrap_or_else(|| panic!("no {k} in {v}")))
 }
 
-fn scratch(name: &str, bytes: &[u8]) -> String {
-    let dir = std::env::temp_dir().join(format!("cachalot-spooled-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join(name);
-    std::fs::write(&path, bytes).unwrap();
-    path.to_str().unwrap().to_string()
-}
-
 fn gzip(bytes: &[u8]) -> Vec<u8> {
     let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
     e.write_all(bytes).unwrap();
@@ -95,7 +89,8 @@ fn a_spooled_replay_gives_the_figures_of_the_trace_held_whole() {
             let v = if from_stdin {
                 replay_json("-", config, CAPACITY, Some(bytes))
             } else {
-                replay_json(&scratch(name, bytes), config, CAPACITY, None)
+                let dir = Scratch::new("spooled");
+                replay_json(&dir.file(name, bytes), config, CAPACITY, None)
             };
             assert_eq!(figures(&v), held_figures(bytes, config, CAPACITY), "{name} under {config}");
         }
@@ -105,7 +100,8 @@ fn a_spooled_replay_gives_the_figures_of_the_trace_held_whole() {
 #[test]
 fn the_first_out_of_memory_of_a_spooled_replay_is_located_in_the_file() {
     let bytes = std::fs::read(traces("mixed_fc_conv.csv.gz")).unwrap();
-    let path = scratch("mixed_fc_conv.csv.gz", &bytes);
+    let dir = Scratch::new("spooled");
+    let path = dir.file("mixed_fc_conv.csv.gz", &bytes);
     let capacity = 1 << 30;
     let v = replay_json(&path, "policy:pytorch", capacity, None);
     let held = held_figures(&bytes, "policy:pytorch", capacity);

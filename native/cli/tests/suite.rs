@@ -11,5 +11,6 @@ mod insight;
 mod plot_axes;
 mod pytorch_snapshot;
 mod report_layout;
+mod scratch;
 mod spooled_replay;
 mod untrusted;

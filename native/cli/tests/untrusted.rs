@@ -7,6 +7,8 @@ use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::process::{Command, Output};
 
+use crate::scratch::Scratch;
+
 fn cachalot(args: &[&OsStr], env: &[(&str, &OsStr)]) -> Output {
     let mut c = Command::new(env!("CARGO_BIN_EXE_cachalot"));
     c.args(args).env_remove("CACHALOT_ALLOC_CONF");
@@ -48,19 +50,15 @@ fn a_config_in_the_environment_that_is_not_utf8_is_refused_not_ignored() {
 /// Runs `cachalot replay FILE` on `bytes` under a 2 GiB address-space limit, so that a reader
 /// that takes memory in proportion to what the file expands to aborts instead of passing.
 fn replay_bytes(name: &str, bytes: &[u8], extra: &[&str]) -> Output {
-    let dir = std::env::temp_dir().join(format!("cachalot-untrusted-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join(name);
-    std::fs::write(&path, bytes).unwrap();
-    let out = Command::new("sh")
+    let dir = Scratch::new("untrusted");
+    let path = dir.file(name, bytes);
+    Command::new("sh")
         .args(["-c", r#"ulimit -v 2097152; exec "$@""#, "sh", env!("CARGO_BIN_EXE_cachalot"), "replay"])
         .arg(&path)
         .args(extra)
         .env_remove("CACHALOT_ALLOC_CONF")
         .output()
-        .expect("run cachalot");
-    let _ = std::fs::remove_file(&path);
-    out
+        .expect("run cachalot")
 }
 
 fn gzip(bytes: &[u8]) -> Vec<u8> {
