@@ -3,8 +3,9 @@
 //! and memory stops moving. These tests hold what a user sees: a loop settles with no device
 //! call; a plan is followed from a period's start; a request the plan did not expect ends the
 //! plan and learning starts again; a planned place still taken sends only that request
-//! elsewhere; a plan that moves memory in every period is given up for good; `empty_cache`, the memory fraction and out-of-memory (its report included)
-//! behave as without a plan; and `learn_layout:False` turns it all off.
+//! elsewhere; a plan that still moves memory after its first period is given up for good;
+//! `empty_cache`, the memory fraction and out-of-memory (its report included) behave as
+//! without a plan; and `learn_layout:False` turns it all off.
 
 use crate::common;
 
@@ -285,7 +286,8 @@ fn a_plan_is_followed_from_the_start_of_a_period() {
 }
 
 /// One run of a small decoder generating text, `native/cli/tests/decode_trace.py`'s sequence
-/// (4 layers of 1,024, batch 16, a 64-token prompt and 32 new tokens): its weights, then per
+/// (4 layers of 1,024, batch 16, a 64-token prompt and 32 new tokens): its weights (as one
+/// block), then per
 /// layer the temporaries of a forward pass, and K and V grown by a token a step the way
 /// torch.cat grows them (the longer tensor made, then the shorter freed). Everything it made
 /// is freed at its end.
@@ -343,17 +345,25 @@ fn generate(a: &mut Allocator<SimDevice>) {
 }
 
 #[test]
-fn a_plan_that_moves_memory_every_period_is_given_up_and_memory_settles() {
+fn a_plan_that_still_moves_memory_after_its_first_period_is_given_up_and_memory_settles() {
     // The same run again and again: its layout, learned from one run, needs more pages than
     // the policy may hold, so following it would move pages in every run for good.
     let mut a = Allocator::new(SimDevice::new(1 << 34), Config::default());
-    for _ in 0..6 {
+    let mut first_followed = None;
+    for run in 0..6 {
+        let placed = a.plan_counts().placed;
         generate(&mut a);
+        let counts = a.plan_counts();
+        if first_followed.is_none() && counts.placed > placed {
+            first_followed = Some(run);
+            assert_eq!(counts.given_up_moving, 0, "not given up in the run it first followed: {counts:?}");
+        }
     }
     a.check_invariants().unwrap();
     let counts = a.plan_counts();
-    assert!(counts.made >= 1 && counts.placed > 0, "a plan was learned and followed: {counts:?}");
-    assert_eq!(counts.moving, 1, "and given up for moving memory: {counts:?}");
+    let first = first_followed.expect("a plan was learned and followed");
+    assert!(first <= 4, "the plan was followed from run {first}: too late to be given up by the sixth");
+    assert_eq!(counts.given_up_moving, 1, "and given up for moving memory after its first run: {counts:?}");
     let calls = a.device().calls();
     for _ in 0..3 {
         generate(&mut a);

@@ -7,8 +7,9 @@
 #
 #   OUT=dir [PASSES=N] bash native/gpu/decode_storm_cost.sh
 #
-# PASSES warm passes follow each cold pass (3 unless given; a learned layout is followed from
-# the fourth, so more show what following one costs).
+# PASSES warm passes follow each cold pass (3 unless given). A learned layout is followed from
+# the fourth pass in all, the third warm one, so more show what following one costs; each
+# replay may take 40 s a pass.
 # Build here first: `make gpu-build`, then the decoding traces as operations (trace_ops), gzipped,
 # under target/decode-ops/ (docs/benchmarks.md, *The smallest device a run fits on*, names them):
 #   python3 native/cli/tests/decode_trace.py --batch 8 --prompt 512 --new 512 --layers 24 \
@@ -37,7 +38,7 @@ for gz in target/decode-ops/*.ops.gz; do
             flag=()
             [ "$device" = simulated ] && flag=(--simulated)
             echo "== $name $config $device" | tee -a "$log"
-            timeout 120 "$WORK/replay_timing" "$WORK/$name.ops" --config "$config" --passes "${PASSES:-3}" --label "$name" "${flag[@]}" \
+            timeout $((40 * (${PASSES:-3} + 1))) "$WORK/replay_timing" "$WORK/$name.ops" --config "$config" --passes "${PASSES:-3}" --label "$name" "${flag[@]}" \
                 >> "$log" 2>&1 || echo "FAILED $name $config $device (exit $?)" | tee -a "$log"
         done
     done

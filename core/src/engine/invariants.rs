@@ -7,7 +7,8 @@
 //! many queued events as their count says; every statistic's current value equals a
 //! recount, and reserved bytes equal the sum of segment sizes; ghosts (mappings left behind
 //! by moved chunks) overlap nothing, lie in unmapped blocks and belong to live chunks; blocks
-//! a followed plan's ranges serve their group's stream and pool.
+//! a followed plan's ranges serve their group's stream and pool; an allocator that does not
+//! learn layouts makes and follows no plan.
 
 use alloc::format;
 use alloc::string::String;
@@ -276,10 +277,13 @@ impl<D: Device> Allocator<D> {
         Ok(())
     }
 
-    /// Checks that a followed plan's ranges, once reserved, are reserved still (whole), serve
-    /// the stream and pool of their group and are listed among the ranges kept for planned
-    /// layouts.
+    /// Checks that no plan is made or followed without learning, and that a followed plan's
+    /// ranges, once reserved, are reserved still (whole), serve the stream and pool of their
+    /// group and are listed among the ranges kept for planned layouts.
     fn check_planned(&self) -> Result<(), String> {
+        if !self.paged.learns && (self.paged.plan.is_some() || self.paged.planner.is_some()) {
+            return Err("a plan is made or followed by an allocator that does not learn layouts".into());
+        }
         let Some(plan) = &self.paged.plan else { return Ok(()) };
         for g in &plan.groups {
             let Some(base) = g.base else { continue };

@@ -16,7 +16,10 @@ impl Scratch {
         static MADE: AtomicUsize = AtomicUsize::new(0);
         let n = MADE.fetch_add(1, Ordering::Relaxed);
         let dir = std::env::temp_dir().join(format!("cachalot-{purpose}-{}-{n}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+        // A run killed before its drops may have left a folder of this name (process ids come
+        // round again): it is emptied, so the folder starts empty.
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
         Scratch(dir)
     }
 

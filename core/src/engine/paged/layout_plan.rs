@@ -77,9 +77,11 @@ pub struct Plan {
     missed: usize,
     /// Requests of the period that are planned.
     planned: usize,
-    /// The last placement that moved memory: where in the period it came (`next` then) and
-    /// how many planned places the allocator had missed by then.
-    last_move: Option<(usize, u64)>,
+    /// Periods begun since the plan was followed (counted where `next` wraps).
+    periods: u64,
+    /// The last placement that moved memory: the period it came in and how many planned
+    /// places the allocator had missed by then.
+    last_move: Option<(u64, u64)>,
 }
 
 /// One request to place: its index in the period, its lifetime `[born, died)` in ticks
@@ -208,7 +210,7 @@ impl Planner {
             }
         }
         let hints = groups.iter().map(|g| CellHints::new(g.bytes)).collect();
-        Plan { sigs: self.sigs, slots, hints, groups, next: self.next, missed: 0, planned, last_move: None }
+        Plan { sigs: self.sigs, slots, hints, groups, next: self.next, missed: 0, planned, periods: 0, last_move: None }
     }
 }
 
@@ -238,6 +240,7 @@ impl Plan {
         if self.next == self.sigs.len() {
             self.next = 0;
             self.missed = 0;
+            self.periods += 1;
         }
         match slot {
             Some((group, offset)) => Expected::At { group: group as usize, offset },
@@ -270,13 +273,16 @@ impl Plan {
         }
     }
 
-    /// Notes that placing a planned request moved memory, when the allocator has missed
-    /// `missed` planned places so far; true when the placement that moved before came at or
-    /// after this point of the period (so a period's end lies between them) and no place was
-    /// missed since: the plan moves memory period after period by itself.
+    /// Notes that placing the request just expected moved memory, when the allocator has
+    /// missed `missed` planned places so far; true when the placement that moved before came
+    /// in an earlier period and no place was missed since: the plan still moves memory after
+    /// its first period, by itself.
     pub fn moved_again(&mut self, missed: u64) -> bool {
-        let again = self.last_move.is_some_and(|(at, m)| at >= self.next && m == missed);
-        self.last_move = Some((self.next, missed));
+        // `expect` has moved on: after a period's last request `next` is already 0 and the
+        // count already names the next period.
+        let period = self.periods.saturating_sub(u64::from(self.next == 0));
+        let again = self.last_move.is_some_and(|(p, m)| p < period && m == missed);
+        self.last_move = Some((period, missed));
         again
     }
 
@@ -631,5 +637,29 @@ mod tests {
         let mut plan = Plan::new(&Period { requests, ticks: 8, next: 0 }, PAGE);
         assert!(!plan.missed());
         assert!(plan.missed());
+    }
+
+    #[test]
+    fn a_move_in_a_later_period_with_no_miss_between_is_a_move_again() {
+        let requests: Vec<_> = (0..3).map(|i| request(512 << 10, i, Some(i + 1))).collect();
+        let sigs: Vec<_> = requests.iter().map(|r| r.sig).collect();
+        let mut plan = Plan::new(&Period { requests, ticks: 4, next: 0 }, PAGE);
+        plan.expect(sigs[0]);
+        assert!(!plan.moved_again(0), "the first move");
+        plan.expect(sigs[1]);
+        plan.expect(sigs[2]);
+        assert!(!plan.moved_again(0), "the period's last request is still in the first period");
+        plan.expect(sigs[0]);
+        plan.expect(sigs[1]);
+        assert!(plan.moved_again(0), "the next period");
+        plan.expect(sigs[2]);
+        plan.expect(sigs[0]);
+        assert!(!plan.moved_again(1), "a place missed since the move before");
+        plan.expect(sigs[1]);
+        assert!(!plan.moved_again(1), "the same period");
+        plan.expect(sigs[2]);
+        assert!(!plan.moved_again(1), "its last request");
+        plan.expect(sigs[0]);
+        assert!(plan.moved_again(1), "the period after, no miss since");
     }
 }

@@ -48,12 +48,12 @@ pub struct PagedState {
     pub plan: Option<Plan>,
     /// Bases of the ranges reserved for planned layouts, kept from one plan to the next.
     pub plan_ranges: Vec<u64>,
-    /// Counts of what plans did: made, given up, requests placed as planned, and planned
-    /// requests placed the usual way because their place was taken.
+    /// Counts of what plans did: made, given up (for moving memory, too), requests placed as
+    /// planned, and planned requests placed the usual way because their place was taken.
     pub plan_counts: PlanCounts,
     /// Whether requests are logged and plans made and followed: `learn_layout` under the
-    /// paged policy, until a followed plan was found to move memory every period
-    /// (`Allocator::note_planned_move`).
+    /// paged policy, until a followed plan was found still moving memory after its first
+    /// period (`Allocator::note_planned_move`).
     pub learns: bool,
 }
 
@@ -62,8 +62,8 @@ pub struct PagedState {
 pub struct PlanCounts {
     /// Plans begun (each time the requests were seen to repeat).
     pub made: u64,
-    /// Plans given up, while being made or followed (a request not expected, or too many
-    /// places taken in one period).
+    /// Plans given up, while being made or followed (a request not expected, too many places
+    /// taken in one period, or memory moved after the first period: `given_up_moving`).
     pub dropped: u64,
     /// Requests placed where a plan put them.
     pub placed: u64,
@@ -72,7 +72,7 @@ pub struct PlanCounts {
     /// Of the plans given up, those that moved memory in a period after their first with no
     /// place missed: the layout needs more pages than the policy may hold. No plan is learned
     /// after one.
-    pub moving: u64,
+    pub given_up_moving: u64,
 }
 
 impl PagedState {

@@ -12,9 +12,9 @@
 //! sends that one request down the usual path; a request the plan did not expect, or too many
 //! of one period placed the usual way, ends the plan, and the log starts again. A plan that
 //! still moves memory in a later period, with no place missed, needs more pages than the
-//! policy may hold: it is given up and no layout is learned again (`note_planned_move`). Requests the
-//! plan leaves out (those that outlive a period) go the usual way, never into a followed
-//! plan's ranges.
+//! policy may hold: it is given up and no layout is learned again (`note_planned_move`).
+//! Requests the plan leaves out (those that outlive a period) go the usual way, never into a
+//! followed plan's ranges.
 //!
 //! The free blocks of a followed plan's ranges are *parked*: kept out of the free index,
 //! since no request but the plan's may take them, and the index work of every placement and
@@ -46,7 +46,8 @@ const PLAN_STEP: usize = 4;
 
 impl<D: Device> Allocator<D> {
     /// True when requests are logged and plans followed: cachalot's policy over virtual
-    /// memory with `learn_layout` on.
+    /// memory with `learn_layout` on, until a plan was given up for moving memory after its
+    /// first period (`note_planned_move`).
     #[inline]
     pub(crate) fn learns_layout(&self) -> bool {
         self.paged.learns
@@ -249,7 +250,7 @@ impl<D: Device> Allocator<D> {
         let Some(plan) = self.paged.plan.as_mut() else { return };
         if plan.moved_again(missed) {
             self.end_plan();
-            self.paged.plan_counts.moving += 1;
+            self.paged.plan_counts.given_up_moving += 1;
             self.paged.learns = false;
             self.paged.recurrence = Default::default();
             self.paged.planner = None;
