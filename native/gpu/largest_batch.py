@@ -45,7 +45,7 @@ if ALLOCATOR == "cachalot":
     cachalot_torch.install()
 
 import torch  # noqa: E402  (after install, as a user would)
-import torch.nn.functional as F  # noqa: E402
+from decoder_model import Decoder, generate  # noqa: E402
 
 dev = torch.device("cuda")
 total = torch.cuda.get_device_properties(0).total_memory
@@ -104,52 +104,10 @@ def bert_ckpt(bs):
     return float(loss)
 
 
-class Decoder(torch.nn.Module):
-    def __init__(self, layers=16, d=2048, heads=16, vocab=32000):
-        super().__init__()
-        self.heads = heads
-        self.emb = torch.nn.Embedding(vocab, d)
-        self.qkv = torch.nn.ModuleList(torch.nn.Linear(d, 3 * d, bias=False) for _ in range(layers))
-        self.proj = torch.nn.ModuleList(torch.nn.Linear(d, d, bias=False) for _ in range(layers))
-        self.up = torch.nn.ModuleList(torch.nn.Linear(d, 4 * d, bias=False) for _ in range(layers))
-        self.down = torch.nn.ModuleList(torch.nn.Linear(4 * d, d, bias=False) for _ in range(layers))
-        self.norm = torch.nn.LayerNorm(d)
-        self.head = torch.nn.Linear(d, vocab, bias=False)
-
-    def forward(self, tokens, cache):
-        """Appends the tokens' keys and values to each layer's cache (a new, longer tensor: the
-        old one is freed) and returns the last position's logits."""
-        bs, n = tokens.shape
-        h = self.emb(tokens)
-        for i in range(len(self.qkv)):
-            q, k, v = self.qkv[i](F.layer_norm(h, h.shape[-1:])).view(bs, n, 3, self.heads, -1).unbind(2)
-            k, v = k.transpose(1, 2), v.transpose(1, 2)
-            if cache[i] is not None:
-                k = torch.cat([cache[i][0], k], dim=2)
-                v = torch.cat([cache[i][1], v], dim=2)
-            cache[i] = (k, v)
-            a = F.scaled_dot_product_attention(q.transpose(1, 2), k, v, is_causal=n > 1)
-            h = h + self.proj[i](a.transpose(1, 2).reshape(bs, n, -1))
-            h = h + self.down[i](F.gelu(self.up[i](F.layer_norm(h, h.shape[-1:]))))
-        return self.head(self.norm(h[:, -1]))
-
-
 def llm_decode(bs):
     torch.manual_seed(0)
     model = Decoder().to(dev, torch.bfloat16).eval()
-    gen = torch.Generator(device=dev).manual_seed(1)
-    cache = [None] * len(model.qkv)
-    with torch.no_grad():
-        prompt = torch.randint(0, 32000, (bs, 256), device=dev, generator=gen)
-        logits = model(prompt, cache)
-        checksum = float(logits.float().sum())
-        token = logits.argmax(-1, keepdim=True)
-        for step in range(256):
-            logits = model(token, cache)
-            if step == 0:
-                checksum += float(logits.float().sum())
-            token = logits.argmax(-1, keepdim=True)
-    return checksum
+    return generate(model, bs, dev)
 
 
 JOBS = {"gpt2": (gpt2, 8), "bert_ckpt": (bert_ckpt, 16), "llm_decode": (llm_decode, 32)}

@@ -1,0 +1,64 @@
+"""A server generating text again and again, as a user's program runs it: one model loaded
+once, then GENERATIONS generations at batch BATCH (decoder_model.py: a 256-token prompt, 256
+steps, a KV cache grown by concatenation), each timed alone, under PyTorch's default
+allocator, its expandable segments or cachalot. What a generation costs once the allocator
+has seen several, which a learned layout that moved memory every generation made slow.
+
+usage: python3 native/gpu/serving_loop.py ALLOCATOR OUTFILE
+       (native/gpu/serving_loop.sh runs each allocator, one process each)
+
+ALLOCATOR is `pytorch`, `expandable` (PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True) or
+`cachalot` (cachalot_torch.install(), its default config). GENERATIONS (default 10) and BATCH
+(default 64) come from the environment.
+
+Output: OUTFILE, one JSON object: allocator, batch, and per generation its seconds, checksum,
+peak reserved bytes and the device allocations and frees it made.
+"""
+import json
+import os
+import sys
+import time
+
+ALLOCATOR, OUTFILE = sys.argv[1], sys.argv[2]
+GENERATIONS = int(os.environ.get("GENERATIONS", 10))
+BATCH = int(os.environ.get("BATCH", 64))
+
+os.environ.pop("PYTORCH_CUDA_ALLOC_CONF", None)
+if ALLOCATOR == "expandable":
+    os.environ["PYTORCH_CUDA_ALLOC_CONF"] = "expandable_segments:True"
+if ALLOCATOR == "cachalot":
+    import cachalot_torch
+
+    cachalot_torch.install()
+
+import torch  # noqa: E402  (after install, as a user would)
+from decoder_model import Decoder, generate  # noqa: E402
+
+dev = torch.device("cuda")
+
+
+def stats():
+    s = cachalot_torch.memory_stats() if ALLOCATOR == "cachalot" else torch.cuda.memory_stats()
+    return {k: s.get(k, 0) for k in ("reserved_bytes.all.peak", "num_device_alloc", "num_device_free")}
+
+
+torch.manual_seed(0)
+model = Decoder().to(dev, torch.bfloat16).eval()
+rows = []
+for g in range(GENERATIONS):
+    before = stats()
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    checksum = generate(model, BATCH, dev)
+    torch.cuda.synchronize()
+    secs = time.perf_counter() - start
+    after = stats()
+    row = dict(generation=g + 1, secs=round(secs, 4), checksum=checksum,
+               peak_reserved=after["reserved_bytes.all.peak"],
+               device_allocs=after["num_device_alloc"] - before["num_device_alloc"],
+               device_frees=after["num_device_free"] - before["num_device_free"])
+    rows.append(row)
+    print(json.dumps(row), flush=True)
+with open(OUTFILE, "w") as f:
+    json.dump(dict(allocator=ALLOCATOR, batch=BATCH, generations=rows), f)
+print("RESULT " + json.dumps(dict(allocator=ALLOCATOR, batch=BATCH, secs=[r["secs"] for r in rows])))
