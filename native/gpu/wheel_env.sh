@@ -1,7 +1,8 @@
-# Sourced by wheel_check.sh, largest_batch.sh and serving_loop.sh: a fresh virtual environment at $ENV_DIR holding
-# dist/cachalot-*.whl, installed offline, that sees the machine's PyTorch. The machine's python3
-# may itself be a virtual environment, whose packages --system-site-packages does not reach (it
-# names the base interpreter's), so its site folders are added by a .pth file.
+# Sourced by wheel_check.sh, largest_batch.sh and serving_loop.sh: a fresh virtual environment
+# at $ENV_DIR holding dist/cachalot-*.whl, installed offline, that sees the machine's PyTorch.
+# The machine's python3 may itself be a virtual environment, whose packages
+# --system-site-packages does not reach (it names the base interpreter's), so its site folders
+# are added by a .pth file.
 make_wheel_env() {
     local wheel site
     wheel=$(ls dist/cachalot-*.whl 2>/dev/null | head -n 1)
