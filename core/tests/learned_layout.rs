@@ -287,10 +287,9 @@ fn a_plan_is_followed_from_the_start_of_a_period() {
 
 /// One run of a small decoder generating text, `native/cli/tests/decode_trace.py`'s sequence
 /// (4 layers of 1,024, batch 16, a 64-token prompt and 32 new tokens): its weights (as one
-/// block), then per
-/// layer the temporaries of a forward pass, and K and V grown by a token a step the way
-/// torch.cat grows them (the longer tensor made, then the shorter freed). Everything it made
-/// is freed at its end.
+/// block), then per layer the temporaries of a forward pass, and K and V grown by a token a
+/// step the way torch.cat grows them (the longer tensor made, then the shorter freed).
+/// Everything it made is freed at its end.
 fn generate(a: &mut Allocator<SimDevice>) {
     let (batch, prompt, new, layers, hidden) = (16u64, 64u64, 32u64, 4usize, 1024u64);
     let weights = a.malloc(200 * MIB, 0).unwrap();

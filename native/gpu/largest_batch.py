@@ -36,13 +36,9 @@ WORKLOAD, ALLOCATOR, OUTFILE = sys.argv[1], sys.argv[2], sys.argv[3]
 CAP_GIB = float(os.environ.get("CAP_GIB", 24))
 MAX_TRIALS = int(os.environ.get("MAX_TRIALS", 14))
 
-os.environ.pop("PYTORCH_CUDA_ALLOC_CONF", None)
-if ALLOCATOR == "expandable":
-    os.environ["PYTORCH_CUDA_ALLOC_CONF"] = "expandable_segments:True"
-if ALLOCATOR == "cachalot":
-    import cachalot_torch
+import allocator_choice  # noqa: E402
 
-    cachalot_torch.install()
+allocator_choice.choose(ALLOCATOR)
 
 import torch  # noqa: E402  (after install, as a user would)
 from decoder_model import Decoder, generate  # noqa: E402
@@ -53,18 +49,12 @@ torch.cuda.set_per_process_memory_fraction(min(1.0, CAP_GIB * 2**30 / total))
 
 
 def stats():
-    if ALLOCATOR == "cachalot":
-        s = cachalot_torch.memory_stats()
-    else:
-        s = torch.cuda.memory_stats()
+    s = allocator_choice.memory_stats(ALLOCATOR)
     return {k: s.get(k) for k in ("reserved_bytes.all.peak", "allocated_bytes.all.peak", "num_device_alloc")}
 
 
 def reset_peaks():
-    if ALLOCATOR == "cachalot":
-        cachalot_torch.reset_peak_memory_stats()
-    else:
-        torch.cuda.reset_peak_memory_stats()
+    allocator_choice.reset_peak_memory_stats(ALLOCATOR)
 
 
 def gpt2(bs):

@@ -16,7 +16,6 @@ set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 OUT=${OUT:-gpu-out}
 mkdir -p "$OUT"
-ENV_DIR=${ENV_DIR:-/tmp/cachalot-wheel-env}
 source native/gpu/wheel_env.sh
 if ! "$ENV_DIR/bin/python" -c 'import cachalot_torch, torch' 2>/dev/null; then make_wheel_env || exit 2; fi
 export PYTHONUNBUFFERED=1 CAP_GIB=${CAP_GIB:-24}

@@ -28,6 +28,8 @@ import time
 import torch
 import torch.nn.functional as F
 
+import decoder_model
+
 NAME, OUT = sys.argv[1], sys.argv[2]
 torch.manual_seed(0)
 random.seed(0)
@@ -155,20 +157,14 @@ def t5_train():
         FINAL["loss"] = float(loss)
 
 
-class Decoder(torch.nn.Module):
-    """A pre-norm decoder-only transformer that attends over a static KV cache: `forward`
+class Decoder(decoder_model.Decoder):
+    """decoder_model.py's pre-norm decoder-only transformer (the same layers, made in the same
+    order, so the same weights from a seed), attending over a static KV cache instead: `forward`
     writes the keys and values of positions [start, start + len) and attends over [0, end)."""
 
     def __init__(self, layers, d, heads, vocab, max_len):
-        super().__init__()
-        self.heads, self.max_len = heads, max_len
-        self.emb = torch.nn.Embedding(vocab, d)
-        self.qkv = torch.nn.ModuleList(torch.nn.Linear(d, 3 * d, bias=False) for _ in range(layers))
-        self.proj = torch.nn.ModuleList(torch.nn.Linear(d, d, bias=False) for _ in range(layers))
-        self.up = torch.nn.ModuleList(torch.nn.Linear(d, 4 * d, bias=False) for _ in range(layers))
-        self.down = torch.nn.ModuleList(torch.nn.Linear(4 * d, d, bias=False) for _ in range(layers))
-        self.norm = torch.nn.LayerNorm(d)
-        self.head = torch.nn.Linear(d, vocab, bias=False)
+        super().__init__(layers=layers, d=d, heads=heads, vocab=vocab)
+        self.max_len = max_len
 
     def cache(self, bs):
         shape = (len(self.qkv), 2, bs, self.heads, self.max_len, self.emb.embedding_dim // self.heads)

@@ -23,13 +23,9 @@ ALLOCATOR, OUTFILE = sys.argv[1], sys.argv[2]
 GENERATIONS = int(os.environ.get("GENERATIONS", 10))
 BATCH = int(os.environ.get("BATCH", 64))
 
-os.environ.pop("PYTORCH_CUDA_ALLOC_CONF", None)
-if ALLOCATOR == "expandable":
-    os.environ["PYTORCH_CUDA_ALLOC_CONF"] = "expandable_segments:True"
-if ALLOCATOR == "cachalot":
-    import cachalot_torch
+import allocator_choice  # noqa: E402
 
-    cachalot_torch.install()
+allocator_choice.choose(ALLOCATOR)
 
 import torch  # noqa: E402  (after install, as a user would)
 from decoder_model import Decoder, generate  # noqa: E402
@@ -38,7 +34,7 @@ dev = torch.device("cuda")
 
 
 def stats():
-    s = cachalot_torch.memory_stats() if ALLOCATOR == "cachalot" else torch.cuda.memory_stats()
+    s = allocator_choice.memory_stats(ALLOCATOR)
     return {k: s.get(k, 0) for k in ("reserved_bytes.all.peak", "num_device_alloc", "num_device_free")}
 
 

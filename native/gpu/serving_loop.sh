@@ -13,7 +13,6 @@ set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 OUT=${OUT:-gpu-out}
 mkdir -p "$OUT"
-ENV_DIR=${ENV_DIR:-/tmp/cachalot-wheel-env}
 source native/gpu/wheel_env.sh
 make_wheel_env || exit 2
 export PYTHONUNBUFFERED=1

@@ -16,7 +16,6 @@ set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 OUT=${OUT:-gpu-out}
 mkdir -p "$OUT"
-ENV_DIR=${ENV_DIR:-/tmp/cachalot-wheel-env}
 source native/gpu/wheel_env.sh
 make_wheel_env || exit 2
 # PATH without builders: links to every program on the machine's PATH but these.

@@ -1,8 +1,9 @@
 # Sourced by wheel_check.sh, largest_batch.sh and serving_loop.sh: a fresh virtual environment
-# at $ENV_DIR holding dist/cachalot-*.whl, installed offline, that sees the machine's PyTorch.
-# The machine's python3 may itself be a virtual environment, whose packages
-# --system-site-packages does not reach (it names the base interpreter's), so its site folders
-# are added by a .pth file.
+# at $ENV_DIR (default /tmp/cachalot-wheel-env) holding dist/cachalot-*.whl, installed offline,
+# that sees the machine's PyTorch. The machine's python3 may itself be a virtual environment,
+# whose packages --system-site-packages does not reach (it names the base interpreter's), so its
+# site folders are added by a .pth file.
+ENV_DIR=${ENV_DIR:-/tmp/cachalot-wheel-env}
 make_wheel_env() {
     local wheel site
     wheel=$(ls dist/cachalot-*.whl 2>/dev/null | head -n 1)

@@ -59,7 +59,6 @@ def prepare(env_dir):
         f.write(PINS)
 
 
-
 def main():
     env_dir = os.path.abspath(sys.argv[1])
     if sys.argv[2:] == ["--prepare"]:
