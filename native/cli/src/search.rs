@@ -164,6 +164,24 @@ pub fn quieter_than<'a>(best: &Candidate, ranked: &'a [Candidate], margin: f64) 
     (quietest.warm_device_calls < best.warm_device_calls).then_some(quietest)
 }
 
+/// The candidate making the fewest driver calls in the first pass among those with `best`'s
+/// out-of-memory count and within `margin` of its peak reserved bytes, when it makes at most
+/// `1 / factor` of `best`'s: for a program that runs its work once per process (a text
+/// generation, say), where the first pass is all there is.
+pub fn quieter_first_pass<'a>(
+    best: &Candidate,
+    ranked: &'a [Candidate],
+    margin: f64,
+    factor: u64,
+) -> Option<&'a Candidate> {
+    let limit = best.peak_reserved_bytes as f64 * (1.0 + margin);
+    let quietest = ranked
+        .iter()
+        .filter(|c| c.ooms == best.ooms && c.peak_reserved_bytes as f64 <= limit)
+        .min_by_key(|c| c.device_calls)?;
+    (quietest.device_calls.saturating_mul(factor) <= best.device_calls).then_some(quietest)
+}
+
 /// The config as PyTorch's `PYTORCH_CUDA_ALLOC_CONF` value (for `policy:pytorch` configs).
 pub fn as_pytorch_conf(config: &str) -> Option<String> {
     let rest = config.strip_prefix("policy:pytorch")?;
@@ -224,5 +242,28 @@ mod tests {
         assert_eq!(quieter_than(&ranked[0], &ranked, 0.01).map(|c| c.config.as_str()), Some("quiet"));
         let settled = [candidate("best", 1000, 0.0, 0), candidate("other", 1001, 0.0, 0)];
         assert!(quieter_than(&settled[0], &settled, 0.01).is_none());
+    }
+
+    fn first_pass(config: &str, peak: u64, calls: u64, ooms: u64) -> Candidate {
+        Candidate { device_calls: calls, ..candidate(config, peak, 0.0, ooms) }
+    }
+
+    /// A config is named for its first pass only when it makes at most a tenth of the calls,
+    /// within the margin of the memory and with as many out-of-memory events; the fewest win.
+    #[test]
+    fn a_quieter_first_pass_needs_an_order_of_magnitude_fewer_calls() {
+        let name = |ranked: &[Candidate]| quieter_first_pass(&ranked[0], ranked, 0.01, 10).map(|c| c.config.clone());
+        let ranked = [
+            first_pass("chosen", 1000, 40_000, 0),
+            first_pass("a tenth", 1010, 4_000, 0),
+            first_pass("fewer", 1005, 500, 0),
+            first_pass("fewest but larger", 1011, 10, 0),
+            first_pass("fewest but failing", 1000, 0, 1),
+        ];
+        assert_eq!(name(&ranked).as_deref(), Some("fewer"));
+        assert_eq!(name(&ranked[..2]).as_deref(), Some("a tenth"));
+        let storm_of_four = [first_pass("chosen", 1000, 2_000, 0), first_pass("a quarter", 1000, 500, 0)];
+        assert_eq!(name(&storm_of_four), None);
+        assert_eq!(name(&ranked[..1]), None, "the chosen config itself is never named");
     }
 }

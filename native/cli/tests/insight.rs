@@ -54,6 +54,10 @@ fn advise_finds_a_config_at_least_as_good_as_pytorchs_best() {
         assert_eq!(best["ooms"], 0);
         let text = stdout(&cachalot(&["advise", name]));
         assert!(text.contains("PYTORCH_CUDA_ALLOC_CONF=") && text.contains("CACHALOT_ALLOC_CONF="), "{text}");
+        // Training loops make a few times more calls in their first pass under cachalot's
+        // policy than under expandable segments (resnet50_train 1,974 against 492): not the
+        // order of magnitude that names a config for it.
+        assert!(!text.contains("fewer driver calls in the first pass"), "{name}: {text}");
     }
 }
 
