@@ -458,6 +458,39 @@ fn pages_moved_for_a_failed_try_go_back_where_they_were() {
     assert_eq!(idle, 8 * MIB, "stream 2's pages are idle again");
 }
 
+/// Pages freed on a stream move to that stream's next request without waiting for its work:
+/// the stream runs the new work after the old, and the old mapping stays (a ghost) until
+/// then. Unmapping that ghost waits for the work while it may still run, and another
+/// stream's request waits for it too.
+#[test]
+fn pages_move_within_their_stream_without_waiting_and_their_ghost_waits_for_the_work() {
+    const MIB: u64 = 1 << 20;
+    for finished in [false, true] {
+        let mut a = Allocator::new(SimDevice::new(1 << 30), Config::parse("page_slack:0,learn_layout:False").unwrap());
+        a.device_mut().hold_stream(0);
+        let x = a.malloc(64 * MIB, 0).unwrap();
+        let _live = a.malloc(2 * MIB, 0).unwrap();
+        a.free(x).unwrap(); // 32 idle pages, their work still queued
+        let before = a.device().calls();
+        let _grown = a.malloc(66 * MIB, 0).unwrap(); // beyond the peak in use: x's pages move here
+        let moved = a.device().calls().since(&before);
+        assert!(moved.vm_maps > 0 && moved.vm_creates <= 2, "finished {finished}: x's pages moved: {moved:?}");
+        assert_eq!(moved.stream_syncs, 0, "finished {finished}: a move within the stream waits for nothing");
+        a.check_invariants().unwrap();
+        if finished {
+            a.device_mut().finish_stream(0);
+        }
+        // A request placed where x was maps pages over its ghosts: unmapping them waits for
+        // stream 0 only while its work may run.
+        let before = a.device().calls();
+        let _again = a.malloc(64 * MIB, 0).unwrap();
+        let calls = a.device().calls().since(&before);
+        assert!(calls.vm_unmaps > 0, "finished {finished}: the ghosts were unmapped: {calls:?}");
+        assert_eq!(calls.stream_syncs, u64::from(!finished), "finished {finished}: {calls:?}");
+        a.check_invariants().unwrap();
+    }
+}
+
 /// Idle pages freed while their stream was busy move to another stream without waiting for
 /// that stream once an event recorded after the free shows its work done (the free epochs
 /// of `epochs.rs`), and wait for it while its work may still be running.

@@ -308,8 +308,13 @@ impl<D: Device> Allocator<D> {
     }
 
     /// Checks that ghosts overlap one another nowhere, each lies inside one unmapped block,
-    /// and each belongs to a chunk that is kept or mapped (so destroying it finds the ghost).
+    /// and each belongs to a chunk that is kept or mapped (so destroying it finds the ghost);
+    /// and that every wait for a ghost's work is a ghost's (one left behind would never be
+    /// waited for).
     fn check_ghosts(&self) -> Result<(), String> {
+        if let Some(a) = self.paged.ghost_waits.keys().find(|a| !self.paged.ghosts.contains_key(a)) {
+            return Err(format!("a wait is kept for {a:#x}, where no ghost is"));
+        }
         let mut end = 0;
         for (&a, &(len, handle)) in &self.paged.ghosts {
             if a < end {

@@ -11,7 +11,7 @@
 use alloc::collections::BTreeMap;
 use alloc::vec::Vec;
 
-use crate::base::device::PhysHandle;
+use crate::base::device::{PhysHandle, Stream};
 use crate::engine::paged::epochs::Epochs;
 use crate::engine::paged::layout_plan::{Plan, Planner};
 use crate::engine::paged::recurrence::Recurrence;
@@ -39,6 +39,9 @@ pub struct PagedState {
     /// Mappings left in place when their chunk moved: address → (bytes,
     /// handle).
     pub ghosts: BTreeMap<u64, (u64, PhysHandle)>,
+    /// Ghosts of chunks moved within their stream before the work queued before their free
+    /// was known done: address → (stream, the free's stamp). Unmapping one waits for that.
+    pub ghost_waits: BTreeMap<u64, (Stream, u32)>,
     /// The requests logged while no plan is followed (paged policy, `learn_layout`).
     pub recurrence: Recurrence,
     /// The layout being made, a few requests at a time, once the requests were seen to
@@ -87,6 +90,7 @@ impl PagedState {
             page_shift: paged_page.is_power_of_two().then(|| paged_page.trailing_zeros()),
             epochs: Epochs::default(),
             ghosts: BTreeMap::new(),
+            ghost_waits: BTreeMap::new(),
             recurrence: Recurrence::default(),
             planner: None,
             plan: None,

@@ -98,6 +98,8 @@ struct Creation {
     uncounted: u64,
     /// Idle pages moved for the request so far (explained once every span is filled).
     moved: u64,
+    /// The stream whose range the request is placed in.
+    stream: Stream,
 }
 
 /// An unmapped stretch under a request: where it starts, the pages the request needs there
@@ -323,6 +325,14 @@ impl<D: Device> Allocator<D> {
                 self.map_chunks(id, at, core::slice::from_ref(&c)).is_ok()
             });
             if !back {
+                debug_assert!(
+                    !self
+                        .paged
+                        .ghosts
+                        .iter()
+                        .any(|(a, &(_, h))| h == c.handle && self.paged.ghost_waits.contains_key(a)),
+                    "a chunk whose ghost waits for its stream is kept"
+                );
                 self.keep_chunks(alloc::vec![c]);
             }
         }
@@ -401,14 +411,14 @@ impl<D: Device> Allocator<D> {
                     let fitting = idle.iter().enumerate().filter(|(_, c)| c.planned == planned && c.pages <= missing);
                     let Some((i, _)) = fitting.min_by_key(|(_, c)| c.order()) else { break };
                     let c = idle.swap_remove(i);
-                    got.push(self.move_chunk_out(c.addr, c.block)?);
+                    got.push(self.move_chunk_out(c.addr, c.block, creation.stream)?);
                     moved += c.pages;
                 }
                 let missing = span.need.saturating_sub(have(got));
                 let room = span.room - have(got);
                 let larger = idle.iter().filter(|c| c.planned == planned && c.pages > missing && c.pages <= room);
                 if let Some(&c) = larger.max_by_key(|c| c.order()).filter(|_| missing > 0) {
-                    got.push(self.move_chunk_out(c.addr, c.block)?);
+                    got.push(self.move_chunk_out(c.addr, c.block, creation.stream)?);
                     moved += c.pages;
                 }
             }
@@ -447,7 +457,7 @@ impl<D: Device> Allocator<D> {
         let b = &self.heap[id];
         debug_assert!(b.state == BlockState::Unmapped && from >= b.addr);
         let room = pages.min((b.end() - from) / self.paged.paged_page);
-        let (lo, hi) = (b.addr, b.end());
+        let (lo, hi, stream) = (b.addr, b.end(), self.heap.stream_of_lane(b.stream_index));
         self.paged.page_pool.sort_by_key(|c| core::cmp::Reverse(c.pages));
         let mut got: Vec<Chunk> = Vec::new();
         let mut have = 0;
@@ -464,7 +474,7 @@ impl<D: Device> Allocator<D> {
             if have + c.pages > room {
                 continue;
             }
-            got.push(self.move_chunk_out(c.addr, c.block)?);
+            got.push(self.move_chunk_out(c.addr, c.block, stream)?);
             have += c.pages;
             moved += c.pages;
         }
@@ -520,7 +530,8 @@ impl<D: Device> Allocator<D> {
         let held = self.vm.mapped_pages + self.paged.page_pool.iter().map(|c| c.pages).sum::<u64>();
         let peak = self.paged.peak_in_use.max(in_use_after);
         let within_peak = (peak + self.page_slack(peak)).saturating_sub(held);
-        let mut creation = Creation { within_peak, uncounted: 0, moved: 0 };
+        let stream = self.heap.stream_of_lane(self.heap[place.start].stream_index);
+        let mut creation = Creation { within_peak, uncounted: 0, moved: 0, stream };
         let mut plans: Vec<(u64, Vec<Chunk>)> = Vec::with_capacity(spans.len());
         for span in &spans {
             let mut got = Vec::new();

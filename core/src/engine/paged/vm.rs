@@ -23,8 +23,12 @@ use crate::report::history::Action;
 /// How a chunk leaves its mapping.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Unmapping {
-    /// Left mapped as a ghost (the paged policy's moves): no driver call, no device free.
-    LeaveGhost,
+    /// Left mapped as a ghost (the paged policy's moves): no driver call, no device free. The
+    /// chunk goes to a range of this stream: when it is the chunk's own, work queued there
+    /// later runs after the work queued before the free, so the move waits for nothing and the
+    /// ghost's unmap waits instead (`ghost_waits`). A moved chunk is mapped for the request or
+    /// put back on its ghost (`return_chunks`), never kept for another stream's request.
+    LeaveGhost(Stream),
     /// Unmapped, counted as a device free and recorded in the history.
     Counted,
     /// Unmapped as one page of a larger unmap the caller counts and records once.
@@ -162,7 +166,10 @@ impl<D: Device> Allocator<D> {
         for c in chunks {
             let size = c.pages * page;
             if self.paged.ghosts.get(&at) == Some(&(size, c.handle)) {
+                // Back where it was: the block it joins carries the free's stamp, and with
+                // it whatever wait the ghost had.
                 self.paged.ghosts.remove(&at);
+                self.paged.ghost_waits.remove(&at);
             } else {
                 let mapped = self.unmap_ghosts_in(at, at + size).and_then(|()| self.device.vm_map(at, size, c.handle));
                 if let Err(e) = mapped {
@@ -288,8 +295,9 @@ impl<D: Device> Allocator<D> {
     /// [`Allocator::unmap_chunk`] for a chunk about to be mapped elsewhere (paged policy): the
     /// mapping stays as a ghost and the driver is not called, so the chunk coming back here
     /// later costs nothing.
-    pub(crate) fn move_chunk_out(&mut self, addr: u64, near: u32) -> Result<Chunk, AllocError> {
-        self.unmap_chunk_as(addr, Unmapping::LeaveGhost, near)
+    /// `to`: the stream whose range the chunk will be mapped in.
+    pub(crate) fn move_chunk_out(&mut self, addr: u64, near: u32, to: Stream) -> Result<Chunk, AllocError> {
+        self.unmap_chunk_as(addr, Unmapping::LeaveGhost(to), near)
     }
 
     fn unmap_chunk_as(&mut self, addr: u64, how: Unmapping, near: u32) -> Result<Chunk, AllocError> {
@@ -299,15 +307,22 @@ impl<D: Device> Allocator<D> {
         let id = self.block_containing_near(near, addr);
         debug_assert!(self.heap[id].state == BlockState::Free && addr + size <= self.heap[id].end());
         let paged = self.vm.mode == crate::engine::vrange::VmMode::Paged;
-        if !(paged && self.paged.epochs.is_safe(stream, self.heap[id].stamp())) {
+        let stamp = self.heap[id].stamp();
+        let safe = paged && self.paged.epochs.is_safe(stream, stamp);
+        // Stream order: a chunk staying on its stream needs no wait while its ghost is mapped.
+        let in_order = paged && how == Unmapping::LeaveGhost(stream);
+        if !safe && !in_order {
             self.device.synchronize_stream(stream)?;
             if paged {
                 self.paged.epochs.synchronized(stream);
             }
         }
         match how {
-            Unmapping::LeaveGhost => {
+            Unmapping::LeaveGhost(_) => {
                 self.paged.ghosts.insert(addr, (size, handle));
+                if !safe && in_order {
+                    self.paged.ghost_waits.insert(addr, (stream, stamp));
+                }
             }
             Unmapping::Counted | Unmapping::PartOfBlock => self.device.vm_unmap(addr, size)?,
         }
@@ -399,9 +414,23 @@ impl<D: Device> Allocator<D> {
     /// Unmaps the ghost at `addr`.
     fn unmap_ghost(&mut self, addr: u64) -> Result<(), DeviceError> {
         let (size, _) = self.paged.ghosts[&addr];
+        self.settle_ghost(addr)?;
         self.device.vm_unmap(addr, size)?;
         self.paged.ghosts.remove(&addr);
         self.heap.stats_mut().num_device_free += 1;
+        Ok(())
+    }
+
+    /// Waits, if it must, for the work that may still use the ghost at `addr` (a chunk moved
+    /// within its stream before that work was known done): a ghost is unmapped only once its
+    /// stream's work queued before the free has finished.
+    fn settle_ghost(&mut self, addr: u64) -> Result<(), DeviceError> {
+        let Some(&(stream, stamp)) = self.paged.ghost_waits.get(&addr) else { return Ok(()) };
+        if !self.paged.epochs.is_safe(stream, stamp) {
+            self.device.synchronize_stream(stream)?;
+            self.paged.epochs.synchronized(stream);
+        }
+        self.paged.ghost_waits.remove(&addr);
         Ok(())
     }
 
