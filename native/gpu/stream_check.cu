@@ -12,9 +12,17 @@
 // 2. Out of memory at a memory fraction: with the fraction at 5% of the device, 256 MiB
 //    allocations fail with CACHALOT_STATUS_OUT_OF_MEMORY and a message naming the allowed
 //    bytes; after freeing half of them, allocations succeed again.
-// Prints a line per check and `RESULT {json}`; exit 0 when both pass.
+// 3. A move within a stream (cachalot's policy only): a kernel on stream A spins ~300 ms, then
+//    fills block X (64 MiB); X is freed from the host and a 66 MiB block Y asked for on A, which
+//    the paged policy serves by moving X's pages. The malloc must not wait for the kernel
+//    (stream order keeps A's later work after it), while X's old mapping stays. A 64 MiB block
+//    Z asked for next lands where X was and maps pages over that mapping: unmapping it must wait
+//    for the kernel (else the kernel would fault). After everything, Y holds 0xA2 and Z 0xC3
+//    byte for byte, and the device reports no error.
+// Prints a line per check and `RESULT {json}`; exit 0 when all pass.
 #include <cuda_runtime.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -112,6 +120,63 @@ static bool record_stream_check(const std::string &config, std::string &detail) 
     return ok && distinct && wrong_x == 0 && wrong_y == 0 && reused;
 }
 
+static double ms_since(std::chrono::steady_clock::time_point t) {
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t).count();
+}
+
+static bool move_within_stream_check(const std::string &config, std::string &detail) {
+    cachalot_allocator *a = nullptr;
+    // No slack and no learned layout: Y then needs X's pages, as in the simulated test
+    // (core/tests/policy.rs, pages_move_within_their_stream_without_waiting_...).
+    std::string conf = config + (config.empty() ? "" : ",") + "page_slack:0,learn_layout:False";
+    if (cachalot_allocator_new_cuda(0, conf.c_str(), &a) != CACHALOT_STATUS_OK) {
+        detail = "cannot create allocator: " + last_error();
+        return false;
+    }
+    cudaStream_t sa;
+    CUDA(cudaStreamCreateWithFlags(&sa, cudaStreamNonBlocking));
+    const size_t mib = 1u << 20;
+    void *x = nullptr, *live = nullptr, *y = nullptr, *z = nullptr;
+    bool ok = cachalot_malloc(a, 64 * mib, sa, &x) == CACHALOT_STATUS_OK &&
+              cachalot_malloc(a, 2 * mib, sa, &live) == CACHALOT_STATUS_OK;
+    if (ok) {
+        wait_then_fill<<<512, 256, 0, sa>>>(static_cast<unsigned char *>(x), 64 * mib, 0xB1, 300ull * 1000 * 1000);
+        CUDA(cudaGetLastError());
+    }
+    ok = ok && cachalot_free(a, x) == CACHALOT_STATUS_OK;
+    auto t = std::chrono::steady_clock::now();
+    ok = ok && cachalot_malloc(a, 66 * mib, sa, &y) == CACHALOT_STATUS_OK;
+    double move_ms = ms_since(t);
+    if (ok) {
+        wait_then_fill<<<512, 256, 0, sa>>>(static_cast<unsigned char *>(y), 66 * mib, 0xA2, 0);
+        CUDA(cudaGetLastError());
+    }
+    t = std::chrono::steady_clock::now();
+    ok = ok && cachalot_malloc(a, 64 * mib, sa, &z) == CACHALOT_STATUS_OK;
+    double ghost_ms = ms_since(t);
+    if (ok) {
+        wait_then_fill<<<512, 256, 0, sa>>>(static_cast<unsigned char *>(z), 64 * mib, 0xC3, 0);
+        CUDA(cudaGetLastError());
+    }
+    cudaError_t synced = cudaDeviceSynchronize();
+    unsigned long long wrong_y = ~0ull, wrong_z = ~0ull;
+    ok = ok && synced == cudaSuccess && wrong_bytes(y, 66 * mib, 0xA2, wrong_y) && wrong_bytes(z, 64 * mib, 0xC3, wrong_z);
+    bool overlaps_x = z && x && static_cast<char *>(z) < static_cast<char *>(x) + 64 * mib &&
+                      static_cast<char *>(x) < static_cast<char *>(z) + 64 * mib;
+    char buf[400];
+    std::snprintf(buf, sizeof buf,
+                  "malloc of Y (X's pages moved) took %.1f ms while the kernel ran; Z %s X's old place, its malloc "
+                  "took %.1f ms; device: %s; bytes of Y not 0xA2: %llu, of Z not 0xC3: %llu",
+                  move_ms, overlaps_x ? "overlaps" : "does NOT overlap", ghost_ms, cudaGetErrorString(synced), wrong_y,
+                  wrong_z);
+    detail = buf;
+    for (void *p : {live, y, z})
+        if (p) cachalot_free(a, p);
+    cachalot_allocator_free(a);
+    CUDA(cudaStreamDestroy(sa));
+    return ok && overlaps_x && move_ms < 100 && ghost_ms > 100 && wrong_y == 0 && wrong_z == 0;
+}
+
 static bool fraction_check(const std::string &config, std::string &detail) {
     cachalot_allocator *a = nullptr;
     if (cachalot_allocator_new_cuda(0, config.c_str(), &a) != CACHALOT_STATUS_OK) {
@@ -153,12 +218,15 @@ int main(int argc, char **argv) {
     std::string config = "policy:pytorch";
     for (int i = 1; i < argc; i++)
         if (std::strcmp(argv[i], "--config") == 0 && i + 1 < argc) config = argv[++i];
-    std::string d1, d2;
+    std::string d1, d2, d3 = "not cachalot's policy: nothing moves";
     bool ok1 = record_stream_check(config, d1);
     bool ok2 = fraction_check(config, d2);
+    bool paged = config.find("policy:pytorch") == std::string::npos;
+    bool ok3 = !paged || move_within_stream_check(config, d3);
     std::printf("[%s] record_stream across streams: %s — %s\n", config.c_str(), ok1 ? "PASS" : "FAIL", d1.c_str());
     std::printf("[%s] out of memory at a memory fraction: %s — %s\n", config.c_str(), ok2 ? "PASS" : "FAIL", d2.c_str());
-    std::printf("RESULT {\"config\": \"%s\", \"record_stream\": %s, \"fraction_oom\": %s}\n", config.c_str(),
-                ok1 ? "true" : "false", ok2 ? "true" : "false");
-    return ok1 && ok2 ? 0 : 1;
+    std::printf("[%s] pages moved within a stream: %s — %s\n", config.c_str(), ok3 ? "PASS" : "FAIL", d3.c_str());
+    std::printf("RESULT {\"config\": \"%s\", \"record_stream\": %s, \"fraction_oom\": %s, \"move_within_stream\": %s}\n",
+                config.c_str(), ok1 ? "true" : "false", ok2 ? "true" : "false", ok3 ? "true" : "false");
+    return ok1 && ok2 && ok3 ? 0 : 1;
 }
