@@ -460,8 +460,7 @@ fn pages_moved_for_a_failed_try_go_back_where_they_were() {
 
 /// Pages freed on a stream move to that stream's next request without waiting for its work:
 /// the stream runs the new work after the old, and the old mapping stays (a ghost) until
-/// then. Unmapping that ghost waits for the work while it may still run, and another
-/// stream's request waits for it too.
+/// then. Unmapping that ghost waits for the work while it may still run.
 #[test]
 fn pages_move_within_their_stream_without_waiting_and_their_ghost_waits_for_the_work() {
     const MIB: u64 = 1 << 20;
@@ -489,6 +488,36 @@ fn pages_move_within_their_stream_without_waiting_and_their_ghost_waits_for_the_
         assert_eq!(calls.stream_syncs, u64::from(!finished), "finished {finished}: {calls:?}");
         a.check_invariants().unwrap();
     }
+}
+
+/// A chunk moved within its stream for a request that then fails goes back where it came
+/// from, and the work that may still use its pages is waited for before another stream
+/// gets them: the chunk had an older ghost too, whose block's stamp says that work is done.
+#[test]
+fn a_chunk_moved_back_after_a_failed_request_still_waits_for_its_stream_before_another_takes_it() {
+    use cachalot_core::sim::FaultSite;
+    const MIB: u64 = 1 << 20;
+    let mut a = Allocator::new(SimDevice::new(16 << 30), Config::parse("page_slack:0,learn_layout:False").unwrap());
+    let x = a.malloc(128 * MIB, 0).unwrap();
+    let _live = a.malloc(2 * MIB, 0).unwrap();
+    a.free(x).unwrap();
+    let r1 = a.malloc(130 * MIB, 0).unwrap(); // x's chunks move here: their ghosts stay at x
+    let _live2 = a.malloc(130 * MIB, 0).unwrap();
+    let r1_memory = a.device().memory_behind(r1, 130 * MIB);
+    a.device_mut().hold_stream(0);
+    a.free(r1).unwrap(); // r1's work still queued on stream 0
+    let n = a.device().next_call(FaultSite::Map);
+    a.device_mut().fail_map_call(n + 1);
+    assert!(a.malloc(132 * MIB, 0).is_err(), "the second map of the request fails");
+    a.check_invariants().unwrap();
+    let t = a.malloc(16 * MIB, 1).unwrap();
+    let shared = a
+        .device()
+        .memory_behind(t, 16 * MIB)
+        .iter()
+        .any(|&(m, o, l)| r1_memory.iter().any(|&(rm, ro, rl)| rm == m && ro < o + l && o < ro + rl));
+    assert!(!(shared && a.device().is_busy(0)), "stream 1 got pages stream 0's work may still use");
+    a.check_invariants().unwrap();
 }
 
 /// Idle pages freed while their stream was busy move to another stream without waiting for

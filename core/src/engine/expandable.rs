@@ -83,7 +83,7 @@ impl<D: Device> Allocator<D> {
         let mut handles: Vec<Chunk> = Vec::with_capacity(pages as usize);
         for _ in 0..pages {
             match self.device.vm_create(page) {
-                Ok(handle) => handles.push(Chunk { handle, pages: 1, counted_in: None }),
+                Ok(handle) => handles.push(Chunk { handle, pages: 1, counted_in: None, from: None, wait: None }),
                 Err(e) => {
                     self.destroy_unmapped(handles, page);
                     return match e {

@@ -315,6 +315,7 @@ impl<D: Device> Allocator<D> {
         if let Some(a) = self.paged.ghost_waits.keys().find(|a| !self.paged.ghosts.contains_key(a)) {
             return Err(format!("a wait is kept for {a:#x}, where no ghost is"));
         }
+        self.check_ghost_waits()?;
         let mut end = 0;
         for (&a, &(len, handle)) in &self.paged.ghosts {
             if a < end {
@@ -332,6 +333,47 @@ impl<D: Device> Allocator<D> {
             let mapped = self.vm.ranges.iter().any(|r| r.mappings.values().any(|&(_, h)| h == handle));
             if !kept && !mapped {
                 return Err(format!("ghost at {a:#x} belongs to handle {handle}, which is neither kept nor mapped"));
+            }
+        }
+        Ok(())
+    }
+
+    /// Checks that the pages behind a ghost whose work may still run are where that work is
+    /// waited for: not kept (a kept chunk may serve any stream), but mapped in the range of
+    /// the work's stream, in a block that is in use or whose stamp is at least the free's, so
+    /// that moving them to another stream or unmapping them waits for the work.
+    fn check_ghost_waits(&self) -> Result<(), String> {
+        for (&g, &(stream, stamp)) in &self.paged.ghost_waits {
+            if self.paged.epochs.is_safe(stream, stamp) {
+                continue;
+            }
+            let handle = self.paged.ghosts[&g].1;
+            if self.paged.page_pool.iter().any(|c| c.handle == handle) {
+                return Err(format!(
+                    "the pages of the ghost at {g:#x} are kept while stream {stream}'s work may use them"
+                ));
+            }
+            let live = self
+                .vm
+                .ranges
+                .iter()
+                .find_map(|r| r.mappings.iter().find(|(_, &(_, h))| h == handle).map(|(&a, _)| (a, r.stream)));
+            let Some((at, on)) = live else {
+                return Err(format!("the pages of the ghost at {g:#x} are mapped nowhere"));
+            };
+            let b = &self.heap[self.block_containing(at)];
+            let waits = match b.state {
+                BlockState::Allocated | BlockState::PendingFree => true,
+                BlockState::Free => b.stamp() >= stamp,
+                _ => false,
+            };
+            if on != stream || !waits {
+                return Err(format!(
+                    "the pages of the ghost at {g:#x}, which stream {stream}'s work may still use (stamp {stamp}), \
+                     lie at {at:#x} on stream {on} in a {:?} block stamped {}",
+                    b.state,
+                    b.stamp()
+                ));
             }
         }
         Ok(())

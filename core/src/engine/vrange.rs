@@ -100,6 +100,14 @@ pub struct Chunk {
     pub pages: u64,
     /// The pool whose reserved bytes count it, if any yet.
     pub counted_in: Option<Pool>,
+    /// Where a moved chunk was mapped (its ghost lies there): where it goes back to if the
+    /// request it was moved for fails, since that ghost holds the wait for the work that may
+    /// still use it (`PagedState::ghost_waits`).
+    pub from: Option<u64>,
+    /// Work that may still use its pages: the stream and the stamp of the free, for a chunk
+    /// moved within its stream before that work was known done. The block it is mapped into
+    /// takes that stamp at least, so that whatever later moves or unmaps it waits for the work.
+    pub wait: Option<(Stream, u32)>,
 }
 
 /// Pages inside `[addr, addr + size)` that the range lies over whole, as a page-index range.

@@ -3,8 +3,8 @@
 //! Unmapping memory does not wait for queued work (unlike freeing a segment), so before the
 //! paged policy unmaps a free block's pages, or moves them to another stream's request, it
 //! must be sure the work queued on the block's stream before the free has finished (a move
-//! within the stream waits for nothing: the old mapping stays until then, see `vm.rs`). Waiting for the whole stream each time stalls the
-//! host behind the device. Instead, each stream counts epochs: a block freed now is stamped
+//! within the stream waits for nothing: the old mapping stays until then, see `vm.rs`).
+//! Waiting for the whole stream each time stalls the host behind the device. Instead, each stream counts epochs: a block freed now is stamped
 //! with the stream's current epoch; when the allocator next needs pages (a slow path), it
 //! records one event on each stream that freed something since its last one, closing that
 //! epoch, and polls older events. A block whose epoch has closed and whose event has

@@ -4,11 +4,16 @@
 //!
 //! Under the paged policy, unmapping a chunk leaves its mapping in place as a ghost
 //! (`vrange.rs`); the driver unmaps it only when the address is mapped to other memory, the
-//! chunk is destroyed or its range released. `num_device_free` counts the unmaps made.
+//! chunk is destroyed or its range released. `num_device_free` counts the unmaps made. A
+//! chunk moved to its own stream's request before the work queued before its free is known
+//! done does not wait for that work: its ghost does (`ghost_waits`), and so does the block it
+//! is mapped into, whose stamp is raised to the free's.
 //!
 //! Invariants kept here: unmapped blocks cover whole pages and sit in the unmapped index;
 //! mapping or unmapping updates the range's mappings, `mapped_pages`, reserved bytes and the
-//! statistics together; a failed device call leaves blocks and counts as they were.
+//! statistics together; a failed device call leaves blocks and counts as they were; a ghost
+//! whose work may still run is unmapped only after that work (`settle_ghost`), and its pages
+//! lie in its stream's range in a block in use or stamped at least as late as its wait.
 
 use alloc::vec::Vec;
 
@@ -160,25 +165,27 @@ impl<D: Device> Allocator<D> {
         let (stream, pool) = (self.heap.stream_of_lane(b.stream_index), b.pool);
         let r = self.vm.range_of(from).expect("mapped address lies in a range");
         let page = self.vm.ranges[r].page;
-        // The stretches this call maps, as (address, bytes): they need access granted.
-        let mut fresh: Vec<(u64, u64)> = Vec::new();
+        // The stretches this call maps, as (address, bytes, index of their first chunk): they
+        // need access granted. Chunks landing on their own ghost are mapped already.
+        let mut fresh: Vec<(u64, u64, usize)> = Vec::new();
+        let mut landed: Vec<u64> = Vec::new();
         let (mut at, mut done, mut failed) = (from, 0, None);
         for c in chunks {
             let size = c.pages * page;
             if self.paged.ghosts.get(&at) == Some(&(size, c.handle)) {
-                // Back where it was: the block it joins carries the free's stamp, and with
-                // it whatever wait the ghost had.
-                self.paged.ghosts.remove(&at);
-                self.paged.ghost_waits.remove(&at);
+                landed.push(at);
             } else {
-                let mapped = self.unmap_ghosts_in(at, at + size).and_then(|()| self.device.vm_map(at, size, c.handle));
+                let mapped = self
+                    .wait_if_other_stream(c, stream)
+                    .and_then(|()| self.unmap_ghosts_in(at, at + size))
+                    .and_then(|()| self.device.vm_map(at, size, c.handle));
                 if let Err(e) = mapped {
                     failed = Some(e);
                     break;
                 }
                 match fresh.last_mut() {
-                    Some((start, len)) if *start + *len == at => *len += size,
-                    _ => fresh.push((at, size)),
+                    Some((start, len, _)) if *start + *len == at => *len += size,
+                    _ => fresh.push((at, size, done)),
                 }
             }
             at += size;
@@ -190,11 +197,21 @@ impl<D: Device> Allocator<D> {
         }
         let (chunks, len, pages) = (&chunks[..done], at - from, (at - from) / page);
         debug_assert!(from + len <= self.heap[id].end());
-        for &(start, bytes) in &fresh {
+        for &(start, bytes, _) in &fresh {
             if let Err(e) = self.device.vm_set_access(start, bytes) {
-                self.unmap_quietly(from, at, chunks, page);
+                // Only what this call mapped is undone: a chunk that landed on its ghost stays
+                // there as the ghost, with its wait, for `return_chunks` to put it back.
+                for &(start, bytes, first) in &fresh {
+                    self.unmap_quietly(start, start + bytes, &chunks[first..], page);
+                }
                 return Err(failure(e, 0));
             }
+        }
+        // Back where they were: the blocks they join carry the free's stamp, and with it
+        // whatever wait the ghost had.
+        for a in landed {
+            self.paged.ghosts.remove(&a);
+            self.paged.ghost_waits.remove(&a);
         }
         let mut at = from;
         for c in chunks {
@@ -224,6 +241,12 @@ impl<D: Device> Allocator<D> {
         self.try_merge(mid, prev, BlockState::Free);
         self.try_merge(mid, next, BlockState::Free);
         self.heap[mid].state = BlockState::Free;
+        // Pages whose old work may still run: the block's stamp says so, for whatever next
+        // moves them to another stream or unmaps them (its own stamp may be older).
+        if let Some(e) = chunks.iter().filter_map(|c| c.wait).filter(|&(s, _)| s == stream).map(|(_, e)| e).max() {
+            let b = &mut self.heap[mid];
+            b.set_stamp(b.stamp().max(e));
+        }
         self.cache(mid);
         match failed {
             None => Ok(mid),
@@ -339,7 +362,9 @@ impl<D: Device> Allocator<D> {
         self.try_merge(mid, prev, BlockState::Unmapped);
         self.try_merge(mid, next, BlockState::Unmapped);
         self.index_block(mid);
-        Ok(Chunk { handle, pages: size / page, counted_in: Some(pool) })
+        let from = matches!(how, Unmapping::LeaveGhost(_)).then_some(addr);
+        let wait = (!safe && in_order).then_some((stream, stamp));
+        Ok(Chunk { handle, pages: size / page, counted_in: Some(pool), from, wait })
     }
 
     /// Keeps a chunk of `size` bytes that the device would not destroy, counted as reserved,
@@ -432,6 +457,20 @@ impl<D: Device> Allocator<D> {
         }
         self.paged.ghost_waits.remove(&addr);
         Ok(())
+    }
+
+    /// Waits for the work that may still use chunk `c`'s pages ([`Chunk::wait`]) before they
+    /// are mapped for another stream's work. A moved chunk is mapped in its own stream's
+    /// range, so this guards only chunks that changed hands some other way.
+    fn wait_if_other_stream(&mut self, c: &Chunk, stream: Stream) -> Result<(), DeviceError> {
+        match c.wait {
+            Some((on, stamp)) if on != stream && !self.paged.epochs.is_safe(on, stamp) => {
+                self.device.synchronize_stream(on)?;
+                self.paged.epochs.synchronized(on);
+                Ok(())
+            }
+            _ => Ok(()),
+        }
     }
 
     /// Unmaps every ghost that meets `[lo, hi)`.
