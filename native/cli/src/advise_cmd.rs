@@ -167,24 +167,24 @@ fn recommend(out: Out, ranked: &[Candidate], best: &Candidate) -> Result<(), Fai
         }
     };
     writeln!(out, "CACHALOT_ALLOC_CONF={}", chosen.config)?;
-    if let Some(q) = quieter_than(chosen, ranked, QUIETER_MARGIN) {
-        writeln!(
-            out,
-            "fewer driver calls once warm, {:.0} a warm pass instead of {:.0}, peak reserved {}:",
-            q.warm_device_calls,
-            chosen.warm_device_calls,
-            human(q.peak_reserved_bytes)
-        )?;
-        writeln!(out, "CACHALOT_ALLOC_CONF={}", q.config)?;
-    }
-    if let Some(q) = quieter_first_pass(chosen, ranked, QUIETER_MARGIN, FIRST_PASS_FACTOR) {
-        writeln!(
-            out,
-            "fewer driver calls in the first pass, {} instead of {}, peak reserved {}:",
-            q.device_calls,
-            chosen.device_calls,
-            human(q.peak_reserved_bytes)
-        )?;
+    let warm = quieter_than(chosen, ranked, QUIETER_MARGIN);
+    let first = quieter_first_pass(chosen, ranked, QUIETER_MARGIN, FIRST_PASS_FACTOR);
+    let first_pass = |q: &Candidate| format!("{} instead of {}", q.device_calls, chosen.device_calls);
+    let warm_pass =
+        |q: &Candidate| format!("{:.0} a warm pass instead of {:.0}", q.warm_device_calls, chosen.warm_device_calls);
+    // One line where one config is quieter both ways.
+    let lines = match (warm, first) {
+        (Some(w), Some(f)) if w.config == f.config => {
+            vec![(w, format!("in the first pass and once warm, {} and {}", first_pass(f), warm_pass(w)))]
+        }
+        _ => warm
+            .map(|w| (w, format!("once warm, {}", warm_pass(w))))
+            .into_iter()
+            .chain(first.map(|f| (f, format!("in the first pass, {}", first_pass(f)))))
+            .collect(),
+    };
+    for (q, what) in lines {
+        writeln!(out, "fewer driver calls {what}, peak reserved {}:", human(q.peak_reserved_bytes))?;
         writeln!(out, "CACHALOT_ALLOC_CONF={}", q.config)?;
     }
     Ok(())
@@ -198,5 +198,51 @@ fn less(ranked: &[Candidate], c: &Candidate, baseline: &str) -> String {
             format!(", {:.1}% less than the default's", saved * 100.0)
         }
         _ => String::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn candidate(config: &str, peak: u64, calls: u64, warm: f64) -> Candidate {
+        Candidate {
+            config: config.into(),
+            policy: "cachalot".into(),
+            peak_reserved_bytes: peak,
+            peak_requested_bytes: 1000,
+            reserved_over_requested: peak as f64 / 1000.0,
+            device_calls: calls,
+            ooms: 0,
+            warm_device_calls: warm,
+            peak_reserved_bytes_all_passes: peak,
+        }
+    }
+
+    fn advice(ranked: &[Candidate]) -> String {
+        let mut out = Vec::new();
+        assert!(recommend(&mut out, ranked, &ranked[0]).is_ok());
+        String::from_utf8(out).unwrap()
+    }
+
+    /// A config quieter in the first pass and once warm gets one line; two configs, one each.
+    #[test]
+    fn quieter_configs_are_named_once_each() {
+        let both = [candidate("policy:cachalot", 1000, 40_000, 300.0), candidate("quiet", 1005, 400, 0.0)];
+        let text = advice(&both);
+        assert!(
+            text.contains("fewer driver calls in the first pass and once warm, 400 instead of 40000 and 0 a warm pass instead of 300"),
+            "{text}"
+        );
+        assert_eq!(text.matches("CACHALOT_ALLOC_CONF=quiet").count(), 1, "{text}");
+        let apart = [
+            candidate("policy:cachalot", 1000, 40_000, 300.0),
+            candidate("settled", 1002, 39_000, 0.0),
+            candidate("cold", 1005, 400, 100.0),
+        ];
+        let text = advice(&apart);
+        assert!(text.contains("fewer driver calls once warm, 0 a warm pass instead of 300"), "{text}");
+        assert!(text.contains("fewer driver calls in the first pass, 400 instead of 40000"), "{text}");
+        assert!(text.contains("CACHALOT_ALLOC_CONF=settled") && text.contains("CACHALOT_ALLOC_CONF=cold"), "{text}");
     }
 }

@@ -179,7 +179,8 @@ pub fn quieter_first_pass<'a>(
         .iter()
         .filter(|c| c.ooms == best.ooms && c.peak_reserved_bytes as f64 <= limit)
         .min_by_key(|c| c.device_calls)?;
-    (quietest.device_calls.saturating_mul(factor) <= best.device_calls).then_some(quietest)
+    let fewer = quietest.device_calls < best.device_calls;
+    (fewer && quietest.device_calls.saturating_mul(factor) <= best.device_calls).then_some(quietest)
 }
 
 /// The config as PyTorch's `PYTORCH_CUDA_ALLOC_CONF` value (for `policy:pytorch` configs).
@@ -265,5 +266,7 @@ mod tests {
         let storm_of_four = [first_pass("chosen", 1000, 2_000, 0), first_pass("a quarter", 1000, 500, 0)];
         assert_eq!(name(&storm_of_four), None);
         assert_eq!(name(&ranked[..1]), None, "the chosen config itself is never named");
+        let silent = [first_pass("chosen", 1000, 0, 0), first_pass("also silent", 1000, 0, 0)];
+        assert_eq!(name(&silent), None, "no config is quieter than none");
     }
 }
