@@ -110,6 +110,17 @@ fn fail(e: String) -> TestCaseError {
     TestCaseError::fail(e)
 }
 
+/// `result`'s error as a test failure, unless `allowed` allows it.
+fn unless_allowed(
+    result: Result<(), AllocError>,
+    allowed: &mut impl FnMut(&AllocError) -> bool,
+) -> Result<(), TestCaseError> {
+    match result {
+        Err(e) if !allowed(&e) => Err(TestCaseError::fail(e.to_string())),
+        _ => Ok(()),
+    }
+}
+
 fn run(conf: &str, capacity: u64, ops: &[Op]) -> Result<(), TestCaseError> {
     run_with(conf, capacity, ops, false)
 }
@@ -167,14 +178,8 @@ fn run_with(conf: &str, capacity: u64, ops: &[Op], vm_faults: bool) -> Result<()
             }
             Op::HoldStream(s) => a.device_mut().hold_stream(s),
             Op::FinishStream(s) => a.device_mut().finish_stream(s),
-            Op::EmptyCache => match a.empty_cache() {
-                Err(e) if !allowed(&e) => return Err(TestCaseError::fail(e.to_string())),
-                _ => {}
-            },
-            Op::SetFraction(f) => match a.set_memory_fraction(f) {
-                Err(e) if !allowed(&e) => return Err(TestCaseError::fail(e.to_string())),
-                _ => {}
-            },
+            Op::EmptyCache => unless_allowed(a.empty_cache(), &mut allowed)?,
+            Op::SetFraction(f) => unless_allowed(a.set_memory_fraction(f), &mut allowed)?,
             Op::FailVm { site, after } => {
                 let site = VM_FAULTS[site];
                 let next = a.device().next_call(site);
@@ -205,10 +210,7 @@ fn run_with(conf: &str, capacity: u64, ops: &[Op], vm_faults: bool) -> Result<()
         }
         m.check(&a).map_err(fail)?;
     }
-    match a.empty_cache() {
-        Err(e) if !allowed(&e) => return Err(TestCaseError::fail(e.to_string())),
-        _ => {}
-    }
+    unless_allowed(a.empty_cache(), &mut allowed)?;
     m.check(&a).map_err(fail)?;
     if other_errors {
         return Ok(());

@@ -451,11 +451,18 @@ impl<D: Device> Allocator<D> {
     /// stream's work queued before the free has finished.
     fn settle_ghost(&mut self, addr: u64) -> Result<(), DeviceError> {
         let Some(&(stream, stamp)) = self.paged.ghost_waits.get(&addr) else { return Ok(()) };
+        self.wait_for_work_before(stream, stamp)?;
+        self.paged.ghost_waits.remove(&addr);
+        Ok(())
+    }
+
+    /// Synchronizes `stream` unless the work queued on it before a free stamped `stamp` is
+    /// known done.
+    fn wait_for_work_before(&mut self, stream: Stream, stamp: u32) -> Result<(), DeviceError> {
         if !self.paged.epochs.is_safe(stream, stamp) {
             self.device.synchronize_stream(stream)?;
             self.paged.epochs.synchronized(stream);
         }
-        self.paged.ghost_waits.remove(&addr);
         Ok(())
     }
 
@@ -464,11 +471,7 @@ impl<D: Device> Allocator<D> {
     /// range, so this guards only chunks that changed hands some other way.
     fn wait_if_other_stream(&mut self, c: &Chunk, stream: Stream) -> Result<(), DeviceError> {
         match c.wait {
-            Some((on, stamp)) if on != stream && !self.paged.epochs.is_safe(on, stamp) => {
-                self.device.synchronize_stream(on)?;
-                self.paged.epochs.synchronized(on);
-                Ok(())
-            }
+            Some((on, stamp)) if on != stream => self.wait_for_work_before(on, stamp),
             _ => Ok(()),
         }
     }
