@@ -7,7 +7,8 @@
 //! grant, unmap, create, destroy, release, events): a request, free or release they break
 //! may fail with the device's error, but every step keeps the invariants and the model's
 //! stream checks (no memory a busy stream's work may use is unmapped or given to another
-//! stream).
+//! stream). A fourth regrows tensors by copy, as a decoder's KV cache grows, so that cachalot's
+//! policy gives the stream its region, amid the same random operations and failures.
 
 use crate::common;
 
@@ -41,6 +42,11 @@ enum Op {
     },
     ResetPeak,
     ResetAccumulated,
+    /// The oldest live allocation copied into one `grow` bytes longer on stream 0, then
+    /// freed: a tensor regrown by concatenation.
+    Regrow {
+        grow: u64,
+    },
 }
 
 fn size() -> impl Strategy<Value = u64> {
@@ -197,6 +203,28 @@ fn run_with(conf: &str, capacity: u64, ops: &[Op], vm_faults: bool) -> Result<()
                 a.reset_accumulated_stats();
                 m.accumulated_reset(&a);
             }
+            Op::Regrow { grow } => {
+                let Some(old) = m.order.first().copied() else { continue };
+                let size = m.live[&old] + grow;
+                match a.malloc(size, 0) {
+                    Ok(addr) => {
+                        m.allocated(addr, size, 0).map_err(fail)?;
+                        m.check(&a).map_err(fail)?;
+                        let freeing = m.freeing(a.device(), old);
+                        match a.free(old) {
+                            Ok(()) => m.freed(freeing),
+                            Err(e) if allowed(&e) => drop(freeing),
+                            Err(e) => return Err(TestCaseError::fail(e.to_string())),
+                        }
+                    }
+                    Err(AllocError::OutOfMemory(r)) => {
+                        let injected = a.device().calls().injected_failures > injected_before;
+                        prop_assert!(!spurious_oom(&a, &r) || injected, "spurious out of memory: {r}");
+                    }
+                    Err(e) if allowed(&e) => {}
+                    Err(e) => return Err(TestCaseError::fail(format!("malloc({size}): {e}"))),
+                }
+            }
         }
         m.check(&a).map_err(fail)?;
     }
@@ -280,5 +308,33 @@ proptest! {
         ops in prop::collection::vec(op_or_vm_fault(), 1..120),
     ) {
         run_with("", capacity, &ops, true)?;
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 300, max_shrink_iters: 1000, ..ProptestConfig::default() })]
+
+    /// A decoding loop: a few tensors regrown by copy again and again (so cachalot's policy
+    /// gives the stream its region), with random operations slipped in (other requests and
+    /// frees, held streams, empty_cache, fractions, failures of the device and, when
+    /// `vm_faults`, of its virtual-memory calls) on devices the region soon fills.
+    #[test]
+    fn regrowing_tensors_keep_every_invariant(
+        capacity in prop::sample::select(vec![128u64 << 20, 512 << 20, 2 << 30]),
+        tensors in prop::collection::vec((1u64 << 20)..(24 << 20), 2..6),
+        grow in 4096u64..(1 << 20),
+        steps in 16usize..48,
+        noise in prop::collection::vec((any::<prop::sample::Index>(), op_or_vm_fault()), 0..8),
+        vm_faults in any::<bool>(),
+    ) {
+        let mut ops: Vec<Op> = tensors.iter().map(|&size| Op::Malloc { size, stream: 0 }).collect();
+        ops.extend((0..steps * tensors.len()).map(|_| Op::Regrow { grow }));
+        for (at, op) in noise {
+            let at = at.index(ops.len() + 1);
+            if vm_faults || !matches!(op, Op::FailVm { .. }) {
+                ops.insert(at, op);
+            }
+        }
+        run_with("", capacity, &ops, vm_faults)?;
     }
 }

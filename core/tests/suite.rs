@@ -26,5 +26,6 @@ mod private_pools;
 mod property;
 mod pytorch_versions;
 mod recorded;
+mod regrowth;
 mod rules;
 mod run_figures;

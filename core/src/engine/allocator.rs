@@ -134,6 +134,12 @@ impl<D: Device> Allocator<D> {
         self.vm.mode != VmMode::Off
     }
 
+    /// The streams cachalot's policy found regrowing tensors by copy (a KV cache grown by
+    /// concatenation), each with the address its region starts at: their misses go there.
+    pub fn regrowth_regions(&self) -> Vec<(crate::base::device::Stream, u64)> {
+        self.paged.regrowth.regions().map(|(stream, r)| (stream, r.from)).collect()
+    }
+
     /// What planned layouts have done so far (cachalot's policy, `learn_layout`).
     pub fn plan_counts(&self) -> crate::engine::paged::paged_state::PlanCounts {
         self.paged.plan_counts

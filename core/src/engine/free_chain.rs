@@ -8,6 +8,7 @@
 
 use crate::base::device::{Device, Stream};
 use crate::base::error::AllocError;
+use crate::base::size::Pool;
 use crate::data::block::{BlockState, NIL};
 use crate::engine::allocator::Allocator;
 use crate::engine::vrange::VmMode;
@@ -145,6 +146,7 @@ impl<D: Device> Allocator<D> {
     pub(crate) fn free_block<const PLAIN: bool, const RECALLED: bool>(&mut self, id: u32) {
         let b = &self.heap[id];
         let (addr, requested, lane, pool, in_vm) = (b.addr, b.requested(), b.stream_index, b.pool, !PLAIN && b.in_vm);
+        let size = b.size;
         let (prev, next) = (b.prev, b.next);
         self.record_lane_if::<PLAIN>(Action::FreeCompleted, addr, requested, lane);
         let before = self.try_merge_as::<PLAIN, RECALLED>(id, prev, BlockState::Free);
@@ -158,6 +160,9 @@ impl<D: Device> Allocator<D> {
         }
         let stamp = if in_vm && self.vm.mode == VmMode::Paged {
             let stream = self.heap.stream_of_lane(lane);
+            if pool == Pool::Large {
+                self.paged.regrowth.freed(stream, size);
+            }
             self.paged.epochs.freed(stream)
         } else {
             self.lookups[pool.index()]

@@ -234,6 +234,7 @@ impl<D: Device> Allocator<D> {
         }
         self.check_ghosts()?;
         self.check_planned()?;
+        self.check_regions()?;
         let mapped: u64 = self.vm.ranges.iter().flat_map(|r| r.mappings.values().map(|(len, _)| len / r.page)).sum();
         if mapped != self.vm.mapped_pages {
             return Err(format!("{} pages counted mapped but {mapped} are", self.vm.mapped_pages));
@@ -302,6 +303,29 @@ impl<D: Device> Allocator<D> {
             }
             if !self.paged.plan_ranges.contains(&base) {
                 return Err(format!("the plan's range at {base:#x} is not listed as a planned layout's"));
+            }
+        }
+        Ok(())
+    }
+
+    /// Checks that each stream's region (tensors regrown by copy) ends where one of that
+    /// stream's own large ranges ends, starts inside it, and is no planned layout's, and that
+    /// no allocator that learns layouts has one.
+    fn check_regions(&self) -> Result<(), String> {
+        for (stream, from) in self.regrowth_regions() {
+            let own = self.vm.range_of(from).map(|r| &self.vm.ranges[r]).filter(|r| {
+                r.stream == stream
+                    && r.pool == crate::base::size::Pool::Large
+                    && !self.paged.plan_ranges.contains(&r.base)
+            });
+            let Some(range) = own else {
+                return Err(format!("stream {stream}'s region at {from:#x} lies in none of its own large ranges"));
+            };
+            if self.paged.regrowth.region(stream).is_none_or(|r| r.end != range.base + range.size) {
+                return Err(format!("stream {stream}'s region at {from:#x} does not end where its range does"));
+            }
+            if self.paged.learns {
+                return Err(format!("stream {stream} has a region while layouts are still learned"));
             }
         }
         Ok(())

@@ -122,6 +122,15 @@ pub enum Decision {
         /// Their bytes.
         bytes: u64,
     },
+    /// cachalot's policy: the stream's misses keep asking for a block just longer than one it
+    /// freed (tensors regrown by copy), so from now on they go to its region, the top of its
+    /// range, where freed holes keep their pages while the device can make new ones.
+    RegionForRegrowth {
+        /// The stream.
+        stream: u64,
+        /// Where its region starts.
+        from: u64,
+    },
     /// Cached segments (under virtual memory: idle pages, and address ranges left empty)
     /// were returned to the device to make room.
     Released {
@@ -247,6 +256,10 @@ impl fmt::Display for Decision {
                 f,
                 "Move {pages} idle page(s), {}, out of cached blocks elsewhere (mapped, but under no allocation) to serve this request.",
                 sz(*bytes)
+            ),
+            Decision::RegionForRegrowth { stream, from } => write!(
+                f,
+                "Stream {stream:#x} keeps asking for a block just longer than one it freed (tensors regrown by copy): its misses go from now on above {from:#x}, where freed blocks keep their pages while the device can make new ones.",
             ),
             Decision::SegmentRefused { size, reason } => write!(f, "A new {} segment is refused: {reason}.", sz(*size)),
             Decision::Released { segments, bytes, step, virtual_memory } => {

@@ -10,4 +10,6 @@ pub(crate) mod paged_state;
 pub(crate) mod paging;
 pub(crate) mod planned_range;
 pub(crate) mod recurrence;
+pub(crate) mod region;
+pub(crate) mod regrowth;
 pub(crate) mod vm;

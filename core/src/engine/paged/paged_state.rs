@@ -15,6 +15,7 @@ use crate::base::device::{PhysHandle, Stream};
 use crate::engine::paged::epochs::Epochs;
 use crate::engine::paged::layout_plan::{Plan, Planner};
 use crate::engine::paged::recurrence::Recurrence;
+use crate::engine::paged::regrowth::Regrowth;
 use crate::engine::vrange::{whole_pages, Chunk};
 
 /// The paged policy's state.
@@ -58,6 +59,9 @@ pub struct PagedState {
     /// paged policy, until a followed plan was found still moving memory after its first
     /// period (`Allocator::note_planned_move`).
     pub learns: bool,
+    /// The streams' misses counted for tensors regrown by copy, and the regions of those
+    /// found growing so.
+    pub regrowth: Regrowth,
 }
 
 /// What planned layouts did, counted over the allocator's life.
@@ -97,6 +101,7 @@ impl PagedState {
             plan_ranges: Vec::new(),
             plan_counts: PlanCounts::default(),
             learns,
+            regrowth: Regrowth::default(),
         }
     }
 

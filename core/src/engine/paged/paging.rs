@@ -91,6 +91,15 @@ pub(crate) struct Placement {
     pub run_end: u64,
 }
 
+/// Keeps in `best` the shorter of it and `run` when `run` holds `size` bytes (the lower
+/// address on ties).
+fn keep_smallest(best: &mut Option<(u64, Placement)>, run: Placement, size: u64) {
+    let len = run.run_end - run.addr;
+    if len >= size && best.as_ref().is_none_or(|(l, p)| (len, run.addr) < (*l, p.addr)) {
+        *best = Some((len, run));
+    }
+}
+
 /// What one request may still create: pages within the most ever in use, and the bytes of
 /// chunks already created for it that reserved memory does not count yet.
 struct Creation {
@@ -123,7 +132,9 @@ impl<D: Device> Allocator<D> {
         let in_run = |id: u32| id != NIL && matches!(self.heap[id].state, BlockState::Free | BlockState::Unmapped);
         let free = self.heap.free_index(pool).iter_from(stream, 0).map(|(_, id)| id);
         let unmapped = self.vm.unmapped[pool.index()].range((stream, 0)..=(stream, u64::MAX)).map(|(_, &id)| id);
-        let mut best: Option<(u64, Placement)> = None;
+        let region = self.region_of(pool, stream);
+        // The smallest run anywhere, and the smallest of the region's (the part of a run in it).
+        let (mut best, mut in_region) = (None, None);
         for start in free.chain(unmapped) {
             let b = &self.heap[start];
             if !b.in_vm || in_run(b.prev) || self.is_parked(b) {
@@ -134,14 +145,15 @@ impl<D: Device> Allocator<D> {
                 end = self.heap[id].end();
                 id = self.heap[id].next;
             }
-            let len = end - addr;
-            if len >= size && best.as_ref().is_none_or(|(l, p)| (len, addr) < (*l, p.addr)) {
-                best = Some((len, Placement { start, addr, run_end: end }));
+            let run = Placement { start, addr, run_end: end };
+            keep_smallest(&mut best, run, size);
+            if let Some(r) = region.filter(|r| r.holds(end - 1) && addr < r.end) {
+                keep_smallest(&mut in_region, Placement { addr: addr.max(r.from), ..run }, size);
             }
         }
         let best = best.map(|(_, p)| p);
         debug_assert_eq!(best, self.best_run_by_walk(pool, stream, size), "runs found from the indexes");
-        best
+        in_region.map(|(_, p)| p).or(best)
     }
 
     /// [`Allocator::best_run`] by a walk over every block of the stream's ranges, which it
@@ -192,7 +204,9 @@ impl<D: Device> Allocator<D> {
         while id != NIL && self.heap[id].addr < end {
             let b = &self.heap[id];
             match b.state {
-                BlockState::Unmapped => {
+                // An unmapped block of the run wholly before the request (placed at its
+                // stream's region) lends it nothing.
+                BlockState::Unmapped if b.end() > addr => {
                     // A request placed inside an unmapped block (a planned layout's) needs
                     // pages from the one holding its address on.
                     let from = b.addr.max(addr / page * page);
@@ -392,31 +406,25 @@ impl<D: Device> Allocator<D> {
                 None => break,
             }
         }
-        // Idle chunks from elsewhere: those that fit what is missing, largest first (the one
-        // furthest into its range first among equals, then the lowest address); then the
-        // smallest that the span's room can take. Chunks in a followed plan's ranges only
-        // once no other will do: the plan wants them where they are again next period.
-        // Picked one at a time rather than sorted: a span takes a few of the hundreds there
-        // may be.
+        // Idle chunks from elsewhere (`take_idle`).
         if have(got) < span.need {
-            let mut idle = self.idle_chunks_outside(lo, hi, span.need - have(got));
-            let mut moved = 0u64;
-            for planned in [false, true] {
+            let idle = self.idle_chunks_outside(lo, hi, span.need - have(got));
+            // Regions of streams regrowing tensors keep their holes' pages while the device
+            // makes new ones (`regrowth.rs`): their idle chunks come last, for any request.
+            let (in_region, elsewhere): (Vec<IdleChunk>, Vec<IdleChunk>) =
+                idle.into_iter().partition(|c| self.paged.regrowth.holds(c.addr));
+            let mut idle = elsewhere;
+            let mut moved = self.take_idle(span, &mut idle, got, creation.stream)?;
+            if have(got) < span.need && !in_region.is_empty() {
                 while have(got) < span.need {
-                    let missing = span.need - have(got);
-                    let fitting = idle.iter().enumerate().filter(|(_, c)| c.planned == planned && c.pages <= missing);
-                    let Some((i, _)) = fitting.min_by_key(|(_, c)| c.order()) else { break };
-                    let c = idle.swap_remove(i);
-                    got.push(self.move_chunk_out(c.addr, c.block, creation.stream)?);
-                    moved += c.pages;
+                    let chunk = *chunk.get_or_insert_with(|| self.chunk_pages_now(span.need));
+                    match self.create_chunk((span.need - have(got)).min(chunk), creation)? {
+                        Some(c) => got.push(c),
+                        None => break,
+                    }
                 }
-                let missing = span.need.saturating_sub(have(got));
-                let room = span.room - have(got);
-                let larger = idle.iter().filter(|c| c.planned == planned && c.pages > missing && c.pages <= room);
-                if let Some(&c) = larger.max_by_key(|c| c.order()).filter(|_| missing > 0) {
-                    got.push(self.move_chunk_out(c.addr, c.block, creation.stream)?);
-                    moved += c.pages;
-                }
+                idle.extend(in_region);
+                moved += self.take_idle(span, &mut idle, got, creation.stream)?;
             }
             if have(got) < span.need {
                 if let Some(&c) = idle.iter().min_by_key(|c| (c.pages, c.addr)) {
@@ -443,6 +451,43 @@ impl<D: Device> Allocator<D> {
             }
         }
         Ok(true)
+    }
+
+    /// Moves idle chunks from `idle` into `got` for `span`, for a request on `stream`: those
+    /// that fit what is missing, largest first (the one furthest into its range first among
+    /// equals, then the lowest address); then the smallest that the span's room can take.
+    /// Chunks in a followed plan's ranges only once no other will do: the plan wants them
+    /// where they are again next period. Picked one at a time rather than sorted: a span takes
+    /// a few of the hundreds there may be. Returns the pages moved.
+    fn take_idle(
+        &mut self,
+        span: &Span,
+        idle: &mut Vec<IdleChunk>,
+        got: &mut Vec<Chunk>,
+        stream: Stream,
+    ) -> Result<u64, AllocError> {
+        let have = |got: &Vec<Chunk>| got.iter().map(|c| c.pages).sum::<u64>();
+        let mut moved = 0u64;
+        for planned in [false, true] {
+            while have(got) < span.need {
+                let missing = span.need - have(got);
+                let fitting = idle.iter().enumerate().filter(|(_, c)| c.planned == planned && c.pages <= missing);
+                let Some((i, _)) = fitting.min_by_key(|(_, c)| c.order()) else { break };
+                let c = idle.swap_remove(i);
+                got.push(self.move_chunk_out(c.addr, c.block, stream)?);
+                moved += c.pages;
+            }
+            let missing = span.need.saturating_sub(have(got));
+            let room = span.room - have(got);
+            let larger =
+                idle.iter().enumerate().filter(|(_, c)| c.planned == planned && c.pages > missing && c.pages <= room);
+            if let Some((i, _)) = larger.max_by_key(|(_, c)| c.order()).filter(|_| missing > 0) {
+                let c = idle.swap_remove(i);
+                got.push(self.move_chunk_out(c.addr, c.block, stream)?);
+                moved += c.pages;
+            }
+        }
+        Ok(moved)
     }
 
     /// Moves kept chunks and idle chunks outside a followed plan's ranges, largest first, to
@@ -493,6 +538,7 @@ impl<D: Device> Allocator<D> {
     /// memory could be found.
     pub(crate) fn grow_paged(&mut self, pool: Pool, stream: Stream, size: u64) -> Result<Option<u32>, AllocError> {
         let page = self.paged.paged_page;
+        self.note_miss(stream);
         self.paged.epochs.advance(&mut self.device)?;
         let place = match self.best_run(pool, stream, size) {
             Some(p) => p,
@@ -506,9 +552,14 @@ impl<D: Device> Allocator<D> {
         };
         let Some(near) = self.map_under(&place, size)? else { return Ok(None) };
         let start = self.block_containing_near(near, place.addr);
-        debug_assert_eq!(self.heap[start].addr, place.addr);
         self.uncache(start);
-        Ok(Some(start))
+        if self.heap[start].addr == place.addr {
+            return Ok(Some(start));
+        }
+        // Placed where the run enters its stream's region: the front stays cached.
+        let placed = self.split_at(start, place.addr);
+        self.cache(start);
+        Ok(Some(placed))
     }
 
     /// Maps memory under every unmapped span of `[place.addr, place.addr + size)`, which
@@ -526,12 +577,14 @@ impl<D: Device> Allocator<D> {
         let held = self.vm.mapped_pages + self.paged.page_pool.iter().map(|c| c.pages).sum::<u64>();
         let peak = self.paged.peak_in_use.max(in_use_after);
         let within_peak = (peak + self.page_slack(peak)).saturating_sub(held);
-        let stream = self.heap.stream_of_lane(self.heap[place.start].stream_index);
+        let first = &self.heap[place.start];
+        let stream = self.heap.stream_of_lane(first.stream_index);
+        let run_start = first.addr.min(place.addr);
         let mut creation = Creation { within_peak, uncounted: 0, moved: 0, stream };
         let mut plans: Vec<(u64, Vec<Chunk>)> = Vec::with_capacity(spans.len());
         for span in &spans {
             let mut got = Vec::new();
-            let filled = self.fill_span(span, &mut creation, place.addr, place.run_end, &mut got);
+            let filled = self.fill_span(span, &mut creation, run_start, place.run_end, &mut got);
             plans.push((span.from, got));
             if !matches!(filled, Ok(true)) {
                 // Nothing obtained for the request is dropped: moved chunks stay kept, new

@@ -249,12 +249,19 @@ impl<D: Device> Allocator<D> {
         let missed = self.paged.plan_counts.missed;
         let Some(plan) = self.paged.plan.as_mut() else { return };
         if plan.moved_again(missed) {
-            self.end_plan();
             self.paged.plan_counts.given_up_moving += 1;
-            self.paged.learns = false;
-            self.paged.recurrence = Default::default();
-            self.paged.planner = None;
+            self.stop_learning();
         }
+    }
+
+    /// Gives up the plan followed or being made, and learns no other.
+    pub(crate) fn stop_learning(&mut self) {
+        if self.paged.plan.is_some() {
+            self.end_plan();
+        }
+        self.paged.learns = false;
+        self.paged.recurrence = Default::default();
+        self.paged.planner = None;
     }
 
     /// The first time group `group` of the followed plan places a request: when its range

@@ -47,6 +47,9 @@ pub(crate) struct MapFailure {
     pub mapped: usize,
 }
 
+/// How many times the device's memory a range of cachalot's policy spans.
+const REGION_RANGES: u64 = 3;
+
 impl<D: Device> Allocator<D> {
     /// Reserves a range for `stream` and `pool` with pages of `page` bytes, large enough for
     /// the device's whole memory and an eighth more. Returns its single unmapped block, or
@@ -76,10 +79,15 @@ impl<D: Device> Allocator<D> {
     }
 
     /// Bytes of a range with pages of `page` bytes: the device's whole memory and an eighth
-    /// more, as PyTorch reserves.
+    /// more, as PyTorch reserves; under cachalot's policy three times the device's memory,
+    /// so that a stream regrowing tensors finds room for its region above what the moves of
+    /// its first steps left unmapped (`regrowth.rs`). Address space costs no memory.
     pub(crate) fn range_size(&self, page: u64) -> u64 {
         let total = self.device.total_memory();
-        let want = total.saturating_add(total / 8);
+        let want = match self.vm.mode {
+            crate::engine::vrange::VmMode::Paged => total.saturating_mul(REGION_RANGES),
+            _ => total.saturating_add(total / 8),
+        };
         // A device near 2^64 bytes exists only in simulation: cap rather than overflow.
         want.checked_next_multiple_of(page).unwrap_or(want / page * page).max(page)
     }
@@ -90,6 +98,7 @@ impl<D: Device> Allocator<D> {
         debug_assert!(b.state == BlockState::Unmapped && !b.is_split());
         let (addr, size, stream, pool) = (b.addr, b.size, self.heap.stream_of_lane(b.stream_index), b.pool);
         self.unmap_ghosts_in(addr, addr + size)?;
+        self.paged.regrowth.forget_range(addr, size);
         self.device.vm_release(addr, size)?;
         self.vm.unmapped[pool.index()].remove(&(stream, addr));
         self.heap.remove_block(id);

@@ -1,0 +1,176 @@
+//! Tensors regrown by copy (`engine/paged/regrowth.rs`): a decoder generating text grows every
+//! layer's K and V by a token a step, the longer tensor made before the shorter is freed.
+//! cachalot's policy finds such a stream and gives it a region of its own, where misses go and
+//! freed holes keep their pages while the device can make new ones:
+//! - with room, a generation maps a few pages a step, not a move for every K and V, and
+//!   reserves no more than expandable segments;
+//! - once the device is full, the region's idle pages move like any others, so the run fits
+//!   where expandable segments do;
+//! - training loops, which never regrow, get no region (the visible traces).
+
+use crate::common;
+
+use cachalot_core::{Allocator, Config, Replayer, SimDevice};
+use common::{load_trace, TRACES};
+
+const MIB: u64 = 1 << 20;
+
+/// What one generation asked for and cost.
+struct Run {
+    maps: u64,
+    peak_reserved: u64,
+    peak_requested: u64,
+    out_of_memory: bool,
+}
+
+/// The shape of a decoder: batch, prompt tokens, layers, hidden size, tokens generated.
+#[derive(Clone, Copy)]
+struct Shape {
+    batch: u64,
+    prompt: u64,
+    layers: usize,
+    hidden: u64,
+    new: u64,
+}
+
+/// A decoder generating text: weights, then per layer the temporaries of a forward pass, and
+/// K and V grown as torch.cat grows them. Stops at the first out-of-memory.
+fn generate(a: &mut Allocator<SimDevice>, shape: Shape) -> Result<(), ()> {
+    let Shape { batch, prompt, layers, hidden, new } = shape;
+    let weights = a.malloc(300 * MIB, 0).map_err(drop)?;
+    let mut caches: Vec<[Option<u64>; 2]> = vec![[None, None]; layers];
+    for step in 0..=new {
+        let tokens = if step == 0 { prompt } else { 1 };
+        let length = prompt + step;
+        let act = batch * tokens * hidden * 2;
+        let mut x = a.malloc(act, 0).map_err(drop)?;
+        for cache in caches.iter_mut() {
+            let qkv = a.malloc(3 * act, 0).map_err(drop)?;
+            for kv in cache.iter_mut() {
+                let grown = a.malloc(batch * length * hidden * 2, 0).map_err(drop)?;
+                if let Some(old) = kv.replace(grown) {
+                    a.free(old).unwrap();
+                }
+            }
+            let scores = a.malloc(batch * (hidden / 128) * tokens * length * 4, 0).map_err(drop)?;
+            let attn = a.malloc(act, 0).map_err(drop)?;
+            a.free(scores).unwrap();
+            a.free(qkv).unwrap();
+            let up = a.malloc(4 * act, 0).map_err(drop)?;
+            let down = a.malloc(act, 0).map_err(drop)?;
+            a.free(up).unwrap();
+            a.free(attn).unwrap();
+            a.free(x).unwrap();
+            x = down;
+        }
+        let logits = a.malloc(batch * 32_000 * 4, 0).map_err(drop)?;
+        a.free(x).unwrap();
+        a.free(logits).unwrap();
+    }
+    for p in caches.into_iter().flatten().flatten() {
+        a.free(p).unwrap();
+    }
+    a.free(weights).unwrap();
+    Ok(())
+}
+
+fn run(conf: &str, capacity: u64, new: Shape) -> (Run, Allocator<SimDevice>) {
+    let mut a = Allocator::new(SimDevice::new(capacity), Config::parse(conf).unwrap());
+    let out_of_memory = generate(&mut a, new).is_err();
+    a.check_invariants().unwrap();
+    let s = a.stats();
+    let run = Run {
+        maps: a.device().calls().vm_maps,
+        peak_reserved: s.reserved_bytes.all.peak as u64,
+        peak_requested: s.requested_bytes.all.peak as u64,
+        out_of_memory,
+    };
+    (run, a)
+}
+
+const EXPANDABLE: &str = "policy:pytorch,expandable_segments:True";
+
+#[test]
+fn a_generation_maps_a_few_pages_a_step_and_reserves_no_more_than_expandable_segments() {
+    // A 256-token prompt: its moves leave unmapped gaps that cut the holes freed later apart,
+    // unless the steps' misses go above them (794 maps, 4% more reserved).
+    let new = Shape { batch: 16, prompt: 256, layers: 8, hidden: 1024, new: 192 };
+    let (cachalot, a) = run("", 64 << 30, new);
+    let (expandable, _) = run(EXPANDABLE, 64 << 30, new);
+    assert!(!cachalot.out_of_memory && !expandable.out_of_memory);
+    // Moving the pages of the holes just freed to each longer K and V mapped a chunk or more
+    // for each of the 16 tensors at nearly every step.
+    let steps = new.new;
+    assert!(
+        cachalot.maps <= 2 * steps,
+        "{} maps over {steps} steps (expandable segments: {})",
+        cachalot.maps,
+        expandable.maps
+    );
+    assert!(
+        cachalot.peak_reserved <= expandable.peak_reserved,
+        "peak reserved {} against expandable segments' {}",
+        cachalot.peak_reserved,
+        expandable.peak_reserved
+    );
+    assert_eq!(a.regrowth_regions().len(), 1, "the stream regrowing K and V gets a region");
+}
+
+/// The smallest device, to 2 MiB, on which `conf` finishes the generation: between the peak
+/// requested and the peak reserved with room (below it, once the allocator releases or
+/// moves what it caches).
+fn smallest_device(conf: &str, new: Shape) -> (u64, Run) {
+    let (roomy, _) = run(conf, 64 << 30, new);
+    let (mut lo, mut hi) = (roomy.peak_requested, roomy.peak_reserved);
+    while hi - lo > 2 * MIB {
+        let mid = (lo + hi) / 2;
+        if run(conf, mid, new).0.out_of_memory {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    (hi, roomy)
+}
+
+#[test]
+fn once_the_device_is_full_the_region_s_idle_pages_move_and_the_generation_fits_where_expandable_segments_fit() {
+    // Long K and V (up to 64 MiB), whose holes are worth moving.
+    let new = Shape { batch: 64, prompt: 64, layers: 4, hidden: 2048, new: 192 };
+    let (expandable, _) = smallest_device(EXPANDABLE, new);
+    let (cachalot, roomy) = smallest_device("", new);
+    let (at_fit, a) = run("", cachalot, new);
+    assert!(!at_fit.out_of_memory);
+    assert_eq!(a.regrowth_regions().len(), 1, "the region is kept under pressure");
+    assert!(cachalot <= expandable, "cachalot's policy needs {cachalot} bytes, expandable segments {expandable}");
+    // With room the region's holes keep their pages; on the smallest device it gave them up.
+    assert!(
+        cachalot + 8 * MIB <= roomy.peak_reserved,
+        "{cachalot} bytes needed against {} reserved with room",
+        roomy.peak_reserved
+    );
+}
+
+#[test]
+fn training_loops_get_no_region() {
+    for name in TRACES {
+        let mut a = Allocator::new(SimDevice::new(140 << 30), Config::default());
+        Replayer::replay(&mut a, &load_trace(name)).unwrap();
+        assert_eq!(a.regrowth_regions(), vec![], "{name}");
+    }
+}
+
+#[test]
+fn a_loop_that_frees_a_block_before_asking_for_a_longer_one_gets_no_region() {
+    // Nothing is copied: each block is gone before the longer one is asked for, so its hole
+    // serves what follows once merged, and the loop's layout is learned as any other's.
+    let mut a = Allocator::new(SimDevice::new(4 << 30), Config::default());
+    for _ in 0..5 {
+        for i in 1..=40 {
+            let p = a.malloc(i * MIB, 0).unwrap();
+            a.free(p).unwrap();
+        }
+    }
+    assert_eq!(a.regrowth_regions(), vec![]);
+    assert!(a.plan_counts().made > 0);
+}
