@@ -5,8 +5,10 @@
 # PyTorch's default config, and over a simulated device (the host's cost alone), from the repo
 # root:
 #
-#   OUT=dir [PASSES=N] bash native/gpu/decode_storm_cost.sh
+#   OUT=dir [PASSES=N] [LIB=path/libcachalot.so] [CONFIGS="policy:cachalot ..."] bash native/gpu/decode_storm_cost.sh
 #
+# LIB replays with another build of the library (an older one, to compare two versions of the
+# policy in one call); CONFIGS limits the configs (all three unless given).
 # PASSES warm passes follow each cold pass (3 unless given). A learned layout is followed from
 # the fourth pass in all, the third warm one, so more show what following one costs; each
 # replay may take 40 s a pass.
@@ -25,15 +27,17 @@ mkdir -p "$OUT"
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
 source native/gpu/soname_link.sh
-soname_link target/release/libcachalot.so || exit 2
-nvcc -O2 -std=c++17 native/gpu/replay_timing.cpp -o "$WORK/replay_timing" -I include -L target/release \
-    -lcachalot -lcuda -Xlinker -rpath="$PWD/target/release" || exit 2
+mkdir -p "$WORK/lib"
+cp "${LIB:-target/release/libcachalot.so}" "$WORK/lib/libcachalot.so" || exit 2
+soname_link "$WORK/lib/libcachalot.so" || exit 2
+nvcc -O2 -std=c++17 native/gpu/replay_timing.cpp -o "$WORK/replay_timing" -I include -L "$WORK/lib" \
+    -lcachalot -lcuda -Xlinker -rpath="$WORK/lib" || exit 2
 log="$OUT/decode_storm_cost.log"
 : > "$log"
 for gz in target/decode-ops/*.ops.gz; do
     name=$(basename "$gz" .ops.gz)
     gunzip -c "$gz" > "$WORK/$name.ops"
-    for config in policy:cachalot "policy:pytorch,expandable_segments:True" policy:pytorch; do
+    for config in ${CONFIGS:-policy:cachalot policy:pytorch,expandable_segments:True policy:pytorch}; do
         for device in real simulated; do
             flag=()
             [ "$device" = simulated ] && flag=(--simulated)
