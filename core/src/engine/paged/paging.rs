@@ -12,8 +12,11 @@
 //! no driver call — and last from new chunks beyond that peak (after returning an idle chunk
 //! too large for the span's room, when that is all that is idle). So peak
 //! reserved memory stays near the peak of pages in use, and each span costs a handful of
-//! driver calls, not one per page. A request served from a cached block that touches live
-//! memory only at its back takes that back, so the block's idle chunks stay free to move.
+//! driver calls, not one per page. A stream regrowing tensors by copy (`regrowth.rs`) has its
+//! large misses placed in its region, and the regions' idle chunks are taken only after the
+//! new chunks the device (or the memory fraction) still gives. A request served from a
+//! cached block that touches live memory only at its back takes that back, so the block's
+//! idle chunks stay free to move.
 //!
 //! Invariants: chunks are taken only from outside the chosen run; a span gets chunks adding
 //! up to at least what it needs and at most what its unmapped block can hold; reserved bytes

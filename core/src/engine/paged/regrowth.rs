@@ -19,9 +19,9 @@
 //! turns the region on, for good. On the training traces it never does; on decoding traces it
 //! does within a dozen misses of the first step.
 //!
-//! Invariants: a stream has at most one region, in the large pool, lying in one of its own
-//! ranges (not a planned layout's); `score <= 1024`; a released range takes its region with
-//! it.
+//! Invariants: streams are sorted and unique; a stream has at most one region, in the large
+//! pool, lying in one of its own ranges (not a planned layout's); a released range takes its
+//! region with it.
 
 use alloc::vec::Vec;
 
@@ -61,28 +61,37 @@ struct StreamRegrowth {
     copied: bool,
 }
 
-/// Every stream's detector and region, in the order streams first missed.
+/// Every stream's detector and region, sorted by stream: every large allocation and free under
+/// the paged policy looks its stream up, and a program may use thousands.
 #[derive(Clone, Debug, Default)]
 pub struct Regrowth {
     streams: Vec<StreamRegrowth>,
 }
 
 impl Regrowth {
+    /// Where `stream` is, or would go: the first stream is checked before searching, since
+    /// one stream is the common case.
+    #[inline]
+    fn position(&self, stream: Stream) -> Result<usize, usize> {
+        match self.streams.first() {
+            Some(s) if s.stream == stream => Ok(0),
+            _ => self.streams.binary_search_by_key(&stream, |s| s.stream),
+        }
+    }
+
     /// The region of `stream`, if it has one.
     pub fn region(&self, stream: Stream) -> Option<Region> {
-        self.streams.iter().find(|s| s.stream == stream).and_then(|s| s.region)
+        self.position(stream).ok().and_then(|i| self.streams[i].region)
     }
 
     /// Counts a miss of `stream`, a regrowth when a copy regrown was freed since its last
     /// miss; returns true when the stream has no region yet and now should.
     pub(crate) fn note(&mut self, stream: Stream) -> bool {
-        let i = match self.streams.iter().position(|s| s.stream == stream) {
-            Some(i) => i,
-            None => {
-                self.streams.push(StreamRegrowth { stream, score: 0, region: None, last_handed_out: 0, copied: false });
-                self.streams.len() - 1
-            }
-        };
+        let i = self.position(stream).unwrap_or_else(|i| {
+            let fresh = StreamRegrowth { stream, score: 0, region: None, last_handed_out: 0, copied: false };
+            self.streams.insert(i, fresh);
+            i
+        });
         let s = &mut self.streams[i];
         let regrowth = core::mem::take(&mut s.copied);
         s.score = s.score - s.score / 16 + if regrowth { REGROWTH_WEIGHT } else { 0 };
@@ -92,10 +101,7 @@ impl Regrowth {
     /// The stream's entry, if it has missed before (only those are watched).
     #[inline]
     fn watched(&mut self, stream: Stream) -> Option<&mut StreamRegrowth> {
-        if self.streams.first().is_some_and(|s| s.stream == stream) {
-            return self.streams.first_mut();
-        }
-        self.streams.iter_mut().find(|s| s.stream == stream)
+        self.position(stream).ok().map(|i| &mut self.streams[i])
     }
 
     /// Notes a large block of `size` bytes handed out on `stream`.
@@ -116,8 +122,9 @@ impl Regrowth {
         }
     }
 
+    /// Gives `stream`, which has missed, its region.
     pub(crate) fn set(&mut self, stream: Stream, region: Region) {
-        if let Some(s) = self.streams.iter_mut().find(|s| s.stream == stream) {
+        if let Some(s) = self.watched(stream) {
             s.region = Some(region);
         }
     }
@@ -139,5 +146,57 @@ impl Regrowth {
     /// Every stream's region.
     pub fn regions(&self) -> impl Iterator<Item = (Stream, Region)> + '_ {
         self.streams.iter().filter_map(|s| s.region.map(|r| (s.stream, r)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// One decoding step's tensor on `stream`: the longer copy handed out, the old one freed,
+    /// then the miss of the next request.
+    fn regrow(r: &mut Regrowth, stream: Stream, old: u64) -> bool {
+        r.handed_out(stream, old + old / 16);
+        r.freed(stream, old);
+        r.note(stream)
+    }
+
+    #[test]
+    fn a_region_is_due_once_over_half_of_the_recent_misses_follow_a_copy() {
+        let mut r = Regrowth::default();
+        assert!(!r.note(7), "a first miss watches the stream");
+        let due = (1..=40).position(|step| regrow(&mut r, 7, step << 20)).expect("due");
+        assert!((8..16).contains(&due), "due after {} regrowths", due + 1);
+        r.set(7, Region { from: 0, end: 1 });
+        assert!(!regrow(&mut r, 7, 64 << 20), "due once");
+    }
+
+    #[test]
+    fn a_block_freed_before_a_longer_one_is_asked_for_or_far_shorter_is_no_copy() {
+        let mut r = Regrowth::default();
+        r.note(1);
+        for step in 1..200u64 {
+            // Freed first, then the longer one handed out.
+            r.freed(1, step << 20);
+            r.handed_out(1, (step + 1) << 20);
+            assert!(!r.note(1));
+            // Freed after a block twice as long: a copy into something else.
+            r.handed_out(1, step << 21);
+            r.freed(1, step << 20);
+            assert!(!r.note(1));
+        }
+    }
+
+    #[test]
+    fn streams_are_found_among_many_and_each_keeps_its_own_count() {
+        let mut r = Regrowth::default();
+        for s in (0..1000u64).rev() {
+            r.note(s * 3);
+        }
+        assert!(r.streams.windows(2).all(|w| w[0].stream < w[1].stream));
+        let due = (1..=40).position(|step| regrow(&mut r, 300, step << 20));
+        assert!(due.is_some());
+        assert!(!r.note(303), "another stream's count is its own");
+        assert_eq!(r.region(300), None, "due, not given");
     }
 }
