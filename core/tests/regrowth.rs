@@ -1,12 +1,13 @@
 //! Tensors regrown by copy (`engine/paged/regrowth.rs`): a decoder generating text grows every
 //! layer's K and V by a token a step, the longer tensor made before the shorter is freed.
-//! cachalot's policy finds such a stream and gives it a region of its own, where misses go and
-//! freed holes keep their pages while the device can make new ones:
+//! With `regrow_region`, cachalot's policy finds such a stream and gives it a region of its
+//! own, where misses go and freed holes keep their pages while the device can make new ones:
 //! - with room, a generation maps a few pages a step, not a move for every K and V, and
 //!   reserves no more than expandable segments;
 //! - once the device is full, the region's idle pages move like any others, so the run fits
 //!   where expandable segments do;
-//! - training loops, which never regrow, get no region (the visible traces).
+//! - training loops, which never regrow, get no region (the visible traces);
+//! - without the key, no stream gets one.
 
 use crate::common;
 
@@ -89,13 +90,14 @@ fn run(conf: &str, capacity: u64, new: Shape) -> (Run, Allocator<SimDevice>) {
 }
 
 const EXPANDABLE: &str = "policy:pytorch,expandable_segments:True";
+const REGION: &str = "regrow_region:True";
 
 #[test]
 fn a_generation_maps_a_few_pages_a_step_and_reserves_no_more_than_expandable_segments() {
     // A 256-token prompt: its moves leave unmapped gaps that cut the holes freed later apart,
     // unless the steps' misses go above them (794 maps, 4% more reserved).
     let new = Shape { batch: 16, prompt: 256, layers: 8, hidden: 1024, new: 192 };
-    let (cachalot, a) = run("", 64 << 30, new);
+    let (cachalot, a) = run(REGION, 64 << 30, new);
     let (expandable, _) = run(EXPANDABLE, 64 << 30, new);
     assert!(!cachalot.out_of_memory && !expandable.out_of_memory);
     // Moving the pages of the holes just freed to each longer K and V mapped a chunk or more
@@ -138,8 +140,8 @@ fn once_the_device_is_full_the_region_s_idle_pages_move_and_the_generation_fits_
     // Long K and V (up to 64 MiB), whose holes are worth moving.
     let new = Shape { batch: 64, prompt: 64, layers: 4, hidden: 2048, new: 192 };
     let (expandable, _) = smallest_device(EXPANDABLE, new);
-    let (cachalot, roomy) = smallest_device("", new);
-    let (at_fit, a) = run("", cachalot, new);
+    let (cachalot, roomy) = smallest_device(REGION, new);
+    let (at_fit, a) = run(REGION, cachalot, new);
     assert!(!at_fit.out_of_memory);
     assert_eq!(a.regrowth_regions().len(), 1, "the region is kept under pressure");
     assert!(cachalot <= expandable, "cachalot's policy needs {cachalot} bytes, expandable segments {expandable}");
@@ -154,7 +156,7 @@ fn once_the_device_is_full_the_region_s_idle_pages_move_and_the_generation_fits_
 #[test]
 fn training_loops_get_no_region() {
     for name in TRACES {
-        let mut a = Allocator::new(SimDevice::new(140 << 30), Config::default());
+        let mut a = Allocator::new(SimDevice::new(140 << 30), Config::parse(REGION).unwrap());
         Replayer::replay(&mut a, &load_trace(name)).unwrap();
         assert_eq!(a.regrowth_regions(), vec![], "{name}");
     }
@@ -164,7 +166,7 @@ fn training_loops_get_no_region() {
 fn a_loop_that_frees_a_block_before_asking_for_a_longer_one_gets_no_region() {
     // Nothing is copied: each block is gone before the longer one is asked for, so its hole
     // serves what follows once merged, and the loop's layout is learned as any other's.
-    let mut a = Allocator::new(SimDevice::new(4 << 30), Config::default());
+    let mut a = Allocator::new(SimDevice::new(4 << 30), Config::parse(REGION).unwrap());
     for _ in 0..5 {
         for i in 1..=40 {
             let p = a.malloc(i * MIB, 0).unwrap();
@@ -173,4 +175,13 @@ fn a_loop_that_frees_a_block_before_asking_for_a_longer_one_gets_no_region() {
     }
     assert_eq!(a.regrowth_regions(), vec![]);
     assert!(a.plan_counts().made > 0);
+}
+
+#[test]
+fn without_the_key_no_stream_gets_a_region() {
+    let shape = Shape { batch: 16, prompt: 256, layers: 8, hidden: 1024, new: 192 };
+    let (_, a) = run("", 64 << 30, shape);
+    assert_eq!(a.regrowth_regions(), vec![]);
+    let (_, b) = run(REGION, 64 << 30, shape);
+    assert_eq!(b.regrowth_regions().len(), 1);
 }

@@ -78,6 +78,12 @@ pub struct Config {
     /// a layout planned from that period puts it (`learn_layout`, on by default), so that
     /// memory stops moving; always off under PyTorch's policy.
     pub learn_layout: bool,
+    /// cachalot's policy: give a stream found regrowing tensors by copy (a KV cache grown by
+    /// concatenation) a region of its own, where its misses go and freed holes keep their
+    /// pages while the device can make new ones (`regrow_region`, off by default: it ends the
+    /// moves of such a stream, but where two tensors are regrown before either old one is
+    /// freed its holes stay a little short and it holds more). Always off under PyTorch's.
+    pub regrow_region: bool,
     /// Once a period of mallocs and frees repeats and leaves the blocks as it found them,
     /// answer the next periods' operations with the blocks chosen for the recorded one,
     /// without searching the free index (`decision_memo:True`; off by default: it helps only
@@ -113,6 +119,7 @@ impl Default for Config {
             lock_per_stream: false,
             page_slack: DEFAULT_PAGE_SLACK,
             learn_layout: true,
+            regrow_region: false,
             decision_memo: false,
         }
     }
@@ -153,6 +160,7 @@ pub const KEYS: &[&str] = &[
     "lock_per_stream",
     "page_slack",
     "learn_layout",
+    "regrow_region",
     "decision_memo",
 ];
 
@@ -187,12 +195,13 @@ impl Config {
             }
         }
         config.max_non_split_rounding = config.large_segment_size;
-        let (mut slack_set, mut learn_set) = (false, false);
+        let (mut slack_set, mut learn_set, mut region_set) = (false, false, false);
         for (key, value) in pairs {
             config.pytorch_version.check_key(key).map_err(|m| err(key, m))?;
             config.apply(key, value)?;
             slack_set |= key == "page_slack";
             learn_set |= key == "learn_layout";
+            region_set |= key == "regrow_region";
         }
         if config.policy != Policy::Cachalot {
             if slack_set && config.page_slack > 0.0 {
@@ -202,6 +211,12 @@ impl Config {
                 return Err(err(
                     "learn_layout",
                     "applies to policy:cachalot only (PyTorch's policies place by size alone)",
+                ));
+            }
+            if region_set && config.regrow_region {
+                return Err(err(
+                    "regrow_region",
+                    "applies to policy:cachalot only (PyTorch's policies never move pages)",
                 ));
             }
             config.page_slack = 0.0;
@@ -239,6 +254,7 @@ impl Config {
             "expandable_segments" => self.expandable_segments = parse_bool(key, value)?,
             "lock_per_stream" => self.lock_per_stream = parse_bool(key, value)?,
             "learn_layout" => self.learn_layout = parse_bool(key, value)?,
+            "regrow_region" => self.regrow_region = parse_bool(key, value)?,
             "decision_memo" => self.decision_memo = parse_bool(key, value)?,
             "per_process_memory_fraction" => {
                 let v = parse_f64(key, value)?;
@@ -364,6 +380,9 @@ impl Config {
         }
         if self.policy == Policy::Cachalot && !self.learn_layout {
             s.push_str(",learn_layout:False");
+        }
+        if self.policy == Policy::Cachalot && self.regrow_region {
+            s.push_str(",regrow_region:True");
         }
         if self.decision_memo {
             s.push_str(",decision_memo:True");
@@ -583,6 +602,18 @@ mod tests {
         assert_eq!(on.to_config_string(), "policy:pytorch,decision_memo:True");
         assert_eq!(Config::parse(&on.to_config_string()).unwrap(), on);
         assert_eq!(Config::parse("decision_memo:sometimes").unwrap_err().key, "decision_memo");
+    }
+
+    #[test]
+    fn regrow_region_is_off_by_default_and_for_cachalots_policy_only() {
+        assert!(!Config::parse("").unwrap().regrow_region);
+        let on = Config::parse("regrow_region:True").unwrap();
+        assert!(on.regrow_region);
+        assert_eq!(on.to_config_string(), "policy:cachalot,regrow_region:True");
+        assert_eq!(Config::parse(&on.to_config_string()).unwrap(), on);
+        assert_eq!(Config::parse("regrow_region:True,policy:pytorch").unwrap_err().key, "regrow_region");
+        assert_eq!(Config::parse("policy:pytorch,regrow_region:False").unwrap(), Config::pytorch());
+        assert_eq!(Config::parse("regrow_region:maybe").unwrap_err().key, "regrow_region");
     }
 
     #[test]

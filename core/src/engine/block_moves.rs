@@ -90,7 +90,7 @@ impl<D: Device> Allocator<D> {
         self.count_allocation::<PLAIN>(pool, addr, handed.size, requested, handed.lane);
         if in_vm && self.vm.mode == VmMode::Paged {
             self.paged.peak_in_use = self.paged.peak_in_use.max(self.paged.pages_in_use(self.vm.mapped_pages));
-            if pool == Pool::Large {
+            if pool == Pool::Large && self.config.regrow_region {
                 self.paged.regrowth.handed_out(self.heap.stream_of_lane(handed.lane), handed.size);
             }
         }

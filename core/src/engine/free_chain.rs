@@ -160,7 +160,7 @@ impl<D: Device> Allocator<D> {
         }
         let stamp = if in_vm && self.vm.mode == VmMode::Paged {
             let stream = self.heap.stream_of_lane(lane);
-            if pool == Pool::Large {
+            if pool == Pool::Large && self.config.regrow_region {
                 self.paged.regrowth.freed(stream, size);
             }
             self.paged.epochs.freed(stream)

@@ -66,6 +66,7 @@ pub fn candidates() -> Vec<String> {
         c.push(format!("policy:cachalot,page_slack:{slack}"));
     }
     c.push("policy:cachalot,learn_layout:False".into());
+    c.push("policy:cachalot,regrow_region:True".into());
     c
 }
 
@@ -164,10 +165,10 @@ pub fn quieter_than<'a>(best: &Candidate, ranked: &'a [Candidate], margin: f64) 
     (quietest.warm_device_calls < best.warm_device_calls).then_some(quietest)
 }
 
-/// The candidate making the fewest driver calls in the first pass among those with `best`'s
-/// out-of-memory count and within `margin` of its peak reserved bytes, when it makes at most
-/// `1 / factor` of `best`'s: for a program that runs its work once per process (a text
-/// generation, say), where the first pass is all there is.
+/// Among the candidates with `best`'s out-of-memory count, within `margin` of its peak
+/// reserved bytes and making at most `1 / factor` of its driver calls in the first pass, the
+/// one reserving least (then the quietest): for a program that runs its work once per
+/// process (a text generation, say), where the first pass is all there is.
 pub fn quieter_first_pass<'a>(
     best: &Candidate,
     ranked: &'a [Candidate],
@@ -175,12 +176,11 @@ pub fn quieter_first_pass<'a>(
     factor: u64,
 ) -> Option<&'a Candidate> {
     let limit = best.peak_reserved_bytes as f64 * (1.0 + margin);
-    let quietest = ranked
+    ranked
         .iter()
         .filter(|c| c.ooms == best.ooms && c.peak_reserved_bytes as f64 <= limit)
-        .min_by_key(|c| c.device_calls)?;
-    let fewer = quietest.device_calls < best.device_calls;
-    (fewer && quietest.device_calls.saturating_mul(factor) <= best.device_calls).then_some(quietest)
+        .filter(|c| c.device_calls < best.device_calls && c.device_calls.saturating_mul(factor) <= best.device_calls)
+        .min_by_key(|c| (c.peak_reserved_bytes, c.device_calls))
 }
 
 /// The config as PyTorch's `PYTORCH_CUDA_ALLOC_CONF` value (for `policy:pytorch` configs).

@@ -1,4 +1,5 @@
-//! A regrowing stream's region (`regrowth.rs` says why it has one): given at a miss once the
+//! A regrowing stream's region (`regrowth.rs` says why it has one; `regrow_region` turns it
+//! on): given at a miss once the
 //! stream's misses look like regrowth, at the top of its own large ranges; misses of its large
 //! pool are placed there (`paging.rs`, `best_run`), and no layout is learned once one is given.
 //!
@@ -15,7 +16,7 @@ impl<D: Device> Allocator<D> {
     /// Counts a miss of `stream` and gives the stream its region once its misses look like
     /// regrowth.
     pub(crate) fn note_miss(&mut self, stream: Stream) {
-        if self.paged.regrowth.note(stream) {
+        if self.config.regrow_region && self.paged.regrowth.note(stream) {
             if let Some(region) = self.top_of_ranges(stream) {
                 self.paged.regrowth.set(stream, region);
                 self.explainer.note(|| Decision::RegionForRegrowth { stream, from: region.from });

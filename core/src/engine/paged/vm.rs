@@ -47,7 +47,7 @@ pub(crate) struct MapFailure {
     pub mapped: usize,
 }
 
-/// How many times the device's memory a range of cachalot's policy spans.
+/// How many times the device's memory a range spans under `regrow_region`.
 const REGION_RANGES: u64 = 3;
 
 impl<D: Device> Allocator<D> {
@@ -79,13 +79,13 @@ impl<D: Device> Allocator<D> {
     }
 
     /// Bytes of a range with pages of `page` bytes: the device's whole memory and an eighth
-    /// more, as PyTorch reserves; under cachalot's policy three times the device's memory,
-    /// so that a stream regrowing tensors finds room for its region above what the moves of
-    /// its first steps left unmapped (`regrowth.rs`). Address space costs no memory.
+    /// more, as PyTorch reserves; with `regrow_region` three times the device's memory, so
+    /// that a stream regrowing tensors finds room for its region above what the moves of its
+    /// first steps left unmapped (`regrowth.rs`). Address space costs no memory.
     pub(crate) fn range_size(&self, page: u64) -> u64 {
         let total = self.device.total_memory();
         let want = match self.vm.mode {
-            crate::engine::vrange::VmMode::Paged => total.saturating_mul(REGION_RANGES),
+            crate::engine::vrange::VmMode::Paged if self.config.regrow_region => total.saturating_mul(REGION_RANGES),
             _ => total.saturating_add(total / 8),
         };
         // A device near 2^64 bytes exists only in simulation: cap rather than overflow.
