@@ -8,7 +8,7 @@
 //! may fail with the device's error, but every step keeps the invariants and the model's
 //! stream checks (no memory a busy stream's work may use is unmapped or given to another
 //! stream). A fourth regrows tensors by copy, as a decoder's KV cache grows, so that cachalot's
-//! policy with `regrow_region` gives the stream its region, amid the same random operations and
+//! policy gives the stream its region, amid the same random operations and
 //! failures.
 
 use crate::common;
@@ -336,6 +336,6 @@ proptest! {
                 ops.insert(at, op);
             }
         }
-        run_with("regrow_region:True", capacity, &ops, vm_faults)?;
+        run_with("", capacity, &ops, vm_faults)?;
     }
 }

@@ -1,13 +1,14 @@
 //! Tensors regrown by copy (`engine/paged/regrowth.rs`): a decoder generating text grows every
 //! layer's K and V by a token a step, the longer tensor made before the shorter is freed.
-//! With `regrow_region`, cachalot's policy finds such a stream and gives it a region of its
-//! own, where misses go and freed holes keep their pages while the device can make new ones:
+//! cachalot's policy (`regrow_region`, on by default) finds such a stream and gives it a region
+//! of its own, where misses go and freed holes keep their pages while the device can make new
+//! ones:
 //! - with room, a generation maps a few pages a step, not a move for every K and V, and
 //!   reserves no more than expandable segments;
 //! - once the device is full, the region's idle pages move like any others, so the run fits
 //!   where expandable segments do;
 //! - training loops, which never regrow, get no region (the visible traces);
-//! - without the key, no stream gets one.
+//! - with `regrow_region:False`, no stream gets one.
 
 use crate::common;
 
@@ -90,7 +91,7 @@ fn run(conf: &str, capacity: u64, new: Shape) -> (Run, Allocator<SimDevice>) {
 }
 
 const EXPANDABLE: &str = "policy:pytorch,expandable_segments:True";
-const REGION: &str = "regrow_region:True";
+const REGION: &str = "";
 
 #[test]
 fn a_generation_maps_a_few_pages_a_step_and_reserves_no_more_than_expandable_segments() {
@@ -178,9 +179,9 @@ fn a_loop_that_frees_a_block_before_asking_for_a_longer_one_gets_no_region() {
 }
 
 #[test]
-fn without_the_key_no_stream_gets_a_region() {
+fn with_regrow_region_off_no_stream_gets_a_region() {
     let shape = Shape { batch: 16, prompt: 256, layers: 8, hidden: 1024, new: 192 };
-    let (_, a) = run("", 64 << 30, shape);
+    let (_, a) = run("regrow_region:False", 64 << 30, shape);
     assert_eq!(a.regrowth_regions(), vec![]);
     let (_, b) = run(REGION, 64 << 30, shape);
     assert_eq!(b.regrowth_regions().len(), 1);

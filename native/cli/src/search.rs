@@ -66,7 +66,7 @@ pub fn candidates() -> Vec<String> {
         c.push(format!("policy:cachalot,page_slack:{slack}"));
     }
     c.push("policy:cachalot,learn_layout:False".into());
-    c.push("policy:cachalot,regrow_region:True".into());
+    c.push("policy:cachalot,regrow_region:False".into());
     c
 }
 

@@ -14,8 +14,8 @@
 //! fraction) refuses new pages, the region's idle chunks move like any others.
 //!
 //! The detector: a miss counts as a regrowth when, since the stream's previous miss, a large
-//! block was freed just after a longer one was handed out, and is at least 7/8 of it (the
-//! copy's source, freed once copied); a running share (each miss weighs 1/16) above one half
+//! block was freed just after a longer one was handed out (the only one since the free before),
+//! and is at least 7/8 of it (the copy's source, freed once copied); a running share (each miss weighs 1/16) above one half
 //! turns the region on, for good. On the training traces it never does; on decoding traces it
 //! does within a dozen misses of the first step.
 //!
@@ -56,6 +56,8 @@ struct StreamRegrowth {
     region: Option<Region>,
     /// Bytes of the stream's last block handed out in the large pool.
     last_handed_out: u64,
+    /// Large blocks handed out on the stream since its last large free.
+    handed_since_free: u32,
     /// Whether a block just short of the block handed out before it was freed since the
     /// stream's last miss: a tensor copied into a longer one, then freed.
     copied: bool,
@@ -88,7 +90,14 @@ impl Regrowth {
     /// miss; returns true when the stream has no region yet and now should.
     pub(crate) fn note(&mut self, stream: Stream) -> bool {
         let i = self.position(stream).unwrap_or_else(|i| {
-            let fresh = StreamRegrowth { stream, score: 0, region: None, last_handed_out: 0, copied: false };
+            let fresh = StreamRegrowth {
+                stream,
+                score: 0,
+                region: None,
+                last_handed_out: 0,
+                handed_since_free: 0,
+                copied: false,
+            };
             self.streams.insert(i, fresh);
             i
         });
@@ -109,16 +118,22 @@ impl Regrowth {
     pub fn handed_out(&mut self, stream: Stream, size: u64) {
         if let Some(s) = self.watched(stream) {
             s.last_handed_out = size;
+            s.handed_since_free = s.handed_since_free.saturating_add(1);
         }
     }
 
     /// Notes a large block of `size` bytes freed on `stream`: a tensor copied into a longer
-    /// one when the block handed out last is longer, and this one at least 7/8 of it. (A loop
-    /// freeing a block before asking for a longer one is no regrowth: it frees first.)
+    /// one when the one block handed out since the last free is longer, and this one at least
+    /// 7/8 of it. A loop freeing a block before asking for a longer one copies nothing (it
+    /// frees first); a cache regrowing K and V before freeing either (two blocks handed out,
+    /// then two freed) is not counted either: the freed pair's hole falls a little short of
+    /// the next pair, and holes kept for it pile up (docs/design.md).
     #[inline]
     pub fn freed(&mut self, stream: Stream, size: u64) {
         if let Some(s) = self.watched(stream) {
-            s.copied |= size < s.last_handed_out && s.last_handed_out - s.last_handed_out / 8 <= size;
+            let copy = size < s.last_handed_out && s.last_handed_out - s.last_handed_out / 8 <= size;
+            s.copied |= copy && s.handed_since_free == 1;
+            s.handed_since_free = 0;
         }
     }
 
@@ -184,6 +199,20 @@ mod tests {
             r.handed_out(1, step << 21);
             r.freed(1, step << 20);
             assert!(!r.note(1));
+        }
+    }
+
+    #[test]
+    fn a_pair_regrown_before_either_old_one_is_freed_is_not_counted() {
+        let mut r = Regrowth::default();
+        r.note(2);
+        for step in 1..200u64 {
+            let old = step << 20;
+            r.handed_out(2, old + old / 16);
+            r.handed_out(2, old + old / 16);
+            r.freed(2, old);
+            r.freed(2, old);
+            assert!(!r.note(2));
         }
     }
 
