@@ -66,7 +66,7 @@ impl<D: Device> Allocator<D> {
             }
         }
         let page = if pool == Pool::Small { SMALL_BUFFER } else { self.config.large_segment_size };
-        if size > self.range_size(page) {
+        if size > self.range_size(page, pool) {
             // PyTorch reserves a range here even so, and the range, never mapped, is never
             // released: each such out-of-memory would leave one more range to search.
             return Ok(None);

@@ -1,6 +1,6 @@
 //! cachalot's paged policy: what happens when no cached (mapped) block fits a request.
 //!
-//! Every stream and pool has a virtual range of the device's memory and an eighth, tiled by allocated, free
+//! Every stream and pool has a virtual range (`vm.rs`, `range_size`), tiled by allocated, free
 //! (mapped) and unmapped blocks. A request the free index cannot serve goes to the smallest
 //! run of consecutive free and unmapped blocks that holds it (lowest address on ties), and
 //! each unmapped span under it is filled with chunks of physical memory (about an eighth of

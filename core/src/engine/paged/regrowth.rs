@@ -16,7 +16,8 @@
 //! The detector: a miss counts as a regrowth when, since the stream's previous miss, a large
 //! block was freed just after a longer one was handed out (the only one since the free before),
 //! and is at least 7/8 of it (the copy's source, freed once copied); a running share (each miss weighs 1/16) above one half
-//! turns the region on, for good. On the training traces it never does; on decoding traces it
+//! turns the region on, until its range is released (by `empty_cache`, once nothing is mapped
+//! there). On the training traces it never does; on decoding traces it
 //! does within a dozen misses of the first step.
 //!
 //! Invariants: streams are sorted and unique; a stream has at most one region, in the large

@@ -52,10 +52,10 @@ const REGION_RANGES: u64 = 3;
 
 impl<D: Device> Allocator<D> {
     /// Reserves a range for `stream` and `pool` with pages of `page` bytes, large enough for
-    /// the device's whole memory and an eighth more. Returns its single unmapped block, or
-    /// `None` if the device has no address space left.
+    /// the device's whole memory and an eighth more ([`Allocator::range_size`]). Returns its
+    /// single unmapped block, or `None` if the device has no address space left.
     pub(crate) fn reserve_range(&mut self, stream: Stream, pool: Pool, page: u64) -> Result<Option<u32>, AllocError> {
-        let size = self.range_size(page);
+        let size = self.range_size(page, pool);
         let base = match self.device.vm_reserve(size) {
             Ok(b) => b,
             Err(DeviceError::OutOfMemory) => return Ok(None),
@@ -79,13 +79,16 @@ impl<D: Device> Allocator<D> {
     }
 
     /// Bytes of a range with pages of `page` bytes: the device's whole memory and an eighth
-    /// more, as PyTorch reserves; with `regrow_region` three times the device's memory, so
-    /// that a stream regrowing tensors finds room for its region above what the moves of its
-    /// first steps left unmapped (`regrowth.rs`). Address space costs no memory.
-    pub(crate) fn range_size(&self, page: u64) -> u64 {
+    /// more, as PyTorch reserves; a large pool's under `regrow_region` three times the
+    /// device's memory, so that a stream regrowing tensors finds room for its region above what
+    /// the moves of its first steps left unmapped (`regrowth.rs`). Address space costs no
+    /// memory, but a process has 128 TiB of it for every range of every device.
+    pub(crate) fn range_size(&self, page: u64, pool: Pool) -> u64 {
         let total = self.device.total_memory();
         let want = match self.vm.mode {
-            crate::engine::vrange::VmMode::Paged if self.config.regrow_region => total.saturating_mul(REGION_RANGES),
+            crate::engine::vrange::VmMode::Paged if self.config.regrow_region && pool == Pool::Large => {
+                total.saturating_mul(REGION_RANGES)
+            }
             _ => total.saturating_add(total / 8),
         };
         // A device near 2^64 bytes exists only in simulation: cap rather than overflow.
