@@ -11,6 +11,17 @@ use alloc::vec::Vec;
 
 use crate::base::device::Stream;
 
+/// Where `stream` is in `items`, sorted by stream (`key`), or where it would go: the first item
+/// is checked before a binary search, since one stream is the common case. For the per-stream
+/// tables of the paged policy, which every free (and large malloc) looks a stream up in.
+#[inline]
+pub fn position_by_stream<T>(items: &[T], stream: Stream, key: impl Fn(&T) -> Stream) -> Result<usize, usize> {
+    match items.first() {
+        Some(first) if key(first) == stream => Ok(0),
+        _ => items.binary_search_by_key(&stream, key),
+    }
+}
+
 /// Stream handles and their pools by index, in the order first seen.
 #[derive(Clone, Debug, Default)]
 pub struct StreamTable {

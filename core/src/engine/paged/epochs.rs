@@ -18,6 +18,7 @@ use alloc::vec::Vec;
 
 use crate::base::device::{Device, Event, Stream};
 use crate::base::error::AllocError;
+use crate::data::streams::position_by_stream;
 
 /// One stream's epochs.
 #[derive(Clone, Debug)]
@@ -40,14 +41,10 @@ pub struct Epochs {
 }
 
 impl Epochs {
-    /// Where `stream` is, or would go: the first stream is checked before searching, since
-    /// one stream is the common case.
+    /// Where `stream` is, or would go.
     #[inline]
     fn position(&self, stream: Stream) -> Result<usize, usize> {
-        match self.streams.first() {
-            Some(s) if s.stream == stream => Ok(0),
-            _ => self.streams.binary_search_by_key(&stream, |s| s.stream),
-        }
+        position_by_stream(&self.streams, stream, |s| s.stream)
     }
 
     /// Streams are kept sorted and found by binary search: every free under the paged policy

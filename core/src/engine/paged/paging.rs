@@ -419,13 +419,7 @@ impl<D: Device> Allocator<D> {
             let mut idle = elsewhere;
             let mut moved = self.take_idle(span, &mut idle, got, creation.stream)?;
             if have(got) < span.need && !in_region.is_empty() {
-                while have(got) < span.need {
-                    let chunk = *chunk.get_or_insert_with(|| self.chunk_pages_now(span.need));
-                    match self.create_chunk((span.need - have(got)).min(chunk), creation)? {
-                        Some(c) => got.push(c),
-                        None => break,
-                    }
-                }
+                self.create_for(span, creation, &mut chunk, got)?;
                 idle.extend(in_region);
                 moved += self.take_idle(span, &mut idle, got, creation.stream)?;
             }
@@ -445,15 +439,31 @@ impl<D: Device> Allocator<D> {
             creation.moved += moved;
         }
         // Beyond the peak: new chunks for the rest.
-        while have(got) < span.need {
-            let chunk = *chunk.get_or_insert_with(|| self.chunk_pages_now(span.need));
-            let pages = (span.need - have(got)).min(chunk);
-            match self.create_chunk(pages, creation)? {
-                Some(c) => got.push(c),
-                None => return Ok(false),
+        self.create_for(span, creation, &mut chunk, got)?;
+        Ok(have(got) >= span.need)
+    }
+
+    /// New chunks of `chunk` pages (decided at the first, on a GPU a driver call) into `got`
+    /// until `span` has what it needs or the device or the memory fraction refuses one.
+    fn create_for(
+        &mut self,
+        span: &Span,
+        creation: &mut Creation,
+        chunk: &mut Option<u64>,
+        got: &mut Vec<Chunk>,
+    ) -> Result<(), AllocError> {
+        let mut have = got.iter().map(|c| c.pages).sum::<u64>();
+        while have < span.need {
+            let pages = *chunk.get_or_insert_with(|| self.chunk_pages_now(span.need));
+            match self.create_chunk((span.need - have).min(pages), creation)? {
+                Some(c) => {
+                    have += c.pages;
+                    got.push(c);
+                }
+                None => break,
             }
         }
-        Ok(true)
+        Ok(())
     }
 
     /// Moves idle chunks from `idle` into `got` for `span`, for a request on `stream`: those

@@ -1,7 +1,7 @@
 //! A regrowing stream's region (`regrowth.rs` says why it has one; `regrow_region` turns it
-//! on): given at a miss once the
-//! stream's misses look like regrowth, at the top of its own large ranges; misses of its large
-//! pool are placed there (`paging.rs`, `best_run`), and no layout is learned once one is given.
+//! on): given at a miss once the stream's misses look like regrowth, at the top of its own
+//! large ranges; misses of its large pool are placed there (`paging.rs`, `best_run`), and no
+//! layout is learned once one is given.
 //!
 //! Invariants: a region starts where nothing was mapped above it in its range when given, and
 //! ends where that range ends; it lies in none of a planned layout's ranges.

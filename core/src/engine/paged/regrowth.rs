@@ -27,6 +27,7 @@
 use alloc::vec::Vec;
 
 use crate::base::device::Stream;
+use crate::data::streams::position_by_stream;
 
 /// What a miss adds to the score when it looks like a regrowth; the score loses a sixteenth
 /// at every miss, so it tends to 16 times this when every miss is one.
@@ -72,14 +73,10 @@ pub struct Regrowth {
 }
 
 impl Regrowth {
-    /// Where `stream` is, or would go: the first stream is checked before searching, since
-    /// one stream is the common case.
+    /// Where `stream` is, or would go.
     #[inline]
     fn position(&self, stream: Stream) -> Result<usize, usize> {
-        match self.streams.first() {
-            Some(s) if s.stream == stream => Ok(0),
-            _ => self.streams.binary_search_by_key(&stream, |s| s.stream),
-        }
+        position_by_stream(&self.streams, stream, |s| s.stream)
     }
 
     /// The region of `stream`, if it has one.
