@@ -211,6 +211,13 @@ impl<D: Device> Allocator<D> {
         self.allowed.map(|a| a.saturating_sub(self.device.reserved_elsewhere()))
     }
 
+    /// Memory still to be had: what the device has free, or less when the memory fraction
+    /// leaves less. On a GPU, asking what is free is a driver call.
+    pub(crate) fn headroom(&self) -> u64 {
+        let free = self.device.free_memory();
+        self.allowed_here().map_or(free, |a| free.min(a.saturating_sub(self.reserved)))
+    }
+
     /// The limit a memory fraction sets: none for the whole device, as in PyTorch, whose
     /// garbage collection, fraction check and "allowed" figure then stay off.
     fn limit_of(&self, fraction: f64) -> Option<u64> {
