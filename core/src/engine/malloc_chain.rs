@@ -196,7 +196,7 @@ impl<D: Device> Allocator<D> {
         }
         Ok(match self.take_free_block::<PLAIN>(pool, stream, rounded) {
             Some(id) if PLAIN => Some(id),
-            Some(id) => Some(self.place_against_live(id, rounded)),
+            Some(id) => self.at_front_of_run(pool, stream, id, rounded)?,
             None => None,
         })
     }
@@ -268,8 +268,7 @@ impl<D: Device> Allocator<D> {
         debug_assert!(PLAIN || !self.is_parked(&self.heap[id]), "parked blocks are not indexed");
         let max_split = self.config.max_split_size;
         let rejected = if !PLAIN && self.vm.mode == VmMode::Paged && self.heap[id].in_vm {
-            self.behind_front_of_run(pool, stream, id, rounded)
-                .then_some("a stream regrowing tensors places each at the front of the run it goes to")
+            None
         } else if rounded < max_split && size >= max_split {
             Some("below max_split_size, a request never takes a block of max_split_size or more")
         } else if rounded >= max_split && size >= rounded.saturating_add(self.config.max_non_split_rounding) {

@@ -591,7 +591,7 @@ impl<D: Device> Allocator<D> {
         let stream = self.heap.stream_of_lane(first.stream_index);
         // What may not lend idle chunks to the request: its run; for a stream with a region,
         // only the pages the request covers. A request placed at the front of a hole (see
-        // `behind_front_of_run`) then takes the pages freed at the hole's back, beside it,
+        // `at_front_of_run`) then takes the pages freed at the hole's back, beside it,
         // rather than failing once the device is full and having every idle page released
         // and made again for it. Other streams keep their runs whole: on mixed_fc_conv,
         // lending within a run reserved 1.0243 times the requested bytes instead of 1.0171.

@@ -1,13 +1,15 @@
 //! A regrowing stream's region (`regrowth.rs` says why it has one; `regrow_region` turns it
 //! on): given at a miss once the stream's misses look like regrowth, at the top of its own
 //! large ranges; misses of its large pool are placed there (`paging.rs`, `best_run`), a
-//! request whose best fit lies behind free memory of its run goes, on a device nearly full,
-//! to the run's front (`behind_front_of_run`), and no layout is learned once one is given.
+//! request whose best fit lies behind free memory of its run is placed, on a device nearly
+//! full, as a miss is, from the front of a run (`at_front_of_run`), and no layout is learned
+//! once one is given.
 //!
 //! Invariants: a region starts where nothing was mapped above it in its range when given, and
 //! ends where that range ends; it lies in none of a planned layout's ranges.
 
 use crate::base::device::{Device, Stream};
+use crate::base::error::AllocError;
 use crate::base::size::Pool;
 use crate::data::block::{BlockState, NIL};
 use crate::engine::allocator::Allocator;
@@ -44,22 +46,48 @@ impl<D: Device> Allocator<D> {
         tops.filter(|r| r.from < r.end).max_by_key(|r| r.from)
     }
 
-    /// Whether a request of `size` bytes of `stream`'s `pool` that the free index would serve
-    /// from cached block `id` goes to the front of the block's run instead (`grow_paged`
-    /// places it there): the stream has a region, free or unmapped memory lies before the
-    /// block, and the front costs no move, or the device is nearly full.
+    /// Where a request of `size` bytes of `stream`'s `pool`, given cached block `id` by the
+    /// free index (taken out of it), is served: placed as a miss is (`grow_paged`: the
+    /// smallest run of the region holding it, from its front) when
+    /// [`Allocator::behind_front_of_run`] says so and the pages can be had, else in the block
+    /// itself (`place_against_live`), as the free index chose, with no release of the cache.
+    /// Returns the block to hand out; `None` only when the block was lost to the failed try
+    /// (a chunk moved for it that the device refused to map back): the request then grows as
+    /// any miss.
+    pub(crate) fn at_front_of_run(
+        &mut self,
+        pool: Pool,
+        stream: Stream,
+        id: u32,
+        size: u64,
+    ) -> Result<Option<u32>, AllocError> {
+        if !self.behind_front_of_run(pool, stream, id, size) {
+            return Ok(Some(self.place_against_live(id, size)));
+        }
+        self.cache(id);
+        if let Some(front) = self.grow_paged(pool, stream, size)? {
+            return Ok(Some(front));
+        }
+        // Its chunks moved for the miss went back onto their ghosts: the block serves.
+        Ok(self.take_free_block::<false>(pool, stream, size).map(|again| self.place_against_live(again, size)))
+    }
+
+    /// Whether a request of `size` bytes of `stream`'s `pool`, which the free index would
+    /// serve from cached block `id`, is placed as a miss is instead: the stream has a region,
+    /// free or unmapped memory lies before the block in its run, and that run's front has its
+    /// pages mapped, or the device is nearly full.
     ///
     /// A hole in the region is where the tensors regrown before it ended: each placed at its
     /// front, the hole slides up as K and V are regrown and stays one. Placed further in,
     /// where the cached block is, a tensor leaves the front behind as a gap between two live
     /// tensors that no longer tensor fits, each gap holding up to a page; on a device nearly
     /// full, b16_p64_n768_l24_h1024 then needed 1.0139 times its peak requested bytes (1.0025
-    /// with the front). But a front whose pages were given up under pressure takes pages
+    /// placed as a miss). But a front whose pages were given up under pressure takes pages
     /// moved from elsewhere, while the cached block is mapped: with a few pages to spare the
     /// gap costs less than the moves (b64_p256_n256_l16_h2048 made 18,621 driver calls on
-    /// the device PyTorch's default needs, against 7,417), so the front is taken then only
-    /// once the device cannot give a chunk of the largest size (docs/benchmarks.md).
-    pub(crate) fn behind_front_of_run(&self, pool: Pool, stream: Stream, id: u32, size: u64) -> bool {
+    /// the device PyTorch's default needs, against 7,417), so such a front is taken only once
+    /// the device cannot give a chunk of the largest size (docs/benchmarks.md).
+    fn behind_front_of_run(&self, pool: Pool, stream: Stream, id: u32, size: u64) -> bool {
         let in_run = |b: u32| b != NIL && matches!(self.heap[b].state, BlockState::Free | BlockState::Unmapped);
         if pool != Pool::Large || !in_run(self.heap[id].prev) || self.region_of(pool, stream).is_none() {
             return false;
@@ -68,15 +96,13 @@ impl<D: Device> Allocator<D> {
         while in_run(self.heap[front].prev) {
             front = self.heap[front].prev;
         }
-        let end = self.heap[front].addr + size;
-        let mut b = front;
-        while b != NIL && self.heap[b].addr < end {
-            if self.heap[b].state == BlockState::Unmapped {
-                return self.headroom() < MAX_CHUNK_PAGES * self.paged.paged_page;
-            }
+        let (end, mut b, mut mapped) = (self.heap[front].addr + size, front, true);
+        while mapped && b != NIL && self.heap[b].addr < end {
+            mapped = self.heap[b].state != BlockState::Unmapped;
             b = self.heap[b].next;
         }
-        true
+        // On a GPU, asking what is free is a driver call: only for a front lacking pages.
+        mapped || self.headroom() < MAX_CHUNK_PAGES * self.paged.paged_page
     }
 
     /// The region of `stream`'s `pool`, if it has one.
