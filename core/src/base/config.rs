@@ -81,8 +81,8 @@ pub struct Config {
     /// cachalot's policy: give a stream found regrowing tensors by copy (a KV cache grown by
     /// concatenation) a region of its own, where its misses go and freed holes keep their
     /// pages while the device can make new ones (`regrow_region`, on by default: it ends the
-    /// moves of such a stream; off, its pages move for each tensor, which may fit a device a
-    /// fraction of a percent smaller). Always off under PyTorch's policy.
+    /// moves of such a stream and fits it on a smaller device; off, its pages move for each
+    /// tensor). Always off under PyTorch's policy.
     pub regrow_region: bool,
     /// Once a period of mallocs and frees repeats and leaves the blocks as it found them,
     /// answer the next periods' operations with the blocks chosen for the recorded one,
