@@ -43,7 +43,8 @@ def prepare(env_dir):
     interrupted preparation is never taken for a finished one."""
     newest = minors_oldest_first()[-1]
     python = os.path.join(env_dir, "bin", "python")
-    pip = [python, "-m", "pip", "install", "-q", "--disable-pip-version-check"]
+    # No pip cache: it would keep a second copy of about 4 GB of wheels on a disk CI shares.
+    pip = [python, "-m", "pip", "install", "-q", "--disable-pip-version-check", "--no-cache-dir"]
     subprocess.run(["rm", "-rf", env_dir], check=True)
     run(sys.executable, "-m", "venv", env_dir)
     run(*pip, f"torch=={BUILDS[newest][0]}")
@@ -77,7 +78,7 @@ def main():
     # Used once: the next run starts from a fresh environment again.
     os.remove(marker)
     python = os.path.join(env_dir, "bin", "python")
-    run(python, "-m", "pip", "install", "-q", "--disable-pip-version-check", wheel)
+    run(python, "-m", "pip", "install", "-q", "--disable-pip-version-check", "--no-cache-dir", wheel)
     passed = failed = 0
     for minor in minors:
         extra = {}

@@ -76,8 +76,8 @@ def fetch(sdk, minor):
         for requirement in dict.fromkeys(w[0] for w in wanted):
             # Any Python's wheel of torch holds the same headers and libraries.
             subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--disable-pip-version-check",
-                            "--no-deps", "--only-binary=:all:", "--python-version", "3.11", "-d", wheels,
-                            requirement], check=True)
+                            "--no-cache-dir", "--no-deps", "--only-binary=:all:", "--python-version", "3.11",
+                            "-d", wheels, requirement], check=True)
         for wheel in sorted(glob.glob(os.path.join(wheels, "*.whl"))):
             with zipfile.ZipFile(wheel) as z:
                 for _, inside, only, to in wanted:
