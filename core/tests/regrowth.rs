@@ -8,13 +8,14 @@
 //! - once the device is full, the region's idle pages move like any others, so the run fits
 //!   where expandable segments do; each K and V goes to the front of its hole, taking the
 //!   pages freed behind it, so the generation fits within 1.5% of what it asks for at about
-//!   half a call for each tensor regrown;
+//!   half a call for each tensor regrown; a front lacking pages that cannot be had leaves the
+//!   cached block to serve, with nothing released;
 //! - training loops, which never regrow, get no region (the visible traces);
 //! - with `regrow_region:False`, no stream gets one.
 
 use crate::common;
 
-use cachalot_core::{Allocator, Config, Replayer, SimDevice};
+use cachalot_core::{Allocator, Config, Decision, Replayer, SimDevice};
 use common::{load_trace, TRACES};
 
 const MIB: u64 = 1 << 20;
@@ -38,36 +39,41 @@ struct Shape {
 }
 
 /// A decoder generating text: weights, then per layer the temporaries of a forward pass, and
-/// K and V grown as torch.cat grows them. Stops at the first out-of-memory.
-fn generate(a: &mut Allocator<SimDevice>, shape: Shape) -> Result<(), ()> {
+/// K and V grown as torch.cat grows them, each block asked for through `malloc`. Stops at the
+/// first out-of-memory.
+fn generate_with(
+    a: &mut Allocator<SimDevice>,
+    shape: Shape,
+    mut malloc: impl FnMut(&mut Allocator<SimDevice>, u64) -> Result<u64, ()>,
+) -> Result<(), ()> {
     let Shape { batch, prompt, layers, hidden, new } = shape;
-    let weights = a.malloc(300 * MIB, 0).map_err(drop)?;
+    let weights = malloc(a, 300 * MIB)?;
     let mut caches: Vec<[Option<u64>; 2]> = vec![[None, None]; layers];
     for step in 0..=new {
         let tokens = if step == 0 { prompt } else { 1 };
         let length = prompt + step;
         let act = batch * tokens * hidden * 2;
-        let mut x = a.malloc(act, 0).map_err(drop)?;
+        let mut x = malloc(a, act)?;
         for cache in caches.iter_mut() {
-            let qkv = a.malloc(3 * act, 0).map_err(drop)?;
+            let qkv = malloc(a, 3 * act)?;
             for kv in cache.iter_mut() {
-                let grown = a.malloc(batch * length * hidden * 2, 0).map_err(drop)?;
+                let grown = malloc(a, batch * length * hidden * 2)?;
                 if let Some(old) = kv.replace(grown) {
                     a.free(old).unwrap();
                 }
             }
-            let scores = a.malloc(batch * (hidden / 128) * tokens * length * 4, 0).map_err(drop)?;
-            let attn = a.malloc(act, 0).map_err(drop)?;
+            let scores = malloc(a, batch * (hidden / 128) * tokens * length * 4)?;
+            let attn = malloc(a, act)?;
             a.free(scores).unwrap();
             a.free(qkv).unwrap();
-            let up = a.malloc(4 * act, 0).map_err(drop)?;
-            let down = a.malloc(act, 0).map_err(drop)?;
+            let up = malloc(a, 4 * act)?;
+            let down = malloc(a, act)?;
             a.free(up).unwrap();
             a.free(attn).unwrap();
             a.free(x).unwrap();
             x = down;
         }
-        let logits = a.malloc(batch * 32_000 * 4, 0).map_err(drop)?;
+        let logits = malloc(a, batch * 32_000 * 4)?;
         a.free(x).unwrap();
         a.free(logits).unwrap();
     }
@@ -76,6 +82,11 @@ fn generate(a: &mut Allocator<SimDevice>, shape: Shape) -> Result<(), ()> {
     }
     a.free(weights).unwrap();
     Ok(())
+}
+
+/// [`generate_with`] asking the allocator directly.
+fn generate(a: &mut Allocator<SimDevice>, shape: Shape) -> Result<(), ()> {
+    generate_with(a, shape, |a, size| a.malloc(size, 0).map_err(drop))
 }
 
 fn run(conf: &str, capacity: u64, new: Shape) -> (Run, Allocator<SimDevice>) {
@@ -224,4 +235,37 @@ fn with_pages_to_spare_a_k_or_v_whose_hole_front_was_given_up_takes_the_cached_b
     assert!(!tight.out_of_memory);
     // Always at the front: 6,550 calls; the cached block while a chunk can still be made: 3,786.
     assert!(memory_calls(&a) <= 5_000, "{} calls on a device 1% larger than requested", memory_calls(&a));
+}
+
+#[test]
+fn a_front_lacking_pages_leaves_the_cached_block_to_serve_with_nothing_released() {
+    // On a device no larger than the peak requested bytes the generation runs out of memory;
+    // before it does, a K or V is given a cached block behind free memory of its hole, whose
+    // front lacks a page neither the device nor idle memory can give.
+    let new = Shape { batch: 8, prompt: 128, layers: 8, hidden: 2048, new: 192 };
+    let (roomy, _) = run(REGION, 64 << 30, new);
+    let mut a = Allocator::new(SimDevice::new(roomy.peak_requested), Config::parse(REGION).unwrap());
+    a.set_explain(true);
+    let mut served_by_the_block = 0;
+    let ran = generate_with(&mut a, new, |a, size| {
+        let destroys = a.device().calls().vm_destroys;
+        let addr = a.malloc(size, 0);
+        let decisions = a.take_decisions();
+        let lacked = decisions.iter().position(|d| matches!(d, Decision::FrontLackedPages { .. }));
+        if let Some(Decision::FrontLackedPages { block }) = lacked.map(|i| &decisions[i]) {
+            served_by_the_block += 1;
+            // Not the usual miss path's release of every idle page and retry.
+            let after = &decisions[lacked.unwrap()..];
+            assert!(
+                !after.iter().any(|d| matches!(d, Decision::Released { .. } | Decision::OutOfMemory { .. })),
+                "{after:?}"
+            );
+            assert_eq!(a.device().calls().vm_destroys, destroys, "pages went back to the device");
+            assert!(addr.as_ref().is_ok_and(|p| p >= block), "{addr:?} for the block at {block:#x}");
+        }
+        addr.map_err(drop)
+    });
+    assert!(ran.is_err(), "the generation fits on its peak requested bytes: the test lost its case");
+    assert!(served_by_the_block > 0, "no front lacked pages");
+    a.check_invariants().unwrap();
 }

@@ -131,6 +131,19 @@ pub enum Decision {
         /// Where its region starts.
         from: u64,
     },
+    /// cachalot's policy, for a stream with a region: the cached block the free index chose
+    /// lies behind free memory of its hole, so the request goes to the hole's front instead,
+    /// placed as a miss is; further in, it would leave a gap in front of it.
+    ToFrontOfHole {
+        /// The cached block passed over.
+        block: u64,
+    },
+    /// The hole's front lacked pages that neither the device nor idle memory could give: the
+    /// cached block serves after all, and nothing is released.
+    FrontLackedPages {
+        /// The cached block that serves.
+        block: u64,
+    },
     /// Cached segments (under virtual memory: idle pages, and address ranges left empty)
     /// were returned to the device to make room.
     Released {
@@ -260,6 +273,14 @@ impl fmt::Display for Decision {
             Decision::RegionForRegrowth { stream, from } => write!(
                 f,
                 "Stream {stream:#x} keeps asking for a block just longer than one it freed (tensors regrown by copy): its misses go from now on above {from:#x}, where freed blocks keep their pages while the device can make new ones.",
+            ),
+            Decision::ToFrontOfHole { block } => write!(
+                f,
+                "The cached block at {block:#x} lies behind free memory of its hole: place the request at the hole's front instead, as a miss is, so that no gap is left in front of it.",
+            ),
+            Decision::FrontLackedPages { block } => write!(
+                f,
+                "The hole's front lacks pages that cannot be had: the cached block at {block:#x} serves instead, and nothing is released.",
             ),
             Decision::SegmentRefused { size, reason } => write!(f, "A new {} segment is refused: {reason}.", sz(*size)),
             Decision::Released { segments, bytes, step, virtual_memory } => {

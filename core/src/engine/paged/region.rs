@@ -64,12 +64,17 @@ impl<D: Device> Allocator<D> {
         if !self.behind_front_of_run(pool, stream, id, size) {
             return Ok(Some(self.place_against_live(id, size)));
         }
+        let block = self.heap[id].addr;
+        self.explainer.note(|| Decision::ToFrontOfHole { block });
         self.cache(id);
         if let Some(front) = self.grow_paged(pool, stream, size)? {
             return Ok(Some(front));
         }
         // Its chunks moved for the miss went back onto their ghosts: the block serves.
-        Ok(self.take_free_block::<false>(pool, stream, size).map(|again| self.place_against_live(again, size)))
+        let Some(again) = self.take_free_block::<false>(pool, stream, size) else { return Ok(None) };
+        let block = self.heap[again].addr;
+        self.explainer.note(|| Decision::FrontLackedPages { block });
+        Ok(Some(self.place_against_live(again, size)))
     }
 
     /// Whether a request of `size` bytes of `stream`'s `pool`, which the free index would
