@@ -9,8 +9,9 @@
 //! request) plus the page slack moving has earned (`page_slack`, 1% by default), from idle
 //! chunks — chunks mapped wholly inside free blocks elsewhere, moved here, largest first,
 //! their old mapping left in place as a ghost (`vrange.rs`), so that moving one back costs
-//! no driver call — and last from new chunks beyond that peak (after returning an idle chunk
-//! too large for the span's room, when that is all that is idle). So peak
+//! no driver call; single pages among them remade as one chunk once moving is what the
+//! workload does, `single_pages.rs` — and last from new chunks beyond that peak (after
+//! returning an idle chunk too large for the span's room, when that is all that is idle). So peak
 //! reserved memory stays near the peak of pages in use, and each span costs a handful of
 //! driver calls, not one per page. A stream regrowing tensors by copy (`regrowth.rs`) has its
 //! large misses placed in its region, and the regions' idle chunks are taken only after the
@@ -44,7 +45,7 @@ use crate::report::explain::Decision;
 /// pieces once it is freed; the cap bounds what one small allocation left in a freed large
 /// block can hold back, which otherwise makes a training loop's reserved memory creep up
 /// pass after pass (docs/design.md gives the figures behind the choice).
-fn chunk_pages(need: u64) -> u64 {
+pub(super) fn chunk_pages(need: u64) -> u64 {
     (need / 8).clamp(1, MAX_CHUNK_PAGES)
 }
 
@@ -56,7 +57,7 @@ pub(crate) const MAX_CHUNK_PAGES: u64 = 8;
 /// expandable segments' always are, once less than 4 GiB is. A quarter of that (256) left
 /// pages stranded in chunks made early: a decoding job with a 1,024-token prompt then needed
 /// 8.71 GiB where expandable segments need 8.65 (`cachalot fit`, docs/benchmarks.md).
-const HEADROOM_PER_CHUNK: u64 = 1024;
+pub(super) const HEADROOM_PER_CHUNK: u64 = 1024;
 
 /// Pages that must move before one page of slack is earned (`page_slack`). A move costs a
 /// GPU tens of microseconds (an unmap, a map and an access grant), a page held costs memory
@@ -70,18 +71,18 @@ pub const MOVED_PAGES_PER_SLACK_PAGE: u64 = 64;
 /// address, the free block holding it when it was listed, and whether it lies in a range the
 /// plan being followed places requests in.
 #[derive(Clone, Copy, Debug)]
-struct IdleChunk {
-    pages: u64,
+pub(super) struct IdleChunk {
+    pub pages: u64,
     offset: u64,
-    addr: u64,
-    block: u32,
-    planned: bool,
+    pub addr: u64,
+    pub block: u32,
+    pub planned: bool,
 }
 
 impl IdleChunk {
     /// The order idle chunks are taken in: largest first, then the one furthest into its
     /// range, then the lowest address.
-    fn order(&self) -> (core::cmp::Reverse<u64>, core::cmp::Reverse<u64>, u64) {
+    pub(super) fn order(&self) -> (core::cmp::Reverse<u64>, core::cmp::Reverse<u64>, u64) {
         (core::cmp::Reverse(self.pages), core::cmp::Reverse(self.offset), self.addr)
     }
 }
@@ -106,7 +107,7 @@ fn keep_smallest(best: &mut Option<(u64, Placement)>, run: Placement, size: u64)
 
 /// What one request may still create: pages within the most ever in use, and the bytes of
 /// chunks already created for it that reserved memory does not count yet.
-struct Creation {
+pub(super) struct Creation {
     within_peak: u64,
     uncounted: u64,
     /// Idle pages moved for the request so far (explained once every span is filled).
@@ -117,9 +118,9 @@ struct Creation {
 
 /// An unmapped stretch under a request: where it starts, the pages the request needs there
 /// and the pages its unmapped block could take.
-struct Span {
+pub(super) struct Span {
     from: u64,
-    need: u64,
+    pub need: u64,
     room: u64,
 }
 
@@ -292,7 +293,7 @@ impl<D: Device> Allocator<D> {
 
     /// A new chunk of `pages` pages, unless the memory fraction (counting the chunks already
     /// created for this request) or the device refuses.
-    fn create_chunk(&mut self, pages: u64, creation: &mut Creation) -> Result<Option<Chunk>, AllocError> {
+    pub(super) fn create_chunk(&mut self, pages: u64, creation: &mut Creation) -> Result<Option<Chunk>, AllocError> {
         let size = pages * self.paged.paged_page;
         if self.allowed_here().is_some_and(|a| self.reserved + creation.uncounted + size > a) {
             return Ok(None);
@@ -414,6 +415,7 @@ impl<D: Device> Allocator<D> {
             let (in_region, elsewhere): (Vec<IdleChunk>, Vec<IdleChunk>) =
                 idle.into_iter().partition(|c| self.paged.regrowth.holds(c.addr));
             let mut idle = elsewhere;
+            self.remake_single_pages(span, &mut idle, got, creation)?;
             let mut moved = self.take_idle(span, &mut idle, got, creation.stream)?;
             if have(got) < span.need && !in_region.is_empty() {
                 self.create_for(span, creation, &mut chunk, got)?;
