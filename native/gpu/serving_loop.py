@@ -8,8 +8,10 @@ usage: python3 native/gpu/serving_loop.py ALLOCATOR OUTFILE
        (native/gpu/serving_loop.sh runs each allocator, one process each)
 
 ALLOCATOR is `pytorch`, `expandable` (PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True) or
-`cachalot` (cachalot_torch.install(), its default config). GENERATIONS (default 10) and BATCH
-(default 64) come from the environment.
+`cachalot` (cachalot_torch.install(), its default config). GENERATIONS (default 10), BATCH
+(default 64) and CAP_BYTES (default none: the whole device; else the device capped with
+torch.cuda.set_per_process_memory_fraction at that many bytes) come from the environment. A
+generation that runs out of memory is recorded as such and ends the run.
 
 Output: OUTFILE, one JSON object: allocator, batch, and per generation its seconds, checksum,
 peak reserved bytes and the device allocations and frees it made.
@@ -22,6 +24,7 @@ import time
 ALLOCATOR, OUTFILE = sys.argv[1], sys.argv[2]
 GENERATIONS = int(os.environ.get("GENERATIONS", 10))
 BATCH = int(os.environ.get("BATCH", 64))
+CAP_BYTES = int(os.environ.get("CAP_BYTES", 0))
 
 import allocator_choice  # noqa: E402
 
@@ -31,6 +34,8 @@ import torch  # noqa: E402  (after install, as a user would)
 from decoder_model import Decoder, generate  # noqa: E402
 
 dev = torch.device("cuda")
+if CAP_BYTES:
+    torch.cuda.set_per_process_memory_fraction(min(1.0, CAP_BYTES / torch.cuda.get_device_properties(0).total_memory))
 
 
 def stats():
@@ -45,7 +50,12 @@ for g in range(GENERATIONS):
     before = stats()
     torch.cuda.synchronize()
     start = time.perf_counter()
-    checksum = generate(model, BATCH, dev)
+    try:
+        checksum = generate(model, BATCH, dev)
+    except torch.cuda.OutOfMemoryError:
+        rows.append(dict(generation=g + 1, out_of_memory=True))
+        print(json.dumps(rows[-1]), flush=True)
+        break
     torch.cuda.synchronize()
     secs = time.perf_counter() - start
     after = stats()
@@ -56,5 +66,6 @@ for g in range(GENERATIONS):
     rows.append(row)
     print(json.dumps(row), flush=True)
 with open(OUTFILE, "w") as f:
-    json.dump(dict(allocator=ALLOCATOR, batch=BATCH, generations=rows), f)
-print("RESULT " + json.dumps(dict(allocator=ALLOCATOR, batch=BATCH, secs=[r["secs"] for r in rows])))
+    json.dump(dict(allocator=ALLOCATOR, batch=BATCH, cap_bytes=CAP_BYTES, generations=rows), f)
+print("RESULT " + json.dumps(dict(allocator=ALLOCATOR, batch=BATCH, cap_bytes=CAP_BYTES,
+                                  secs=[r.get("secs") for r in rows])))

@@ -7,7 +7,8 @@
 # Build here first: `make wheel`, and carry dist. cachalot comes from the wheel, installed into a
 # virtual environment that sees the machine's PyTorch (wheel_env.sh). With LIB_BEFORE, cachalot
 # runs a second time with that library in the wheel's place (an older build of the same C ABI,
-# to compare two versions of the policy in one run). GENERATIONS and BATCH go to serving_loop.py.
+# to compare two versions of the policy in one run). GENERATIONS, BATCH and CAP_BYTES go to
+# serving_loop.py; RUNS (default "pytorch expandable cachalot") picks the allocators.
 # Results: $OUT/serving_loop.log, $OUT/serving_loop_<allocator>.json and a table.
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
@@ -18,7 +19,7 @@ make_wheel_env || exit 2
 export PYTHONUNBUFFERED=1
 log="$OUT/serving_loop.log"
 : > "$log"
-runs=(pytorch expandable cachalot)
+read -r -a runs <<< "${RUNS:-pytorch expandable cachalot}"
 for a in "${runs[@]}"; do
     echo "== $a" >> "$log"
     timeout 600 "$ENV_DIR/bin/python" native/gpu/serving_loop.py "$a" "$OUT/serving_loop_$a.json" >> "$log" 2>&1 ||
@@ -34,16 +35,22 @@ fi
 python3 - "$OUT" <<'PY'
 import glob, json, os, statistics, sys
 out = sys.argv[1]
+print("device capped at", os.environ.get("CAP_BYTES") or "nothing", "bytes")
 print("| allocator | seconds a generation, in order | median of the last half | peak reserved | device allocs / frees, last generation |")
 print("|---|---|---:|---:|---:|")
 for path in sorted(glob.glob(os.path.join(out, "serving_loop_*.json"))):
     label = os.path.basename(path)[len("serving_loop_"):-len(".json")]
     rows = json.load(open(path))["generations"]
+    if rows and rows[-1].get("out_of_memory"):
+        print(f"| {label} | out of memory in generation {rows[-1]['generation']} | | | |")
+        rows = rows[:-1]
+    if not rows:
+        continue
     secs = [r["secs"] for r in rows]
     last = rows[-1]
     print(f"| {label} | {' '.join(f'{s:.3f}' for s in secs)} | {statistics.median(secs[len(secs) // 2:]):.3f} | "
           f"{last['peak_reserved']:,} | {last['device_allocs']:,} / {last['device_frees']:,} |")
-checks = {os.path.basename(p): [r["checksum"] for r in json.load(open(p))["generations"]]
+checks = {os.path.basename(p): [r["checksum"] for r in json.load(open(p))["generations"] if "checksum" in r]
           for p in glob.glob(os.path.join(out, "serving_loop_*.json"))}
 print("checksums:", json.dumps({k: sorted(set(round(c, 2) for c in v)) for k, v in checks.items()}))
 PY
