@@ -1,8 +1,9 @@
 // Fit table: the smallest simulated device a trace runs on without an out-of-memory under
 // each config compared (PyTorch's default, expandable segments, cachalot's policy, and the
 // configs the person chose), its ratio to the peak requested bytes, the driver calls at that
-// size and whether the run fits each named card: `cachalot fit --json`'s figures, from the
-// same search in the core (TraceFile.fit_json, core/src/replay/fit.rs). It is computed on
+// size, the driver calls on the device PyTorch's default needs, and whether the run fits each
+// named card: `cachalot fit --json`'s figures, from the same search in the core
+// (TraceFile.fit_json and calls_at_json, core/src/replay/fit.rs). It is computed on
 // demand: the search replays the trace a dozen times or more per config, seconds on a
 // million operations, so the page yields between configs to show its progress.
 // Invariant: the table shows one trace's figures for one list of configs, whole; a newer
@@ -19,7 +20,8 @@ export const ALWAYS = [
   { config: '', role: 'cachalot’s policy' },
 ];
 
-const HEADINGS = ['Config', 'Smallest device', '× peak requested', 'Driver calls', 'Fits'];
+const HEADINGS = ['Config', 'Smallest device', '× peak requested', 'Driver calls',
+  'Calls where PyTorch’s default fits', 'Fits'];
 
 /** A turn of the event loop, so that the page paints the progress line. */
 const yieldToPage = () => new Promise((resolve) => setTimeout(resolve, 0));
@@ -90,6 +92,15 @@ export class FitTable {
         if (same) same.roles.push(...c.roles);
         else rows.push({ fit, roles: [...c.roles] });
       }
+      // ALWAYS puts PyTorch's default first: each config's calls on the device it needs.
+      const pytorchNeeds = rows[0].fit.capacity_bytes;
+      for (const [i, r] of rows.entries()) {
+        this.status.textContent = `Calls of ${i + 1} of ${rows.length} on the device PyTorch’s default needs… `
+          + `${((performance.now() - t0) / 1000).toFixed(1)} s`;
+        await yieldToPage();
+        if (searching !== this.searching) return;
+        r.wherePyTorchFits = JSON.parse(trace.calls_at_json(r.fit.config, pytorchNeeds));
+      }
     } catch (e) {
       if (searching !== this.searching) return;
       this.status.textContent = `Not found: ${e.message}`;
@@ -98,7 +109,7 @@ export class FitTable {
     }
     if (searching !== this.searching) return;
     const seconds = (performance.now() - t0) / 1000;
-    const probes = rows.reduce((n, r) => n + r.fit.probes, 0);
+    const probes = rows.reduce((n, r) => n + r.fit.probes + 1, 0);
     this.render(rows);
     this.status.textContent = `${trace.label}: searched in ${seconds.toFixed(1)} s (${count(probes)} replays).`;
     this.button.disabled = false;
@@ -110,7 +121,7 @@ export class FitTable {
     const head = table.createTHead().insertRow();
     for (const h of HEADINGS) head.append(cell('th', h));
     const body = table.createTBody();
-    for (const { fit, roles } of rows) {
+    for (const { fit, roles, wherePyTorchFits } of rows) {
       const tr = body.insertRow();
       tr.dataset.config = fit.config;
       const name = cell('td', '');
@@ -127,6 +138,8 @@ export class FitTable {
         cell('td', bytes(fit.capacity_bytes), 'capacity_bytes', fit.capacity_bytes),
         cell('td', fit.capacity_over_requested.toFixed(3), 'capacity_over_requested', fit.capacity_over_requested),
         cell('td', count(fit.driver_calls), 'driver_calls', fit.driver_calls),
+        cell('td', wherePyTorchFits === null ? 'out of memory' : count(wherePyTorchFits), 'where_pytorch_fits',
+          wherePyTorchFits),
       );
       const cards = cell('td', '');
       cards.className = 'cards';
@@ -147,7 +160,8 @@ export class FitTable {
     this.note.textContent = `Smallest device: the least capacity, to 2.00 MiB, on which a replay of the trace finishes `
       + `with no out-of-memory (the allocator may free its cache and retry); the device size set above does not apply. `
       + `× peak requested: it over the trace’s peak requested bytes (${bytes(requested)}). Driver calls: cuMemAlloc, `
-      + `cuMemFree, cuMemCreate, cuMemMap, cuMemUnmap and cuMemRelease of the replay at that size. A card’s usable `
+      + `cuMemFree, cuMemCreate, cuMemMap, cuMemUnmap and cuMemRelease of the replay at that size; where PyTorch’s `
+      + `default fits, those of the replay on the smallest device PyTorch’s default needs. A card’s usable `
       + `memory is the total PyTorch reports for it less ${bytes(context)} for the CUDA context: ${usable.join('; ')}. `
       + 'The same search as cachalot fit TRACE --config A --config B.';
   }

@@ -1,9 +1,9 @@
 // End-to-end test of Compare's "smallest device it fits on" table (issue 44): on demand, for
 // PyTorch's default, expandable segments, cachalot's policy and the two configs compared, the
 // page shows the smallest simulated device the trace runs on, its ratio to the peak requested
-// bytes, the driver calls there and the card verdicts; every figure equals `cachalot fit
-// --json`'s for the same trace and configs (one search in the core serves both), and so does
-// the whole entry TraceFile.fit_json gives. At 390 px the table scrolls in its own box, if at all.
+// bytes, the driver calls there, the driver calls on the device PyTorch's default needs and the
+// card verdicts; every figure equals `cachalot fit --json`'s for the same trace and configs (one
+// search in the core serves both), and so does the whole entry TraceFile.fit_json gives. At 390 px the table scrolls in its own box, if at all.
 
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
@@ -49,7 +49,9 @@ test('Compare\'s smallest devices equal cachalot fit --json for the same trace a
   assert.match(await page.textContent('#compare-fit-status'), /^gpt2_train\.csv\.gz: searched in [\d.]+ s \(\d+ replays\)\.$/);
   const rows = await page.$$eval('#compare-fit-table tbody tr', (trs) => trs.map((tr) => {
     const row = { config: tr.dataset.config, role: tr.querySelector('.role').textContent, cards: {} };
-    for (const td of tr.querySelectorAll('td[data-field]')) row[td.dataset.field] = Number(td.dataset.value);
+    for (const td of tr.querySelectorAll('td[data-field]')) {
+      row[td.dataset.field] = td.dataset.value === 'null' ? null : Number(td.dataset.value);
+    }
     for (const s of tr.querySelectorAll('[data-card]')) row.cards[s.dataset.card] = s.dataset.value === 'true';
     return row;
   }));
@@ -63,6 +65,7 @@ test('Compare\'s smallest devices equal cachalot fit --json for the same trace a
     assert.equal(r.capacity_bytes, f.capacity_bytes, f.config);
     assert.equal(r.capacity_over_requested, f.capacity_over_requested, f.config);
     assert.equal(r.driver_calls, f.driver_calls, f.config);
+    assert.equal(r.where_pytorch_fits, cli.where_pytorch_fits.driver_calls[i], f.config);
     assert.deepEqual(r.cards, Object.fromEntries(f.cards.map((c) => [c.card, c.fits])), f.config);
   }
   // The shown figures in words, as the CLI prints them ("15.13 GiB", "1.079").

@@ -274,6 +274,19 @@ pub fn fit<S: OpSource + ?Sized>(trace: &Trace, ops: &S, config: &Config) -> Res
     })
 }
 
+/// The driver calls (see [`DeviceCalls::driver_calls`]) of a replay of `trace` under
+/// `config` on a device of `capacity` bytes, or `None` when it runs out of memory there: what a
+/// config costs on the device another one needs.
+pub fn calls_at<S: OpSource + ?Sized>(
+    trace: &Trace,
+    ops: &S,
+    config: &Config,
+    capacity: u64,
+) -> Result<Option<u64>, FitError<S::Error>> {
+    let p = probe(trace, ops, config, capacity)?;
+    Ok(p.fits.then(|| p.calls.driver_calls()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -294,5 +307,8 @@ mod tests {
         assert!(!probe(&t, &t.ops[..], &config, f.capacity_bytes - GRANULE).unwrap().fits);
         assert!(f.cards.iter().all(|c| c.fits));
         assert_eq!(f.driver_calls, f.device_calls.driver_calls());
+        // The same replay where it fits; none a granule below.
+        assert_eq!(calls_at(&t, &t.ops[..], &config, f.capacity_bytes).unwrap(), Some(f.driver_calls));
+        assert_eq!(calls_at(&t, &t.ops[..], &config, f.capacity_bytes - GRANULE).unwrap(), None);
     }
 }

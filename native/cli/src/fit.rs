@@ -2,13 +2,13 @@
 //! which the browser's Compare view calls too) for each config, one config to a thread, the
 //! trace's operations read from its spool by every probe.
 //!
-//! Invariant: [`fit_all`] returns one result per config, in the configs' order, each what
-//! `replay::fit::fit` gives for it alone; errors name the trace.
+//! Invariant: [`fit_all`] and [`calls_all_at`] return one result per config, in the configs'
+//! order, each what `replay::fit` gives for it alone; errors name the trace.
 
 use std::ops::ControlFlow;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use cachalot_core::replay::fit::{fit, FitError, OpSource};
+use cachalot_core::replay::fit::{calls_at, fit, FitError, OpSource};
 use cachalot_core::{Config, TraceOp};
 
 pub use cachalot_core::replay::fit::{Card, Fit, CARDS, CUDA_CONTEXT, GRANULE};
@@ -36,19 +36,32 @@ impl OpSource for NamedTrace {
     }
 }
 
-/// The smallest fitting device of `t` under `config`; an error names the trace.
-fn fit_one(t: &NamedTrace, config: &Config) -> Result<Fit, String> {
-    fit(&t.trace, t, config).map_err(|e| match e {
+/// A search's error, the trace named.
+fn named(t: &NamedTrace) -> impl Fn(FitError<String>) -> String + '_ {
+    move |e| match e {
         FitError::Source(e) => e,
         other => format!("{}: {other}", t.name),
-    })
+    }
 }
 
-/// [`fit_one`] for every config, on all cores (one config to a thread), in the configs' order.
+/// [`fit`] of `t` for every config, on all cores, in the configs' order.
 pub fn fit_all(t: &NamedTrace, configs: &[Config]) -> Result<Vec<Fit>, String> {
+    on_all_cores(configs, |c| fit(&t.trace, t, c).map_err(named(t)))
+}
+
+/// [`calls_at`] `capacity` bytes of `t` for every config, on all cores, in the configs' order.
+pub fn calls_all_at(t: &NamedTrace, configs: &[Config], capacity: u64) -> Result<Vec<Option<u64>>, String> {
+    on_all_cores(configs, |c| calls_at(&t.trace, t, c, capacity).map_err(named(t)))
+}
+
+/// `each` for every config, one config to a thread, in the configs' order.
+fn on_all_cores<T: Send>(
+    configs: &[Config],
+    each: impl Fn(&Config) -> Result<T, String> + Sync,
+) -> Result<Vec<T>, String> {
     let threads = std::thread::available_parallelism().map_or(2, |n| n.get()).min(configs.len().max(1));
     let next = AtomicUsize::new(0);
-    let mut all: Vec<(usize, Result<Fit, String>)> = std::thread::scope(|s| {
+    let mut all: Vec<(usize, Result<T, String>)> = std::thread::scope(|s| {
         let workers: Vec<_> = (0..threads)
             .map(|_| {
                 s.spawn(|| {
@@ -56,7 +69,7 @@ pub fn fit_all(t: &NamedTrace, configs: &[Config]) -> Result<Vec<Fit>, String> {
                     loop {
                         let i = next.fetch_add(1, Ordering::Relaxed);
                         let Some(c) = configs.get(i) else { break };
-                        out.push((i, fit_one(t, c)));
+                        out.push((i, each(c)));
                     }
                     out
                 })

@@ -1,6 +1,8 @@
 //! `cachalot fit`: the smallest device a trace runs on under PyTorch's default, expandable
 //! segments, cachalot's default policy and each config given, with the driver calls at that
-//! size and whether the run fits the named cards (see `fit.rs`).
+//! size, each config's driver calls on the device PyTorch's default needs (what a user whose
+//! card fits the run under PyTorch pays there), and whether the run fits the named cards
+//! (see `fit.rs`).
 //!
 //! Invariants: with `--json`, stdout holds exactly one JSON object; the text report's table
 //! fits 100 columns and names the usable bytes assumed for every card it names.
@@ -9,7 +11,7 @@ use std::time::Instant;
 
 use super::byte_size::human;
 use super::command_line::FitArgs;
-use super::fit::{fit_all, Card, Fit, CARDS, CUDA_CONTEXT, GRANULE};
+use super::fit::{calls_all_at, fit_all, Card, Fit, CARDS, CUDA_CONTEXT, GRANULE};
 use super::output::Out;
 use super::paragraph::fill;
 use super::table::{Align, Table, DEFAULT_WIDTH};
@@ -42,7 +44,16 @@ struct Report<'a> {
     cuda_context_bytes: u64,
     cards: &'a [Card],
     fits: &'a [Fit],
+    where_pytorch_fits: WherePyTorchFits,
     seconds: f64,
+}
+
+/// Every config's driver calls on the device PyTorch's default needs.
+#[derive(serde::Serialize)]
+struct WherePyTorchFits {
+    capacity_bytes: u64,
+    /// One per config, in `fits`' order: the calls, or null where the config runs out of memory.
+    driver_calls: Vec<Option<u64>>,
 }
 
 pub fn run(args: &FitArgs, out: Out) -> Result<(), Failure> {
@@ -54,6 +65,10 @@ pub fn run(args: &FitArgs, out: Out) -> Result<(), Failure> {
     }
     let start = Instant::now();
     let fits = fit_all(&trace, &parsed)?;
+    // ALWAYS puts PyTorch's default first.
+    let pytorch_needs = fits[0].capacity_bytes;
+    let where_pytorch_fits =
+        WherePyTorchFits { capacity_bytes: pytorch_needs, driver_calls: calls_all_at(&trace, &parsed, pytorch_needs)? };
     let seconds = start.elapsed().as_secs_f64();
     if args.trace.json {
         let r = Report {
@@ -63,6 +78,7 @@ pub fn run(args: &FitArgs, out: Out) -> Result<(), Failure> {
             cuda_context_bytes: CUDA_CONTEXT,
             cards: &CARDS,
             fits: &fits,
+            where_pytorch_fits,
             seconds: (seconds * 1000.0).round() / 1000.0,
         };
         serde_json::to_writer(&mut *out, &r).map_err(std::io::Error::from)?;
@@ -97,11 +113,22 @@ pub fn run(args: &FitArgs, out: Out) -> Result<(), Failure> {
     for line in table.render(Some(DEFAULT_WIDTH)) {
         writeln!(out, "{line}")?;
     }
+    let beside: Vec<String> = fits
+        .iter()
+        .zip(&where_pytorch_fits.driver_calls)
+        .map(|(f, calls)| match calls {
+            Some(n) => format!("{} {n}", f.config),
+            None => format!("{} out of memory", f.config),
+        })
+        .collect();
+    let line = format!("Calls on the {} device PyTorch's default needs: {}.", human(pytorch_needs), beside.join("; "));
+    writeln!(out, "\n{}", fill(&line, DEFAULT_WIDTH, ""))?;
     let cards: Vec<String> = CARDS
         .iter()
         .map(|c| format!("{} ({}): {} of {}", c.name, c.examples, human(c.usable_bytes), human(c.total_bytes)))
         .collect();
-    let probes: u32 = fits.iter().map(|f| f.probes).sum();
+    // Each fit's replays, and one a config on the device PyTorch's default needs.
+    let probes: u32 = fits.iter().map(|f| f.probes + 1).sum();
     let text = format!(
         "Smallest: the least device capacity, to {}, on which a replay of the trace finishes with no \
          out-of-memory (the allocator may free its cache and retry: 'retries'); 'x requested' is it over \

@@ -1,7 +1,9 @@
 //! `cachalot fit` end to end: the capacity it finds for each config is one `replay` finishes
 //! on with no out-of-memory, and the capacity a step (2 MiB) below is one it runs out on;
 //! the three configs searched always come first, a given one after them; the cards it names
-//! fit exactly when the smallest device is no larger than their usable bytes.
+//! fit exactly when the smallest device is no larger than their usable bytes; each config's
+//! calls on the device PyTorch's default needs are those of a replay there, none where it runs
+//! out of memory.
 
 use std::path::PathBuf;
 use std::process::{Command, Output};
@@ -73,10 +75,37 @@ fn the_report_names_every_card_and_the_bytes_assumed() {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let text = String::from_utf8(out.stdout).unwrap();
     let joined = text.replace('\n', " ");
-    for needle in ["24 GB", "40 GB", "80 GB", "141 GB", "23.15 GiB of 23.65 GiB", "512.00 MiB for the CUDA context"] {
+    let needles = [
+        "24 GB",
+        "40 GB",
+        "80 GB",
+        "141 GB",
+        "23.15 GiB of 23.65 GiB",
+        "512.00 MiB for the CUDA context",
+        "device PyTorch's default needs: policy:pytorch 194; policy:pytorch,expandable_segments:True out of memory;",
+    ];
+    for needle in needles {
         assert!(joined.contains(needle), "no '{needle}' in:\n{text}");
     }
     assert!(text.lines().all(|l| l.chars().count() <= 100), "{text}");
+}
+
+#[test]
+fn each_config_s_calls_where_pytorch_s_default_fits_are_a_replay_there() {
+    let v = fit_json(&["mixed_fc_conv"]);
+    let fits = v["fits"].as_array().unwrap();
+    let there = &v["where_pytorch_fits"];
+    let cap = there["capacity_bytes"].as_u64().unwrap();
+    assert_eq!(cap, fits[0]["capacity_bytes"].as_u64().unwrap(), "PyTorch's default comes first");
+    let calls = there["driver_calls"].as_array().unwrap();
+    assert_eq!(calls.len(), fits.len());
+    assert_eq!(calls[0], fits[0]["driver_calls"], "PyTorch's default there is its own fit's replay");
+    // Expandable segments need 1.11 times the requested bytes on this trace, PyTorch's default 1.06.
+    assert!(calls[1].is_null(), "{there}");
+    for (f, c) in fits.iter().zip(calls) {
+        let config = f["config"].as_str().unwrap();
+        assert_eq!(replay_status("mixed_fc_conv", config, cap) == Some(0), !c.is_null(), "{config} at {cap}");
+    }
 }
 
 #[test]
