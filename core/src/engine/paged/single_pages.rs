@@ -11,14 +11,18 @@
 //! So once the allocator has moved more pages than it holds (moving is then what the workload
 //! makes it do, as with `page_slack`'s rent-or-buy), a span about to take idle single pages has
 //! some of them released to the device and made again as one chunk: as large as a span of its
-//! need gets (`chunk_pages`) and at most a [`HEADROOM_PER_REMADE_CHUNK`]th of the memory still to
-//! be had. That chunk moves in one call from then on. Releasing first keeps the pages held the
-//! same, and lets this happen on a device with nothing free.
+//! need gets (`chunk_pages`: spans of 16 pages or more) and at most a
+//! [`HEADROOM_PER_REMADE_CHUNK`]th of the memory still to be had, so nothing is remade with less
+//! than 192 pages (384 MiB) to be had. That chunk moves in one call from then on. Releasing
+//! first keeps the pages held the same.
 //!
-//! Invariants: the pages held do not grow (the chunk made holds the pages released); only
-//! single-page idle chunks outside a followed plan's ranges, whose last use on their stream is
-//! known complete, are released, so this never waits for a stream; nothing is remade with 16
-//! GiB or more to be had, nor before the allocator has moved as many pages as it holds.
+//! Invariants: the pages held do not grow (the chunk made holds the pages released), unless the
+//! device refuses the chunk after the release (another process, or a device error): then the
+//! pages released are simply no longer cached. Only single-page idle chunks outside a followed
+//! plan's ranges, whose last use on their stream is known complete, are released, so the release
+//! waits for no stream (a remade chunk given back later, as any idle chunk too large for a hole,
+//! may). Nothing is remade with 16 GiB or more to be had, nor before the allocator has moved as
+//! many pages as it holds.
 
 use alloc::vec::Vec;
 
@@ -39,7 +43,8 @@ const HEADROOM_PER_REMADE_CHUNK: u64 = 96;
 
 impl<D: Device> Allocator<D> {
     /// Releases idle single pages from `idle` and makes each batch again as one chunk for
-    /// `span`, into `got`, while the span lacks two pages or more (see the module comment).
+    /// `span`, into `got`, while the span lacks two pages or more and a chunk of its need holds
+    /// two or more (see the module comment).
     pub(super) fn remake_single_pages(
         &mut self,
         span: &Span,
@@ -75,10 +80,11 @@ impl<D: Device> Allocator<D> {
                 self.destroy_chunk(chunk, page)?;
             }
             let (pages, bytes) = (picked.len() as u64, picked.len() as u64 * page);
-            let step = "idle single pages are made again as one chunk";
+            let step = "idle single pages are released to be made again as one chunk";
             self.explainer.note(|| Decision::Released { segments: 0, bytes, step, virtual_memory: true });
-            // The device was just given these pages: only another process taking them first
-            // refuses, and then the span takes what else is idle, or fails as any request.
+            // The device was just given these pages: another process taking them first, or a
+            // device error, refuses; the span then takes what else is idle, or fails as any
+            // request does.
             match self.create_chunk(pages, creation)? {
                 Some(c) => got.push(c),
                 None => break,
