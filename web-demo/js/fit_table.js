@@ -8,7 +8,8 @@
 // million operations, so the page yields between configs to show its progress.
 // Invariant: the table shows one trace's figures for one list of configs, whole; a newer
 // search or a new comparison drops one under way. Every figure carries its `cachalot fit
-// --json` field name in `data-field` and its exact value in `data-value`.
+// --json` field name in `data-field` (the calls where PyTorch's default fits:
+// `where_pytorch_fits`, one of its `driver_calls`) and its exact value in `data-value`.
 
 import { fit_cards_json as fitCardsJson } from '../pkg/cachalot_wasm.js';
 import { bytes, count } from './units.js';
@@ -94,7 +95,9 @@ export class FitTable {
       }
       // ALWAYS puts PyTorch's default first: each config's calls on the device it needs.
       const pytorchNeeds = rows[0].fit.capacity_bytes;
+      rows[0].wherePyTorchFits = rows[0].fit.driver_calls;
       for (const [i, r] of rows.entries()) {
+        if (i === 0) continue;
         this.status.textContent = `Calls of ${i + 1} of ${rows.length} on the device PyTorch’s default needs… `
           + `${((performance.now() - t0) / 1000).toFixed(1)} s`;
         await yieldToPage();
@@ -109,7 +112,7 @@ export class FitTable {
     }
     if (searching !== this.searching) return;
     const seconds = (performance.now() - t0) / 1000;
-    const probes = rows.reduce((n, r) => n + r.fit.probes + 1, 0);
+    const probes = rows.reduce((n, r) => n + r.fit.probes + 1, 0) - 1;
     this.render(rows);
     this.status.textContent = `${trace.label}: searched in ${seconds.toFixed(1)} s (${count(probes)} replays).`;
     this.button.disabled = false;

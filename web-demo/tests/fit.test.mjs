@@ -92,6 +92,20 @@ test('Compare\'s smallest devices equal cachalot fit --json for the same trace a
   await page.click('#compare-run');
   await page.waitForFunction(() => /^3 configs .*not searched yet/.test(document.getElementById('compare-fit-status').textContent));
   assert.equal(await page.$('#compare-fit-table table'), null);
+
+  // Where a config runs out of memory on the device PyTorch's default needs, the page says so:
+  // on mixed_fc_conv expandable segments need 1.11 times the requested bytes, PyTorch's default 1.06.
+  await page.selectOption('#compare-trace', 'mixed_fc_conv.csv.gz');
+  await page.click('#compare-run');
+  await page.waitForFunction(() => /mixed_fc_conv.*not searched yet/.test(document.getElementById('compare-fit-status').textContent),
+    null, { timeout: 60000 });
+  await page.click('#compare-fit-run');
+  await page.waitForSelector('#compare-fit-table table.fit', { timeout: 60000 });
+  const mixed = cliFit(path.join(REPO, 'traces', 'mixed_fc_conv.csv.gz'), []);
+  const shown = await page.$$eval('#compare-fit-table tbody tr td[data-field="where_pytorch_fits"]',
+    (tds) => tds.map((td) => [td.textContent, td.dataset.value]));
+  assert.deepEqual(shown.map(([, v]) => (v === 'null' ? null : Number(v))), mixed.where_pytorch_fits.driver_calls);
+  assert.equal(shown[1][0], 'out of memory');
   assert.equal(errors.length, 0, errors.join('\n'));
 });
 

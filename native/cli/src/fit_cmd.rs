@@ -65,10 +65,11 @@ pub fn run(args: &FitArgs, out: Out) -> Result<(), Failure> {
     }
     let start = Instant::now();
     let fits = fit_all(&trace, &parsed)?;
-    // ALWAYS puts PyTorch's default first.
+    // ALWAYS puts PyTorch's default first, whose calls there are its own fit's.
     let pytorch_needs = fits[0].capacity_bytes;
-    let where_pytorch_fits =
-        WherePyTorchFits { capacity_bytes: pytorch_needs, driver_calls: calls_all_at(&trace, &parsed, pytorch_needs)? };
+    let mut driver_calls = vec![Some(fits[0].driver_calls)];
+    driver_calls.extend(calls_all_at(&trace, &parsed[1..], pytorch_needs)?);
+    let where_pytorch_fits = WherePyTorchFits { capacity_bytes: pytorch_needs, driver_calls };
     let seconds = start.elapsed().as_secs_f64();
     if args.trace.json {
         let r = Report {
@@ -127,8 +128,8 @@ pub fn run(args: &FitArgs, out: Out) -> Result<(), Failure> {
         .iter()
         .map(|c| format!("{} ({}): {} of {}", c.name, c.examples, human(c.usable_bytes), human(c.total_bytes)))
         .collect();
-    // Each fit's replays, and one a config on the device PyTorch's default needs.
-    let probes: u32 = fits.iter().map(|f| f.probes + 1).sum();
+    // Each fit's replays, and one for each other config on the device PyTorch's default needs.
+    let probes: u32 = fits.iter().map(|f| f.probes + 1).sum::<u32>() - 1;
     let text = format!(
         "Smallest: the least device capacity, to {}, on which a replay of the trace finishes with no \
          out-of-memory (the allocator may free its cache and retry: 'retries'); 'x requested' is it over \
