@@ -122,6 +122,11 @@ impl PagedState {
     pub fn pages_in_use(&self, mapped_pages: u64) -> u64 {
         mapped_pages - self.idle_pages
     }
+
+    /// Pages held: mapped (`mapped_pages` of them over all ranges) or kept unmapped.
+    pub fn pages_held(&self, mapped_pages: u64) -> u64 {
+        mapped_pages + self.page_pool.iter().map(|c| c.pages).sum::<u64>()
+    }
 }
 
 #[cfg(test)]

@@ -586,7 +586,7 @@ impl<D: Device> Allocator<D> {
         let (spans, idle_used) = self.spans_under(place.start, place.addr, size);
         let need: u64 = spans.iter().map(|s| s.need).sum();
         let in_use_after = self.paged.pages_in_use(self.vm.mapped_pages) + need + idle_used;
-        let held = self.vm.mapped_pages + self.paged.page_pool.iter().map(|c| c.pages).sum::<u64>();
+        let held = self.paged.pages_held(self.vm.mapped_pages);
         let peak = self.paged.peak_in_use.max(in_use_after);
         let within_peak = (peak + self.page_slack(peak)).saturating_sub(held);
         let first = &self.heap[place.start];

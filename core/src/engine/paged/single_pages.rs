@@ -53,7 +53,7 @@ impl<D: Device> Allocator<D> {
         creation: &mut Creation,
     ) -> Result<(), AllocError> {
         let page = self.paged.paged_page;
-        let held = self.vm.mapped_pages + self.paged.page_pool.iter().map(|c| c.pages).sum::<u64>();
+        let held = self.paged.pages_held(self.vm.mapped_pages);
         if self.paged.moved_pages <= held {
             return Ok(());
         }
