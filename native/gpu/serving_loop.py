@@ -35,7 +35,10 @@ from decoder_model import Decoder, generate  # noqa: E402
 
 dev = torch.device("cuda")
 if CAP_BYTES:
-    torch.cuda.set_per_process_memory_fraction(min(1.0, CAP_BYTES / torch.cuda.get_device_properties(0).total_memory))
+    # Half a byte over: both allocators truncate fraction x total to whole bytes, and a quotient
+    # rounded down would cap the device a byte short of CAP_BYTES.
+    torch.cuda.set_per_process_memory_fraction(
+        min(1.0, (CAP_BYTES + 0.5) / torch.cuda.get_device_properties(0).total_memory))
 
 
 def stats():
