@@ -70,7 +70,8 @@ pub struct PlanCounts {
     /// Plans begun (each time the requests were seen to repeat).
     pub made: u64,
     /// Plans given up, while being made or followed (a request not expected, too many places
-    /// taken in one period, or memory moved after the first period: `given_up_moving`).
+    /// taken in one period, memory moved after the first period: `given_up_moving`, or a
+    /// layout too large to hold: `given_up_too_large`).
     pub dropped: u64,
     /// Requests placed where a plan put them.
     pub placed: u64,
@@ -80,6 +81,11 @@ pub struct PlanCounts {
     /// place missed: the layout needs more pages than the policy may hold. No plan is learned
     /// after one.
     pub given_up_moving: u64,
+    /// Of the plans given up, those given up once laid out, before being followed: the
+    /// layout alone needs more pages than the policy may ever hold (the most pages ever in
+    /// use and all the slack `page_slack` allows), so following it would move memory in every
+    /// period, as `given_up_moving` finds a period later. No plan is learned after one.
+    pub given_up_too_large: u64,
 }
 
 impl PagedState {
