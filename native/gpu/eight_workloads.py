@@ -11,7 +11,8 @@ inside BUDGET_S. Everything skipped is said.
 
 Requirements, per workload: every run ends normally; the final loss is the same under each
 allocator (relative difference at most LOSS_NOISE, or, where PyTorch's own runs differ, inside
-the range they span); cachalot's median peak reserved is below
+the range they span widened by its own width on each side: three samples of a noisy checksum
+fall outside the range of six others more often than not); cachalot's median peak reserved is below
 both of PyTorch's; cachalot's median wall time is within noise of each, that is at most the
 larger of 1.03x its median and its slowest run. A requirement without its runs is SKIPPED,
 never PASS.
@@ -110,9 +111,14 @@ def report(runs, skipped):
         losses = [r["loss"] for rs in ok.values() for r in rs]
         spread = (max(losses) - min(losses)) / max(abs(statistics.median(losses)), 1e-12)
         # A workload whose kernels are not deterministic varies under PyTorch's allocator alone:
-        # cachalot's losses then pass when they lie inside the range PyTorch's own runs span.
+        # cachalot's losses then pass when they lie within PyTorch's own noise, the range its
+        # runs span widened by that width on each side. The range alone is no test of noise:
+        # three draws from the same spread land outside the range of six others more often
+        # than not (llm_decode on an H100: -2643.61 and -2640.69 beside PyTorch's
+        # -2643.32 to -2641.10). A wrong reuse of memory gives garbage, far outside.
         theirs = [r["loss"] for l in LABELS[:2] for r in ok[l]]
-        inside = all(min(theirs) <= r["loss"] <= max(theirs) for r in ok["cachalot"])
+        width = max(theirs) - min(theirs)
+        inside = all(min(theirs) - width <= r["loss"] <= max(theirs) + width for r in ok["cachalot"])
         own = (max(theirs) - min(theirs)) / max(abs(statistics.median(theirs)), 1e-12)
         reqs.append((w, "same loss", "PASS" if spread <= LOSS_NOISE or inside else "FAIL",
                      ("equal" if spread == 0 else f"relative spread {spread:.2e}") +
