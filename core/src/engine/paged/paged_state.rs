@@ -52,12 +52,14 @@ pub struct PagedState {
     pub plan: Option<Plan>,
     /// Bases of the ranges reserved for planned layouts, kept from one plan to the next.
     pub plan_ranges: Vec<u64>,
-    /// Counts of what plans did: made, given up (for moving memory, too), requests placed as
-    /// planned, and planned requests placed the usual way because their place was taken.
+    /// Counts of what plans did: made, given up (for moving memory or too large to hold,
+    /// too), requests placed as planned, and planned requests placed the usual way because
+    /// their place was taken.
     pub plan_counts: PlanCounts,
     /// Whether requests are logged and plans made and followed: `learn_layout` under the
     /// paged policy, until a followed plan was found still moving memory after its first
-    /// period (`Allocator::note_planned_move`).
+    /// period (`Allocator::note_planned_move`) or a plan laid out needed more pages than may
+    /// ever be held (`Allocator::exceeds_what_may_be_held`).
     pub learns: bool,
     /// The streams' misses counted for tensors regrown by copy, and the regions of those
     /// found growing so.
