@@ -18,6 +18,12 @@ figure that must be the same under every allocator) in `FINAL["loss"]`; it print
 line. PyTorch reads PYTORCH_CUDA_ALLOC_CONF from the environment, so each allocator
 configuration is its own process. Models are built from configs with random weights (no
 download): the figures are the allocator's, not the models'.
+
+With DETERMINISTIC=1, PyTorch is asked for deterministic kernels
+(torch.use_deterministic_algorithms, CUBLAS_WORKSPACE_CONFIG=:4096:8, new tensors left
+unfilled): whether a loss that varies from run to run varies with the kernels or with where the
+allocator places tensors. The workspace setting changes what cuBLAS asks the allocator for, so
+such runs' peaks and times are not those of the usual runs.
 """
 import json
 import os
@@ -31,6 +37,13 @@ import torch.nn.functional as F
 import decoder_model
 
 NAME, OUT = sys.argv[1], sys.argv[2]
+if os.environ.get("DETERMINISTIC") == "1":
+    # Read when cuBLAS makes its handle, at the first matrix product: set before any.
+    os.environ["CUBLAS_WORKSPACE_CONFIG"] = ":4096:8"
+    torch.use_deterministic_algorithms(True)
+    # Deterministic mode also fills every new tensor with NaN, which would hide a read of
+    # memory left by an earlier tensor: one way where a tensor is placed could change a loss.
+    torch.utils.deterministic.fill_uninitialized_memory = False
 torch.manual_seed(0)
 random.seed(0)
 dev = torch.device("cuda")
