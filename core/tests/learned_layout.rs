@@ -345,11 +345,11 @@ fn generate(a: &mut Allocator<SimDevice>) {
 
 #[test]
 fn a_plan_that_still_moves_memory_after_its_first_period_is_given_up_and_memory_settles() {
-    // The same run again and again: its layout, learned from one run, needs more pages than
-    // the policy may hold. With the page slack of `page_slack:1` it might hold them, so the
-    // plan is followed; but slack is earned by moving, a page for every 64 moved, so following
-    // it would move pages in every run for good.
-    let mut a = Allocator::new(SimDevice::new(1 << 34), Config::parse("page_slack:1").unwrap());
+    // The same run again and again: its layout, learned from one run, needs a page more than
+    // the run ever has in use (120 against 119), and with `page_slack:0` the policy may hold
+    // no more, so following it would move pages in every run for good. (It is within the
+    // margin of the check made when a plan is laid out, so the plan is followed first.)
+    let mut a = Allocator::new(SimDevice::new(1 << 34), Config::parse("page_slack:0").unwrap());
     let mut first_followed = None;
     for run in 0..6 {
         let placed = a.plan_counts().placed;
@@ -372,25 +372,4 @@ fn a_plan_that_still_moves_memory_after_its_first_period_is_given_up_and_memory_
     assert_eq!(memory_calls(&a.device().calls().since(&calls)), 0, "later generations move nothing");
     assert_eq!(a.plan_counts().made, counts.made, "and no plan is learned again");
     a.check_invariants().unwrap();
-}
-
-#[test]
-fn a_plan_needing_more_pages_than_may_ever_be_held_is_given_up_before_it_is_followed() {
-    // The same run again and again: its layout, learned from one run, is a staircase of K and
-    // V sizes that no offset serves twice, and needs more pages than the run ever has in use,
-    // with all the page slack. Following it moved every page held into the plan's ranges in
-    // the fourth run (184 calls; the first made 90 and the others none), for a plan given up
-    // in the fifth.
-    let mut a = Allocator::new(SimDevice::new(1 << 34), Config::default());
-    let mut calls = Vec::new();
-    for _ in 0..8 {
-        let before = a.device().calls();
-        generate(&mut a);
-        calls.push(memory_calls(&a.device().calls().since(&before)));
-    }
-    a.check_invariants().unwrap();
-    assert!(calls[1..].iter().all(|&c| c <= calls[0]), "no run makes more calls than the first: {calls:?}");
-    let counts = a.plan_counts();
-    assert_eq!((counts.made, counts.given_up_too_large, counts.placed), (1, 1, 0), "{counts:?}");
-    assert_eq!(counts.given_up_moving, 0, "{counts:?}");
 }

@@ -3,8 +3,14 @@
 //!
 //! From a [`Period`] (every request of one period with when it was made and freed), each
 //! request freed within a period of its making gets an offset in its stream and pool's
-//! *planned range*: sizes largest first, each at the tightest gap left by the requests
-//! placed before it whose lifetimes overlap its own (lowest offset on ties). Time is a
+//! *planned range*: sizes an octave at a time, the largest octave first and within an octave
+//! in the order the requests were made, each at the tightest gap left by the requests
+//! placed before it whose lifetimes overlap its own (lowest offset on ties). Within an octave
+//! the order of making, not of size: a text-generation loop's K and V, a staircase of sizes a
+//! token apart, then take the slots of the earlier layers' freed ones in turn (454 pages
+//! against 444 in use at once for the pair-regrowing decoder of `core/tests/regrowth.rs` at
+//! batch 16; largest first, 659, and the plan could not be held). The training traces'
+//! layouts are the same size either way. Time is a
 //! circle one period round, since a request made late in a period may live into the next,
 //! where the same offsets are used again. Requests still live when the period was recognized
 //! (weights, optimizer state: they outlive a period) are not planned; those living at least
@@ -296,7 +302,8 @@ impl Plan {
 }
 
 /// One group's layout, made a few lives at a time: offsets for `lives` on the circle of
-/// `ticks`, largest first, each at the tightest gap among those placed before it that it
+/// `ticks`, an octave of sizes at a time (largest first) and in order of making within one,
+/// each at the tightest gap among those placed before it that it
 /// meets. Lives are found through the coarse time buckets they touch: every life listed in a
 /// bucket that a life spans whole meets it, so only the lives of its first and last bucket
 /// are checked. Those touching at least half of the fine buckets (weights, optimizer state,
@@ -326,7 +333,7 @@ struct Layout {
 
 impl Layout {
     fn new(mut lives: Vec<Life>, ticks: u64) -> Layout {
-        lives.sort_by_key(|l| (core::cmp::Reverse(l.bytes), l.born, l.index));
+        lives.sort_by_key(|l| (core::cmp::Reverse(l.bytes.next_power_of_two()), l.born, l.index));
         let (buckets, lists) = (BUCKETS.min(ticks), LIST_BUCKETS.min(ticks));
         Layout {
             offsets: Vec::with_capacity(lives.len()),
@@ -563,11 +570,11 @@ mod tests {
     }
 
     /// The layout by its definition, gathering every life placed before by a pairwise check:
-    /// per life, largest first, the union of the stretches it must keep clear of (those of
+    /// per life, in the layout's order, the union of the stretches it must keep clear of (those of
     /// the lives it meets, and of every long life), and the lowest offset of its smallest gap
     /// that fits, else the union's end.
     fn reference_offsets(mut lives: Vec<Life>, ticks: u64) -> Vec<(usize, u64)> {
-        lives.sort_by_key(|l| (core::cmp::Reverse(l.bytes), l.born, l.index));
+        lives.sort_by_key(|l| (core::cmp::Reverse(l.bytes.next_power_of_two()), l.born, l.index));
         let (buckets, mut placed) = (BUCKETS.min(ticks), Vec::<(Life, u64, bool)>::new());
         let width = ticks.div_ceil(buckets);
         for life in lives {

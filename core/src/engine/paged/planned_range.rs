@@ -269,13 +269,11 @@ impl<D: Device> Allocator<D> {
     /// since the pages in use may grow while a plan is followed (its blocks straddle pages
     /// differently) and a plan given up here is never learned again. The training traces'
     /// layouts need 0.997 to 1.002 times their peak in use; the small decoder of
-    /// `core/tests/learned_layout.rs` 1.050, the pair-regrowing one of `core/tests/regrowth.rs`
-    /// (batch 64) 1.67. Following such a plan
-    /// would move memory in every period: its first period followed would move every page held
-    /// into its ranges, and `note_planned_move` would give it up in the next. A
-    /// text-generation job run again and again lays out so: K and V grow a token a step, a
-    /// staircase of sizes that no offset serves twice (docs/design.md). No peak yet (nothing
-    /// mapped) decides nothing.
+    /// `core/tests/learned_layout.rs` 1.008, the pair-regrowing one of `core/tests/regrowth.rs`
+    /// 1.02 at batch 16 and 1.04 at batch 64 (1.05 and 1.67 laid out largest first). Following
+    /// a plan past the check would move memory in every period: its first period followed
+    /// would move every page held into its ranges, and `note_planned_move` would give it up in
+    /// the next. No peak yet (nothing mapped) decides nothing.
     fn exceeds_what_may_be_held(&self, plan: &Plan) -> bool {
         let page = self.paged.paged_page;
         let pages: u64 = plan.groups.iter().map(|g| g.bytes / page).sum();
