@@ -12,7 +12,8 @@
 //!   cached block to serve, with nothing released;
 //! - a cache that regrows K and V as a pair gets no region; on a device with a little room its
 //!   idle single pages are remade as larger chunks once they keep moving, so they move in a
-//!   call a chunk, not a call a page;
+//!   call a chunk, not a call a page; run again and again, it follows its learned layout and
+//!   calls the device no more, unless that layout needs more pages than may ever be held;
 //! - training loops, which never regrow, get no region (the visible traces);
 //! - with `regrow_region:False`, no stream gets one.
 
