@@ -265,7 +265,7 @@ impl<D: Device> Allocator<D> {
     }
 
     /// True when `plan`'s layout needs more pages than the policy may ever hold: more than
-    /// the most pages ever in use with all the slack `page_slack` allows, and a 32nd more,
+    /// the most pages ever in use with all the slack `page_slack` allows, and an eighth more,
     /// since the pages in use may grow while a plan is followed (its blocks straddle pages
     /// differently) and a plan given up here is never learned again. The training traces'
     /// layouts need 0.997 to 1.002 times their peak in use; the small decoder of
@@ -279,7 +279,7 @@ impl<D: Device> Allocator<D> {
         let pages: u64 = plan.groups.iter().map(|g| g.bytes / page).sum();
         let peak = self.paged.peak_in_use;
         let slack = (peak as f64 * self.config.page_slack.max(0.0)) as u64;
-        peak > 0 && pages > peak.saturating_add(slack).saturating_add(peak / 32)
+        peak > 0 && pages > peak.saturating_add(slack).saturating_add(peak / 8)
     }
 
     /// Gives up the plan followed or being made, and learns no other.
