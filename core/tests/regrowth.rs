@@ -363,3 +363,31 @@ fn a_pair_regrowing_loop_run_again_and_again_follows_its_learned_layout_and_then
     let (planned, usual) = (a.stats().reserved_bytes.all.peak, unlearned.stats().reserved_bytes.all.peak);
     assert!(planned <= usual, "{planned} bytes reserved at most, against {usual} without a plan");
 }
+
+#[test]
+fn a_followed_generation_layout_fits_where_the_usual_placement_does_and_holds_no_more() {
+    // The layout followed against the usual placement (`learn_layout:False`), generation after
+    // generation, on devices from 2% over the peak to unbounded: the same generations finish,
+    // every invariant holds after each, and the plan reserves no more.
+    let new = Shape { batch: 16, prompt: 128, layers: 8, hidden: 4096, new: 128, pairs: true };
+    let (roomy, _) = run(REGION, 64 << 30, new);
+    for percent in [102, 105, 130, 1000] {
+        let capacity = roomy.peak_requested * percent / 100;
+        let outcome = |conf: &str| {
+            let mut a = Allocator::new(SimDevice::new(capacity), Config::parse(conf).unwrap());
+            let finished: Vec<bool> = (0..8)
+                .map(|_| {
+                    let ok = generate(&mut a, new).is_ok();
+                    a.check_invariants().unwrap();
+                    ok
+                })
+                .collect();
+            (finished, a.stats().reserved_bytes.all.peak, a.plan_counts().placed)
+        };
+        let (planned, planned_peak, placed) = outcome(REGION);
+        let (usual, usual_peak, _) = outcome("learn_layout:False");
+        assert_eq!(planned, usual, "{percent}%: generations finished");
+        assert!(planned_peak <= usual_peak, "{percent}%: {planned_peak} reserved against {usual_peak}");
+        assert!(percent == 102 || placed > 0, "{percent}%: the layout was followed");
+    }
+}

@@ -193,11 +193,12 @@ impl<D: Device> Allocator<D> {
     /// Pages that may be created beyond `peak`, the most pages ever in use: what moving pages
     /// has earned, up to `page_slack` of that peak.
     fn page_slack(&self, peak: u64) -> u64 {
-        if self.config.page_slack <= 0.0 {
-            return 0;
-        }
-        let cap = (peak as f64 * self.config.page_slack) as u64;
-        (self.paged.moved_pages / MOVED_PAGES_PER_SLACK_PAGE).min(cap)
+        (self.paged.moved_pages / MOVED_PAGES_PER_SLACK_PAGE).min(self.most_page_slack(peak))
+    }
+
+    /// The most pages `page_slack` allows beyond `peak`, however many have moved.
+    pub(super) fn most_page_slack(&self, peak: u64) -> u64 {
+        (peak as f64 * self.config.page_slack.max(0.0)) as u64
     }
 
     /// The unmapped spans under `[addr, addr + size)` and the idle pages it will put to use.

@@ -278,8 +278,7 @@ impl<D: Device> Allocator<D> {
         let page = self.paged.paged_page;
         let pages: u64 = plan.groups.iter().map(|g| g.bytes / page).sum();
         let peak = self.paged.peak_in_use;
-        let slack = (peak as f64 * self.config.page_slack.max(0.0)) as u64;
-        peak > 0 && pages > peak.saturating_add(slack).saturating_add(peak / 8)
+        peak > 0 && pages > peak.saturating_add(self.most_page_slack(peak)).saturating_add(peak / 8)
     }
 
     /// Gives up the plan followed or being made, and learns no other.
