@@ -40,6 +40,7 @@ pub use base::error::{AllocError, FreeSpot, OomReport, SegmentUse};
 pub use base::pytorch_version::PyTorchVersion;
 pub use engine::allocator::Allocator;
 pub use engine::memo::decision_memo::MemoCounts;
+pub use engine::paged::paged_state::PlanCounts;
 pub use replay::{PassFigures, ReplayOutcome, Replayer};
 pub use report::explain::Decision;
 pub use report::stats::DeviceStats;

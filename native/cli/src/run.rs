@@ -9,7 +9,7 @@ use std::io::{IsTerminal, Write};
 
 use cachalot_core::replay::Step;
 use cachalot_core::sim::DeviceCalls;
-use cachalot_core::{Allocator, Config, PassFigures, Replayer, SimDevice};
+use cachalot_core::{Allocator, Config, PassFigures, PlanCounts, Replayer, SimDevice};
 use serde::Serialize;
 
 use super::input::NamedTrace;
@@ -61,6 +61,10 @@ pub struct RunReport {
     pub virtual_memory: bool,
     pub device_calls_cold: DeviceCalls,
     pub device_calls_warm: DeviceCalls,
+    /// What cachalot's learned layout did over every pass (plans begun, given up, requests
+    /// placed where a plan put them...): all zero under PyTorch's policies, and for a workload
+    /// whose requests never repeat.
+    pub learned_layout: PlanCounts,
     /// Segment placements the trace gave (a snapshot's `segment_alloc` entries, or those its
     /// pointers imply; 0 with `--no-follow-addresses`), whether they were inferred from
     /// pointers, and how many of them the replay's first pass followed (all of them while it
@@ -153,6 +157,7 @@ pub fn run(t: &NamedTrace, config: &Config, opts: &RunOptions) -> Result<RunRepo
         virtual_memory: alloc.uses_virtual_memory(),
         device_calls_cold,
         device_calls_warm,
+        learned_layout: alloc.plan_counts(),
         segment_placements_recorded: t.trace.segment_placements.len(),
         segment_placements_inferred: t.trace.placements_inferred && !t.trace.segment_placements.is_empty(),
         segment_placements_followed,

@@ -87,6 +87,18 @@ fn replay_json_has_the_documented_fields() {
     assert!(all_passes >= v["peak_reserved_bytes"].as_u64().unwrap(), "the peak over all passes includes the first");
 }
 
+/// `learned_layout` counts what the layout cachalot's policy learns did: a training loop's
+/// steps repeat, so one plan is made and followed; PyTorch's policies learn none.
+#[test]
+fn replay_json_counts_what_the_learned_layout_did() {
+    let ours = json(&cachalot(&["replay", "gpt2_train", "--json", "--passes", "3"]));
+    let plan = &ours["learned_layout"];
+    assert_eq!((plan["made"].as_u64(), plan["dropped"].as_u64()), (Some(1), Some(0)), "{plan}");
+    assert!(plan["placed"].as_u64().unwrap() > 10_000, "{plan}");
+    let theirs = json(&cachalot(&["replay", "gpt2_train", "--json", "--passes", "3", "--config", "policy:pytorch"]));
+    assert_eq!(theirs["learned_layout"]["made"].as_u64(), Some(0));
+}
+
 #[test]
 fn replay_without_a_trace_uses_the_embedded_gpt2_trace() {
     let v = json(&cachalot(&["replay", "--json", "--passes", "3"]));

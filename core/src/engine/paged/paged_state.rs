@@ -67,7 +67,7 @@ pub struct PagedState {
 }
 
 /// What planned layouts did, counted over the allocator's life.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
 pub struct PlanCounts {
     /// Plans begun (each time the requests were seen to repeat).
     pub made: u64,
