@@ -8,10 +8,16 @@
 #   OUT=dir [PASSES=N] [LIB=path/libcachalot.so] [CONFIGS="policy:cachalot ..."] bash native/gpu/decode_storm_cost.sh
 #
 # LIB replays with another build of the library (an older one, to compare two versions of the
-# policy in one call); CONFIGS limits the configs (all three unless given).
-# PASSES warm passes follow each cold pass (3 unless given). A learned layout is followed from
-# the fourth pass in all, the third warm one, so more show what following one costs; each
-# replay may take 40 s a pass.
+# policy in one call); CONFIGS limits the configs (all three unless given). CAPS ("trace=bytes
+# ...", a trace's file name without .ops.gz) caps that trace's replays at so many bytes, as a
+# device of that size would (`cachalot fit` finds the smallest each config needs): every config
+# gets per_process_memory_fraction of the real device's total (torch.cuda.mem_get_info), or of
+# the simulated one's 1 TiB.
+# PASSES warm passes follow each cold pass (3 unless given; 0 for the cold pass alone, as at a
+# config's smallest device, which `fit` finds for one run of the trace: a second run on what the
+# first left cached may need a page or a few more). A learned layout is followed from the fourth
+# pass in all, the third warm one, so more show what following one costs; each replay may take
+# 40 s a pass.
 # Build here first: `make gpu-build`, then the decoding traces as operations (trace_ops), gzipped,
 # under target/decode-ops/ (docs/benchmarks.md, *The smallest device a run fits on*, names them):
 #   python3 native/cli/tests/decode_trace.py --batch 8 --prompt 512 --new 512 --layers 24 \
@@ -32,6 +38,19 @@ cp "${LIB:-target/release/libcachalot.so}" "$WORK/lib/libcachalot.so" || exit 2
 soname_link "$WORK/lib/libcachalot.so" || exit 2
 nvcc -O2 -std=c++17 native/gpu/replay_timing.cpp -o "$WORK/replay_timing" -I include -L "$WORK/lib" \
     -lcachalot -lcuda -Xlinker -rpath="$WORK/lib" || exit 2
+# The fraction of TOTAL that caps a replay of trace $1 at its CAPS bytes (rounded up half a byte,
+# as the allocator truncates fraction x total), or nothing without a cap.
+cap_fraction() {
+    local pair
+    for pair in ${CAPS:-}; do
+        [ "${pair%%=*}" = "$1" ] && python3 -c "import sys; print(f'{(int(sys.argv[1]) + 0.5) / int(sys.argv[2]):.17g}')" "${pair#*=}" "$2"
+    done
+}
+real_total=$(python3 -c 'import torch; print(torch.cuda.mem_get_info()[1])' 2>/dev/null)
+if [ -n "${CAPS:-}" ] && [ -z "$real_total" ]; then
+    echo "CAPS needs the device's total memory, from torch.cuda.mem_get_info" >&2
+    exit 2
+fi
 log="$OUT/decode_storm_cost.log"
 : > "$log"
 for gz in target/decode-ops/*.ops.gz; do
@@ -40,9 +59,13 @@ for gz in target/decode-ops/*.ops.gz; do
     for config in ${CONFIGS:-policy:cachalot policy:pytorch,expandable_segments:True policy:pytorch}; do
         for device in real simulated; do
             flag=()
-            [ "$device" = simulated ] && flag=(--simulated)
+            total=$real_total
+            [ "$device" = simulated ] && flag=(--simulated) && total=$((1 << 40))
+            capped=$config
+            fraction=$(cap_fraction "$name" "$total")
+            [ -n "$fraction" ] && capped="$config,per_process_memory_fraction:$fraction"
             echo "== $name $config $device" | tee -a "$log"
-            timeout $((40 * (${PASSES:-3} + 1))) "$WORK/replay_timing" "$WORK/$name.ops" --config "$config" --passes "${PASSES:-3}" --label "$name" "${flag[@]}" \
+            timeout $((40 * (${PASSES:-3} + 1))) "$WORK/replay_timing" "$WORK/$name.ops" --config "$capped" --passes "${PASSES:-3}" --label "$name" "${flag[@]}" \
                 >> "$log" 2>&1 || echo "FAILED $name $config $device (exit $?)" | tee -a "$log"
         done
     done
