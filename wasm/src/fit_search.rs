@@ -25,11 +25,12 @@ impl TraceFile {
     /// `alloc_retries`, `cards` and the rest of a `cachalot fit --json` entry. Throws if the
     /// config does not parse, an operation fails for a reason other than memory, or the run
     /// does not fit even the largest simulated device. It replays the trace a dozen times
-    /// or more: seconds on a million operations.
+    /// or more: seconds on a million operations. Each replay runs the trace once, as it was
+    /// recorded (`cachalot fit --runs N` runs it several times in a row).
     pub fn fit_json(&self, config: &JsValue) -> Result<String, JsError> {
         let config = Config::parse(&text(config, "config")?).map_err(js_error)?;
         let found =
-            fit(&self.trace, &self.trace.ops[..], &config).map_err(|e| js_error(format!("{}: {e}", self.name())))?;
+            fit(&self.trace, &self.trace.ops[..], &config, 1).map_err(|e| js_error(format!("{}: {e}", self.name())))?;
         serde_json::to_string(&found).map_err(js_error)
     }
 
@@ -39,7 +40,7 @@ impl TraceFile {
     pub fn calls_at_json(&self, config: &JsValue, capacity: &JsValue) -> Result<String, JsError> {
         let config = Config::parse(&text(config, "config")?).map_err(js_error)?;
         let capacity = to_capacity(number(capacity, "capacity")?).map_err(js_error)?;
-        let calls = calls_at(&self.trace, &self.trace.ops[..], &config, capacity)
+        let calls = calls_at(&self.trace, &self.trace.ops[..], &config, capacity, 1)
             .map_err(|e| js_error(format!("{}: {e}", self.name())))?;
         serde_json::to_string(&calls).map_err(js_error)
     }

@@ -11,6 +11,10 @@
 //! The operations come from an [`OpSource`], read from the start by every probe: a slice in
 //! the browser, the CLI's spool on disk.
 //!
+//! A probe replays the trace `runs` times in a row on one allocator, what each run left cached
+//! kept, as a loop repeating the recorded steps would: a second run may need a page or a few
+//! more than the first (its requests meet the first's cache, not an empty device).
+//!
 //! Invariants: a [`Fit`]'s `capacity_bytes` is a multiple of [`GRANULE`] on which a probe
 //! finished with no out-of-memory, and `capacity_bytes - GRANULE` is one on which a probe
 //! failed (or is below the peak requested bytes, where nothing can fit); the driver calls
@@ -73,6 +77,8 @@ pub const CARDS: [Card; 4] = [
 pub struct Fit {
     /// The config, as `Config::to_config_string` writes it.
     pub config: String,
+    /// Times the trace ran in a row in each probe.
+    pub runs: u32,
     /// The smallest capacity (a multiple of [`GRANULE`]) the replay finished on.
     pub capacity_bytes: u64,
     /// The trace's peak of live requested bytes.
@@ -83,7 +89,7 @@ pub struct Fit {
     pub unbounded_peak_reserved_bytes: u64,
     /// Driver calls (see [`DeviceCalls::driver_calls`]) on an unbounded device.
     pub unbounded_driver_calls: u64,
-    /// Driver calls of the replay at `capacity_bytes`.
+    /// Driver calls of the replay at `capacity_bytes` (all its runs).
     pub driver_calls: u64,
     /// All the calls of the replay at `capacity_bytes`, by kind.
     pub device_calls: DeviceCalls,
@@ -170,32 +176,43 @@ struct Probe {
     peak_requested: u64,
 }
 
-/// Replays `ops` (the operations of `trace`) under `config` on a device of `capacity`
-/// bytes, stopping at the first out-of-memory.
+/// Replays `ops` (the operations of `trace`) `runs` times in a row under `config` on a device
+/// of `capacity` bytes, freeing what each run leaves live, stopping at the first out-of-memory.
 fn probe<S: OpSource + ?Sized>(
     trace: &Trace,
     ops: &S,
     config: &Config,
     capacity: u64,
+    runs: u32,
 ) -> Result<Probe, FitError<S::Error>> {
     let mut alloc = Allocator::new(SimDevice::for_replay(capacity, trace), config.clone());
     let mut replayer = Replayer::new(trace.slots);
     let mut failed = false;
     let mut refused = None;
-    ops.each_op(|i, op| match replayer.step(&mut alloc, op) {
-        Ok(Step::OutOfMemory(_)) => {
-            failed = true;
-            ControlFlow::Break(())
+    for _ in 0..runs.max(1) {
+        let mut end = 0;
+        ops.each_op(|i, op| {
+            end = i + 1;
+            match replayer.step(&mut alloc, op) {
+                Ok(Step::OutOfMemory(_)) => {
+                    failed = true;
+                    ControlFlow::Break(())
+                }
+                Ok(_) => ControlFlow::Continue(()),
+                Err(error) => {
+                    refused = Some(FitError::Replay { op: i, error });
+                    ControlFlow::Break(())
+                }
+            }
+        })
+        .map_err(FitError::Source)?;
+        if let Some(e) = refused {
+            return Err(e);
         }
-        Ok(_) => ControlFlow::Continue(()),
-        Err(error) => {
-            refused = Some(FitError::Replay { op: i, error });
-            ControlFlow::Break(())
+        if failed {
+            break;
         }
-    })
-    .map_err(FitError::Source)?;
-    if let Some(e) = refused {
-        return Err(e);
+        replayer.free_live(&mut alloc).map_err(|error| FitError::Replay { op: end, error })?;
     }
     let s = alloc.stats();
     Ok(Probe {
@@ -213,11 +230,17 @@ fn granules_up(bytes: u64) -> u64 {
 }
 
 /// The smallest fitting capacity, to [`GRANULE`], of `trace` (whose operations `ops`
-/// gives: `trace.ops` itself, or a reader of them when they are not held) under `config`,
-/// the driver calls there and the verdict for each of [`CARDS`].
-pub fn fit<S: OpSource + ?Sized>(trace: &Trace, ops: &S, config: &Config) -> Result<Fit, FitError<S::Error>> {
+/// gives: `trace.ops` itself, or a reader of them when they are not held) run `runs` times in
+/// a row under `config`, the driver calls there and the verdict for each of [`CARDS`].
+pub fn fit<S: OpSource + ?Sized>(
+    trace: &Trace,
+    ops: &S,
+    config: &Config,
+    runs: u32,
+) -> Result<Fit, FitError<S::Error>> {
     let name = config.to_config_string();
-    let unbounded = probe(trace, ops, config, UNBOUNDED)?;
+    let runs = runs.max(1);
+    let unbounded = probe(trace, ops, config, UNBOUNDED, runs)?;
     if !unbounded.fits {
         return Err(FitError::Unbounded { config: name });
     }
@@ -228,17 +251,17 @@ pub fn fit<S: OpSource + ?Sized>(trace: &Trace, ops: &S, config: &Config) -> Res
     // Known to fit once probed: at the unbounded peak the limit is never met. A policy
     // whose decisions look at the capacity is checked, and the bound doubled while it fails.
     let mut hi = granules_up(unbounded.peak_reserved.max(requested)).max(GRANULE);
-    let mut at_hi = probe(trace, ops, config, hi)?;
+    let mut at_hi = probe(trace, ops, config, hi, runs)?;
     probes += 1;
     while !at_hi.fits {
         lo = hi;
         hi = (hi * 2).min(UNBOUNDED);
-        at_hi = if hi == UNBOUNDED { unbounded.clone() } else { probe(trace, ops, config, hi)? };
+        at_hi = if hi == UNBOUNDED { unbounded.clone() } else { probe(trace, ops, config, hi, runs)? };
         probes += 1;
     }
     while hi - lo > GRANULE {
         let mid = lo + (hi - lo) / GRANULE / 2 * GRANULE;
-        let p = probe(trace, ops, config, mid)?;
+        let p = probe(trace, ops, config, mid, runs)?;
         probes += 1;
         if p.fits {
             hi = mid;
@@ -255,12 +278,13 @@ pub fn fit<S: OpSource + ?Sized>(trace: &Trace, ops: &S, config: &Config) -> Res
             true
         } else {
             probes += 1;
-            probe(trace, ops, config, c.usable_bytes)?.fits
+            probe(trace, ops, config, c.usable_bytes, runs)?.fits
         };
         cards.push(CardFit { card: c.name, usable_bytes: c.usable_bytes, fits });
     }
     Ok(Fit {
         config: name,
+        runs,
         capacity_bytes: hi,
         peak_requested_bytes: requested,
         capacity_over_requested: hi as f64 / requested.max(1) as f64,
@@ -274,16 +298,17 @@ pub fn fit<S: OpSource + ?Sized>(trace: &Trace, ops: &S, config: &Config) -> Res
     })
 }
 
-/// The driver calls (see [`DeviceCalls::driver_calls`]) of a replay of `trace` under
-/// `config` on a device of `capacity` bytes, or `None` when it runs out of memory there: what a
-/// config costs on the device another one needs.
+/// The driver calls (see [`DeviceCalls::driver_calls`]) of `runs` replays in a row of `trace`
+/// under `config` on a device of `capacity` bytes, or `None` when they run out of memory there:
+/// what a config costs on the device another one needs.
 pub fn calls_at<S: OpSource + ?Sized>(
     trace: &Trace,
     ops: &S,
     config: &Config,
     capacity: u64,
+    runs: u32,
 ) -> Result<Option<u64>, FitError<S::Error>> {
-    let p = probe(trace, ops, config, capacity)?;
+    let p = probe(trace, ops, config, capacity, runs)?;
     Ok(p.fits.then(|| p.calls.driver_calls()))
 }
 
@@ -300,15 +325,17 @@ mod tests {
         )
         .unwrap();
         let config = Config::parse("policy:pytorch").unwrap();
-        let f = fit(&t, &t.ops[..], &config).unwrap();
-        assert_eq!(f.capacity_bytes % GRANULE, 0);
-        assert_eq!(f.peak_requested_bytes, 6 << 20);
-        assert!(probe(&t, &t.ops[..], &config, f.capacity_bytes).unwrap().fits);
-        assert!(!probe(&t, &t.ops[..], &config, f.capacity_bytes - GRANULE).unwrap().fits);
-        assert!(f.cards.iter().all(|c| c.fits));
-        assert_eq!(f.driver_calls, f.device_calls.driver_calls());
-        // The same replay where it fits; none a granule below.
-        assert_eq!(calls_at(&t, &t.ops[..], &config, f.capacity_bytes).unwrap(), Some(f.driver_calls));
-        assert_eq!(calls_at(&t, &t.ops[..], &config, f.capacity_bytes - GRANULE).unwrap(), None);
+        for runs in [1, 3] {
+            let f = fit(&t, &t.ops[..], &config, runs).unwrap();
+            assert_eq!((f.runs, f.capacity_bytes % GRANULE), (runs, 0));
+            assert_eq!(f.peak_requested_bytes, 6 << 20);
+            assert!(probe(&t, &t.ops[..], &config, f.capacity_bytes, runs).unwrap().fits);
+            assert!(!probe(&t, &t.ops[..], &config, f.capacity_bytes - GRANULE, runs).unwrap().fits);
+            assert!(f.cards.iter().all(|c| c.fits));
+            assert_eq!(f.driver_calls, f.device_calls.driver_calls());
+            // The same replay where it fits; none a granule below.
+            assert_eq!(calls_at(&t, &t.ops[..], &config, f.capacity_bytes, runs).unwrap(), Some(f.driver_calls));
+            assert_eq!(calls_at(&t, &t.ops[..], &config, f.capacity_bytes - GRANULE, runs).unwrap(), None);
+        }
     }
 }

@@ -44,14 +44,16 @@ fn named(t: &NamedTrace) -> impl Fn(FitError<String>) -> String + '_ {
     }
 }
 
-/// [`fit`] of `t` for every config, on all cores, in the configs' order.
-pub fn fit_all(t: &NamedTrace, configs: &[Config]) -> Result<Vec<Fit>, String> {
-    on_all_cores(configs, |c| fit(&t.trace, t, c).map_err(named(t)))
+/// [`fit`] of `t` run `runs` times in a row for every config, on all cores, in the configs'
+/// order.
+pub fn fit_all(t: &NamedTrace, configs: &[Config], runs: u32) -> Result<Vec<Fit>, String> {
+    on_all_cores(configs, |c| fit(&t.trace, t, c, runs).map_err(named(t)))
 }
 
-/// [`calls_at`] `capacity` bytes of `t` for every config, on all cores, in the configs' order.
-pub fn calls_all_at(t: &NamedTrace, configs: &[Config], capacity: u64) -> Result<Vec<Option<u64>>, String> {
-    on_all_cores(configs, |c| calls_at(&t.trace, t, c, capacity).map_err(named(t)))
+/// [`calls_at`] `capacity` bytes of `t` run `runs` times in a row for every config, on all
+/// cores, in the configs' order.
+pub fn calls_all_at(t: &NamedTrace, configs: &[Config], capacity: u64, runs: u32) -> Result<Vec<Option<u64>>, String> {
+    on_all_cores(configs, |c| calls_at(&t.trace, t, c, capacity, runs).map_err(named(t)))
 }
 
 /// `each` for every config, one config to a thread, in the configs' order.

@@ -64,11 +64,11 @@ pub fn run(args: &FitArgs, out: Out) -> Result<(), Failure> {
         trace.trace.segment_placements.clear();
     }
     let start = Instant::now();
-    let fits = fit_all(&trace, &parsed)?;
+    let fits = fit_all(&trace, &parsed, args.runs)?;
     // ALWAYS puts PyTorch's default first, whose calls there are its own fit's.
     let pytorch_needs = fits[0].capacity_bytes;
     let mut driver_calls = vec![Some(fits[0].driver_calls)];
-    driver_calls.extend(calls_all_at(&trace, &parsed[1..], pytorch_needs)?);
+    driver_calls.extend(calls_all_at(&trace, &parsed[1..], pytorch_needs, args.runs)?);
     let where_pytorch_fits = WherePyTorchFits { capacity_bytes: pytorch_needs, driver_calls };
     let seconds = start.elapsed().as_secs_f64();
     if args.trace.json {
@@ -88,6 +88,9 @@ pub fn run(args: &FitArgs, out: Out) -> Result<(), Failure> {
     }
     let requested = fits.first().map_or(0, |f| f.peak_requested_bytes);
     writeln!(out, "trace     {} ({} operations), peak requested {}", trace.label(), trace.ops.len(), human(requested))?;
+    if args.runs > 1 {
+        writeln!(out, "runs      {} in a row on one allocator, each on what the one before left cached", args.runs)?;
+    }
     writeln!(out)?;
     let mut columns = vec![
         ("config", Align::Label),
@@ -130,12 +133,17 @@ pub fn run(args: &FitArgs, out: Out) -> Result<(), Failure> {
         .collect();
     // Each fit's replays, and one for each other config on the device PyTorch's default needs.
     let probes: u32 = fits.iter().map(|f| f.probes + 1).sum::<u32>() - 1;
+    let replay = if args.runs > 1 {
+        format!("{} replays of the trace in a row on one allocator finish", args.runs)
+    } else {
+        "a replay of the trace finishes".to_string()
+    };
     let text = format!(
-        "Smallest: the least device capacity, to {}, on which a replay of the trace finishes with no \
+        "Smallest: the least device capacity, to {}, on which {replay} with no \
          out-of-memory (the allocator may free its cache and retry: 'retries'); 'x requested' is it over \
          the peak requested bytes, 'unbounded' the peak reserved bytes on an unbounded device over them. \
          Calls: the driver calls cuMemAlloc, cuMemFree, cuMemCreate, cuMemMap, cuMemUnmap and cuMemRelease of the \
-         replay at the smallest device. A card's usable memory is the total PyTorch reports for it less \
+         replay (all its runs) at the smallest device. A card's usable memory is the total PyTorch reports for it less \
          {} for the CUDA context: {}. Searched in {seconds:.1} s ({probes} replays).",
         human(GRANULE),
         human(CUDA_CONTEXT),
