@@ -13,7 +13,8 @@
 //! - a cache that regrows K and V as a pair gets no region; on a device with a little room its
 //!   idle single pages are remade as larger chunks once they keep moving, so they move in a
 //!   call a chunk, not a call a page; run again and again, it follows its learned layout and
-//!   calls the device no more;
+//!   calls the device no more, a server loading its weights once only after its first log of
+//!   requests fills;
 //! - training loops, which never regrow, get no region (the visible traces);
 //! - with `regrow_region:False`, no stream gets one.
 
@@ -45,16 +46,17 @@ struct Shape {
     pairs: bool,
 }
 
-/// A decoder generating text: weights, then per layer the temporaries of a forward pass, and
-/// K and V grown as torch.cat grows them, each block asked for through `malloc`. Stops at the
-/// first out-of-memory.
+/// A decoder generating text: weights (unless `weights_loaded`: a server loads them once), then
+/// per layer the temporaries of a forward pass, and K and V grown as torch.cat grows them, each
+/// block asked for through `malloc`. Stops at the first out-of-memory.
 fn generate_with(
     a: &mut Allocator<SimDevice>,
     shape: Shape,
+    weights_loaded: bool,
     mut malloc: impl FnMut(&mut Allocator<SimDevice>, u64) -> Result<u64, ()>,
 ) -> Result<(), ()> {
     let Shape { batch, prompt, layers, hidden, new, pairs } = shape;
-    let weights = malloc(a, 300 * MIB)?;
+    let weights = if weights_loaded { None } else { Some(malloc(a, 300 * MIB)?) };
     let mut caches: Vec<[Option<u64>; 2]> = vec![[None, None]; layers];
     for step in 0..=new {
         let tokens = if step == 0 { prompt } else { 1 };
@@ -97,13 +99,15 @@ fn generate_with(
     for p in caches.into_iter().flatten().flatten() {
         a.free(p).unwrap();
     }
-    a.free(weights).unwrap();
+    if let Some(w) = weights {
+        a.free(w).unwrap();
+    }
     Ok(())
 }
 
 /// [`generate_with`] asking the allocator directly.
 fn generate(a: &mut Allocator<SimDevice>, shape: Shape) -> Result<(), ()> {
-    generate_with(a, shape, |a, size| a.malloc(size, 0).map_err(drop))
+    generate_with(a, shape, false, |a, size| a.malloc(size, 0).map_err(drop))
 }
 
 fn run(conf: &str, capacity: u64, new: Shape) -> (Run, Allocator<SimDevice>) {
@@ -264,7 +268,7 @@ fn a_front_lacking_pages_leaves_the_cached_block_to_serve_with_nothing_released(
     let mut a = Allocator::new(SimDevice::new(roomy.peak_requested), Config::parse(REGION).unwrap());
     a.set_explain(true);
     let mut served_by_the_block = 0;
-    let ran = generate_with(&mut a, new, |a, size| {
+    let ran = generate_with(&mut a, new, false, |a, size| {
         let destroys = a.device().calls().vm_destroys;
         let addr = a.malloc(size, 0);
         let decisions = a.take_decisions();
@@ -319,7 +323,7 @@ fn single_pages_are_remade_from_pages_whose_work_is_done_so_remaking_waits_for_n
     let mut a = Allocator::new(SimDevice::new(roomy.peak_requested * 102 / 100), Config::parse(REGION).unwrap());
     a.set_explain(true);
     let (mut remade, mut waited) = (0, 0);
-    let ran = generate_with(&mut a, new, |a, size| {
+    let ran = generate_with(&mut a, new, false, |a, size| {
         a.device_mut().hold_stream(0);
         let syncs = a.device().calls().stream_syncs;
         let addr = a.malloc(size, 0).map_err(drop);
@@ -362,6 +366,27 @@ fn a_pair_regrowing_loop_run_again_and_again_follows_its_learned_layout_and_then
     }
     let (planned, usual) = (a.stats().reserved_bytes.all.peak, unlearned.stats().reserved_bytes.all.peak);
     assert!(planned <= usual, "{planned} bytes reserved at most, against {usual} without a plan");
+}
+
+/// A server loads its weights once: its log of requests begins with them, which never come
+/// again, so no repeat of the log's start is found until the log fills (131,072 requests, 23
+/// generations here) and begins again within a generation. From there the generation's layout
+/// is learned and followed, and the device is called no more.
+#[test]
+fn a_server_that_loads_its_weights_once_learns_its_generation_layout_once_its_first_log_fills() {
+    let new = Shape { batch: 16, prompt: 128, layers: 8, hidden: 2048, new: 96, pairs: true };
+    let mut a = Allocator::new(SimDevice::new(64 << 30), Config::parse(REGION).unwrap());
+    let weights = a.malloc(300 * MIB, 0).unwrap();
+    let mut calls = Vec::new();
+    for _ in 0..36 {
+        let before = memory_calls(&a);
+        generate_with(&mut a, new, true, |a, size| a.malloc(size, 0).map_err(drop)).unwrap();
+        calls.push(memory_calls(&a) - before);
+    }
+    a.free(weights).unwrap();
+    a.check_invariants().unwrap();
+    assert_eq!(calls[30..], [0; 6], "calls a generation: {calls:?}");
+    assert!(a.plan_counts().placed > 0, "{:?}", a.plan_counts());
 }
 
 #[test]
