@@ -130,7 +130,16 @@ pub fn run(args: &ReplayArgs, out: Out) -> Result<Finished, Failure> {
                 c.vm_creates, c.vm_maps, c.vm_unmaps, w.vm_maps, w.vm_unmaps
             ), WIDTH))?;
         }
-        writeln!(out, "{}", field("out of memory   ", &r.figures.ooms.to_string(), WIDTH))?;
+        let ooms = if r.warm_pass_ooms > 0 {
+            format!(
+                "{} in the first pass; {} in the warm passes, each run on what the pass before left cached \
+                 (`cachalot fit --runs N` finds a device that holds N runs)",
+                r.figures.ooms, r.warm_pass_ooms
+            )
+        } else {
+            r.figures.ooms.to_string()
+        };
+        writeln!(out, "{}", field("out of memory   ", &ooms, WIDTH))?;
         writeln!(out, "{}", field("cpu cost        ", &cpu_cost(&r).to_string(), WIDTH))?;
         if let Some(oom) = &r.first_oom {
             writeln!(out, "{}", field("first OOM       ", &oom.describe().to_string(), WIDTH))?;

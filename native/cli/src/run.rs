@@ -37,6 +37,10 @@ pub struct RunReport {
     /// Peak reserved bytes over the cold pass and every warm pass: where a training loop's
     /// reserved memory settles (a policy that moves pages could creep up pass after pass).
     pub peak_reserved_bytes_all_passes: u64,
+    /// Out-of-memory events in the warm passes, each run on what the pass before left cached
+    /// (`ooms` counts the first pass's alone): a device that holds one run of a trace may not
+    /// hold a second (`cachalot fit --runs`).
+    pub warm_pass_ooms: u64,
     pub ns_per_op: f64,
     pub ns_per_op_cold: f64,
     pub ns_per_op_passes: Vec<f64>,
@@ -117,11 +121,13 @@ pub fn run(t: &NamedTrace, config: &Config, opts: &RunOptions) -> Result<RunRepo
     let mut passes = Vec::with_capacity(opts.warm_passes);
     let mut device_calls_warm = DeviceCalls::default();
     let mut memo_answered = Vec::with_capacity(opts.warm_passes);
+    let mut warm_pass_ooms = 0;
     for p in 0..opts.warm_passes.max(3) {
         let before = alloc.device().calls();
         let memo_before = alloc.memo_counts().periods_replayed;
         progress(&format!("{} under {config_name}: warm pass {}/{}", t.name, p + 1, opts.warm_passes.max(3)));
-        let (_, spent) = replay_pass(t, &mut replayer, &mut alloc)?;
+        let (warm, spent) = replay_pass(t, &mut replayer, &mut alloc)?;
+        warm_pass_ooms += warm.ooms;
         passes.push(spent.as_nanos() as f64 / ops);
         memo_answered.push(alloc.memo_counts().periods_replayed > memo_before);
         replayer.free_live(&mut alloc).map_err(|e| format!("{}: {e}", t.name))?;
@@ -145,6 +151,7 @@ pub fn run(t: &NamedTrace, config: &Config, opts: &RunOptions) -> Result<RunRepo
     Ok(RunReport {
         figures,
         peak_reserved_bytes_all_passes: alloc.stats().reserved_bytes.all.peak as u64,
+        warm_pass_ooms,
         ns_per_op: round1(median),
         ns_per_op_cold: round1(cold_ns),
         ns_per_op_before_memo: of_kind(false),

@@ -161,3 +161,39 @@ fn a_trace_run_twice_in_a_row_may_need_a_larger_device() {
         assert_eq!(out.status.code(), Some(2), "--runs {bad}");
     }
 }
+
+/// `replay --passes 3` runs the trace four times on one allocator: on the device `fit` finds
+/// for one run of mixed_fc_conv under PyTorch's default, the first pass fits (exit 0) and the
+/// warm passes run out of memory, which `warm_pass_ooms` and the report say; on the device
+/// `fit --runs 4` finds, none does.
+#[test]
+fn replay_counts_the_warm_passes_out_of_memory_that_fit_runs_avoids() {
+    let capacity =
+        |runs: &str| fit_json(&["mixed_fc_conv", "--runs", runs])["fits"][0]["capacity_bytes"].as_u64().unwrap();
+    let replay = |bytes: u64| {
+        let cap = format!("{bytes}B");
+        cachalot(&[
+            "replay",
+            "mixed_fc_conv",
+            "--config",
+            "policy:pytorch",
+            "--capacity",
+            &cap,
+            "--passes",
+            "3",
+            "--json",
+        ])
+    };
+    let once = replay(capacity("1"));
+    assert_eq!(once.status.code(), Some(0), "the first pass fits");
+    let v: serde_json::Value = serde_json::from_slice(&once.stdout).unwrap();
+    assert_eq!(v["ooms"].as_u64(), Some(0));
+    assert!(v["warm_pass_ooms"].as_u64().unwrap() > 0, "{v}");
+    let four: serde_json::Value = serde_json::from_slice(&replay(capacity("4")).stdout).unwrap();
+    assert_eq!((four["ooms"].as_u64(), four["warm_pass_ooms"].as_u64()), (Some(0), Some(0)));
+    let cap = format!("{}B", capacity("1"));
+    let text =
+        cachalot(&["replay", "mixed_fc_conv", "--config", "policy:pytorch", "--capacity", &cap, "--passes", "3"]);
+    let text = String::from_utf8(text.stdout).unwrap();
+    assert!(text.contains("in the warm passes, each run on what the pass before left"), "{text}");
+}
