@@ -32,25 +32,36 @@ OUT=${OUT:-gpu-out}
 mkdir -p "$OUT"
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
+# A cap that names no trace here, or is not a whole number of bytes, would leave replays
+# uncapped without a word: refused before anything runs.
+real_total=
+if [ -n "${CAPS:-}" ]; then
+    for pair in $CAPS; do
+        if ! [ -f "target/decode-ops/${pair%%=*}.ops.gz" ] || ! [[ "${pair#*=}" =~ ^[1-9][0-9]*$ ]]; then
+            echo "CAPS: '$pair' is not TRACE=BYTES for a trace of target/decode-ops" >&2
+            exit 2
+        fi
+    done
+    real_total=$(python3 -c 'import torch; print(torch.cuda.mem_get_info()[1])' 2>/dev/null)
+    if [ -z "$real_total" ]; then
+        echo "CAPS needs the device's total memory, from torch.cuda.mem_get_info" >&2
+        exit 2
+    fi
+fi
 source native/gpu/soname_link.sh
 mkdir -p "$WORK/lib"
 cp "${LIB:-target/release/libcachalot.so}" "$WORK/lib/libcachalot.so" || exit 2
 soname_link "$WORK/lib/libcachalot.so" || exit 2
 nvcc -O2 -std=c++17 native/gpu/replay_timing.cpp -o "$WORK/replay_timing" -I include -L "$WORK/lib" \
     -lcachalot -lcuda -Xlinker -rpath="$WORK/lib" || exit 2
-# The fraction of TOTAL that caps a replay of trace $1 at its CAPS bytes (rounded up half a byte,
-# as the allocator truncates fraction x total), or nothing without a cap.
+# The fraction of $2 bytes that caps a replay of trace $1 at its CAPS bytes (rounded up half a
+# byte, as the allocator truncates fraction x total), or nothing without a cap.
 cap_fraction() {
     local pair
     for pair in ${CAPS:-}; do
         [ "${pair%%=*}" = "$1" ] && python3 -c "import sys; print(f'{(int(sys.argv[1]) + 0.5) / int(sys.argv[2]):.17g}')" "${pair#*=}" "$2"
     done
 }
-real_total=$(python3 -c 'import torch; print(torch.cuda.mem_get_info()[1])' 2>/dev/null)
-if [ -n "${CAPS:-}" ] && [ -z "$real_total" ]; then
-    echo "CAPS needs the device's total memory, from torch.cuda.mem_get_info" >&2
-    exit 2
-fi
 log="$OUT/decode_storm_cost.log"
 : > "$log"
 for gz in target/decode-ops/*.ops.gz; do

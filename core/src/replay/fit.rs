@@ -87,7 +87,7 @@ pub struct Fit {
     pub capacity_over_requested: f64,
     /// Peak reserved bytes on an unbounded device: what the run takes with no pressure.
     pub unbounded_peak_reserved_bytes: u64,
-    /// Driver calls (see [`DeviceCalls::driver_calls`]) on an unbounded device.
+    /// Driver calls (see [`DeviceCalls::driver_calls`]) on an unbounded device (all its runs).
     pub unbounded_driver_calls: u64,
     /// Driver calls of the replay at `capacity_bytes` (all its runs).
     pub driver_calls: u64,

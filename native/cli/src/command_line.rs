@@ -219,7 +219,8 @@ pub struct FitArgs {
     pub config: Vec<String>,
     /// Times the trace runs in a row on one allocator, each run on what the one before left
     /// cached, as a loop repeating the recorded steps does (a second run may need a little more
-    /// than the first); 1 to 100. The search takes about N times as long.
+    /// than the first); 1 to 100. Each probe replays the trace N times, so the search takes N times
+    /// as long or more.
     #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=100))]
     pub runs: u32,
 }

@@ -197,3 +197,24 @@ fn replay_counts_the_warm_passes_out_of_memory_that_fit_runs_avoids() {
     let text = String::from_utf8(text.stdout).unwrap();
     assert!(text.contains("in the warm passes, each run on what the pass before left"), "{text}");
 }
+
+/// `page_bound.py` counts the fewest 2 MiB pages any allocator that keeps PyTorch's two pools
+/// apart could hold a trace in; no config `fit` searches needs fewer, and cachalot's policy
+/// comes within a few pages of it on mixed_fc_conv (701 against 697).
+#[test]
+fn no_config_fits_below_the_page_bound_and_cachalot_comes_near_it() {
+    let trace = traces().join("mixed_fc_conv.csv.gz");
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/page_bound.py");
+    let out = Command::new("python3").arg(&script).arg(&trace).output().expect("run python3");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let line = String::from_utf8(out.stdout).unwrap();
+    let pages: u64 = line.split("pools apart ").nth(1).and_then(|s| s.split(' ').next()).unwrap().parse().unwrap();
+    let v = fit_json(&[trace.to_str().unwrap()]);
+    for f in v["fits"].as_array().unwrap() {
+        let found = f["capacity_bytes"].as_u64().unwrap() / GRANULE;
+        assert!(found >= pages, "{}: {found} pages, below the bound of {pages}", f["config"]);
+        if f["config"] == "policy:cachalot" {
+            assert!(found <= pages + 8, "cachalot's policy: {found} pages against a bound of {pages}");
+        }
+    }
+}
