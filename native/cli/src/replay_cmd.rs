@@ -102,9 +102,10 @@ pub fn run(args: &ReplayArgs, out: Out) -> Result<Finished, Failure> {
             field(
                 "driver calls    ",
                 &format!(
-                    "{} in the first pass, {} in a warm pass (memory alloc, free, create, map, unmap, release)",
+                    "{} in the first pass, {} in the last warm pass{} (memory alloc, free, create, map, unmap, release)",
                     driver_calls(&r.device_calls_cold),
-                    driver_calls(&r.device_calls_warm)
+                    driver_calls(&r.device_calls_warm),
+                    most_in_a_warm_pass(&r.driver_calls_passes, driver_calls(&r.device_calls_warm))
                 ),
                 WIDTH
             )
@@ -165,4 +166,14 @@ pub fn run(args: &ReplayArgs, out: Out) -> Result<Finished, Failure> {
         }
     }
     Ok(if r.figures.ooms > 0 { Finished::RanOutOfMemory } else { Finished::Done })
+}
+
+/// ", N in the warm pass that made most" when a warm pass before the last made more calls than
+/// it (`last`), else nothing: a pass that moves pages between two calm ones would otherwise go
+/// unseen.
+fn most_in_a_warm_pass(passes: &[u64], last: u64) -> String {
+    match passes.iter().copied().enumerate().max_by_key(|&(i, n)| (n, core::cmp::Reverse(i))) {
+        Some((i, n)) if n > last => format!(", {n} in warm pass {} of {}", i + 1, passes.len()),
+        _ => String::new(),
+    }
 }

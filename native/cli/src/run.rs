@@ -65,6 +65,10 @@ pub struct RunReport {
     pub virtual_memory: bool,
     pub device_calls_cold: DeviceCalls,
     pub device_calls_warm: DeviceCalls,
+    /// Driver calls (`DeviceCalls::driver_calls`) of each warm pass, in order: the last is
+    /// `device_calls_warm`'s, and one between may be far more (a pass that moves the pages of
+    /// tensors regrown by copy on a device with little room).
+    pub driver_calls_passes: Vec<u64>,
     /// What cachalot's learned layout did over every pass (plans begun, given up, requests
     /// placed where a plan put them...): all zero under PyTorch's policies, and for a workload
     /// whose requests never repeat.
@@ -120,6 +124,7 @@ pub fn run(t: &NamedTrace, config: &Config, opts: &RunOptions) -> Result<RunRepo
     replayer.free_live(&mut alloc).map_err(|e| format!("{}: {e}", t.name))?;
     let mut passes = Vec::with_capacity(opts.warm_passes);
     let mut device_calls_warm = DeviceCalls::default();
+    let mut driver_calls_passes = Vec::with_capacity(opts.warm_passes);
     let mut memo_answered = Vec::with_capacity(opts.warm_passes);
     let mut warm_pass_ooms = 0;
     for p in 0..opts.warm_passes.max(3) {
@@ -132,6 +137,7 @@ pub fn run(t: &NamedTrace, config: &Config, opts: &RunOptions) -> Result<RunRepo
         memo_answered.push(alloc.memo_counts().periods_replayed > memo_before);
         replayer.free_live(&mut alloc).map_err(|e| format!("{}: {e}", t.name))?;
         device_calls_warm = alloc.device().calls().since(&before);
+        driver_calls_passes.push(device_calls_warm.driver_calls());
     }
     done_progress();
     let metadata = super::metadata::measure(t, config, opts.capacity)?;
@@ -164,6 +170,7 @@ pub fn run(t: &NamedTrace, config: &Config, opts: &RunOptions) -> Result<RunRepo
         virtual_memory: alloc.uses_virtual_memory(),
         device_calls_cold,
         device_calls_warm,
+        driver_calls_passes,
         learned_layout: alloc.plan_counts(),
         segment_placements_recorded: t.trace.segment_placements.len(),
         segment_placements_inferred: t.trace.placements_inferred && !t.trace.segment_placements.is_empty(),

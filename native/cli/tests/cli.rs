@@ -87,6 +87,30 @@ fn replay_json_has_the_documented_fields() {
     assert!(all_passes >= v["peak_reserved_bytes"].as_u64().unwrap(), "the peak over all passes includes the first");
 }
 
+/// `driver_calls_passes` gives each warm pass's driver calls, the last being
+/// `device_calls_warm`'s: on mixed_fc_conv the passes before the learned layout is followed
+/// still map and unmap pages, the last calls the device no more, and the report names the
+/// warm pass that made most, which the last pass alone would hide.
+#[test]
+fn replay_reports_each_warm_pass_s_driver_calls_and_names_the_busiest() {
+    let out = cachalot(&["replay", "mixed_fc_conv", "--json", "--passes", "4"]);
+    let v = json(&out);
+    let passes: Vec<u64> = v["driver_calls_passes"].as_array().unwrap().iter().map(|n| n.as_u64().unwrap()).collect();
+    assert_eq!(passes.len(), 4, "{passes:?}");
+    let w = &v["device_calls_warm"];
+    let last: u64 = ["allocations", "frees", "vm_creates", "vm_maps", "vm_unmaps", "vm_destroys"]
+        .iter()
+        .map(|k| w[k].as_u64().unwrap())
+        .sum();
+    assert_eq!(passes[3], last, "{passes:?} against {w}");
+    let (busiest, most) = passes.iter().enumerate().max_by_key(|&(i, n)| (*n, std::cmp::Reverse(i))).unwrap();
+    assert!(*most > last, "no warm pass made more calls than the last: {passes:?}");
+    let text = cachalot(&["replay", "mixed_fc_conv", "--passes", "4"]);
+    let text = String::from_utf8_lossy(&text.stdout).split_whitespace().collect::<Vec<_>>().join(" ");
+    let named = format!("{last} in the last warm pass, {most} in warm pass {} of 4", busiest + 1);
+    assert!(text.contains(&named), "{named:?} not in {text}");
+}
+
 /// `learned_layout` counts what the layout cachalot's policy learns did: a training loop's
 /// steps repeat, so one plan is made and followed; PyTorch's policies learn none.
 #[test]
