@@ -93,6 +93,9 @@ pub struct Fit {
     pub driver_calls: u64,
     /// All the calls of the replay at `capacity_bytes`, by kind.
     pub device_calls: DeviceCalls,
+    /// The driver calls of each run of that replay, in order (they add up to `driver_calls`):
+    /// a later run on what the one before left cached may move pages the first did not.
+    pub driver_calls_runs: Vec<u64>,
     /// Allocation retries (cache freed and the allocation tried again) at `capacity_bytes`.
     pub alloc_retries: u64,
     /// For each of [`CARDS`], whether the run fits its usable bytes (probed where it lies
@@ -171,6 +174,8 @@ impl<E: fmt::Display> fmt::Display for FitError<E> {
 struct Probe {
     fits: bool,
     calls: DeviceCalls,
+    /// Driver calls of each run replayed, the one that ran out of memory included.
+    calls_runs: Vec<u64>,
     retries: u64,
     peak_reserved: u64,
     peak_requested: u64,
@@ -189,7 +194,9 @@ fn probe<S: OpSource + ?Sized>(
     let mut replayer = Replayer::new(trace.slots);
     let mut failed = false;
     let mut refused = None;
+    let mut calls_runs = Vec::with_capacity(runs.max(1) as usize);
     for _ in 0..runs.max(1) {
+        let before = alloc.device().calls().driver_calls();
         let mut end = 0;
         ops.each_op(|i, op| {
             end = i + 1;
@@ -209,15 +216,19 @@ fn probe<S: OpSource + ?Sized>(
         if let Some(e) = refused {
             return Err(e);
         }
+        if !failed {
+            replayer.free_live(&mut alloc).map_err(|error| FitError::Replay { op: end, error })?;
+        }
+        calls_runs.push(alloc.device().calls().driver_calls() - before);
         if failed {
             break;
         }
-        replayer.free_live(&mut alloc).map_err(|error| FitError::Replay { op: end, error })?;
     }
     let s = alloc.stats();
     Ok(Probe {
         fits: !failed,
         calls: alloc.device().calls(),
+        calls_runs,
         retries: s.num_alloc_retries,
         peak_reserved: s.reserved_bytes.all.peak as u64,
         peak_requested: s.requested_bytes.all.peak as u64,
@@ -292,6 +303,7 @@ pub fn fit<S: OpSource + ?Sized>(
         unbounded_driver_calls: unbounded.calls.driver_calls(),
         driver_calls: at_hi.calls.driver_calls(),
         device_calls: at_hi.calls,
+        driver_calls_runs: at_hi.calls_runs,
         alloc_retries: at_hi.retries,
         cards,
         probes,
@@ -333,6 +345,8 @@ mod tests {
             assert!(!probe(&t, &t.ops[..], &config, f.capacity_bytes - GRANULE, runs).unwrap().fits);
             assert!(f.cards.iter().all(|c| c.fits));
             assert_eq!(f.driver_calls, f.device_calls.driver_calls());
+            assert_eq!(f.driver_calls_runs.len(), runs as usize);
+            assert_eq!(f.driver_calls_runs.iter().sum::<u64>(), f.driver_calls);
             // The same replay where it fits; none a granule below.
             assert_eq!(calls_at(&t, &t.ops[..], &config, f.capacity_bytes, runs).unwrap(), Some(f.driver_calls));
             assert_eq!(calls_at(&t, &t.ops[..], &config, f.capacity_bytes - GRANULE, runs).unwrap(), None);

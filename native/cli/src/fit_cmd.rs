@@ -127,6 +127,18 @@ pub fn run(args: &FitArgs, out: Out) -> Result<(), Failure> {
         .collect();
     let line = format!("Calls on the {} device PyTorch's default needs: {}.", human(pytorch_needs), beside.join("; "));
     writeln!(out, "\n{}", fill(&line, DEFAULT_WIDTH, ""))?;
+    if args.runs > 1 {
+        // A later run may move pages the first did not: the total alone would hide which.
+        let each: Vec<String> = fits
+            .iter()
+            .map(|f| {
+                let runs: Vec<String> = f.driver_calls_runs.iter().map(u64::to_string).collect();
+                format!("{} {}", f.config, runs.join(", "))
+            })
+            .collect();
+        let line = format!("Calls of each run on its smallest device: {}.", each.join("; "));
+        writeln!(out, "\n{}", fill(&line, DEFAULT_WIDTH, ""))?;
+    }
     let cards: Vec<String> = CARDS
         .iter()
         .map(|c| format!("{} ({}): {} of {}", c.name, c.examples, human(c.usable_bytes), human(c.total_bytes)))

@@ -166,6 +166,29 @@ fn a_trace_run_twice_in_a_row_may_need_a_larger_device() {
 /// for one run of mixed_fc_conv under PyTorch's default, the first pass fits (exit 0) and the
 /// warm passes run out of memory, which `warm_pass_ooms` and the report say; on the device
 /// `fit --runs 4` finds, none does.
+/// With `--runs N` each config's calls on its smallest device come run by run
+/// (`driver_calls_runs`, adding up to `driver_calls`), and the report lists them: on
+/// mixed_fc_conv cachalot's policy maps pages in its first run and calls the device less in the
+/// second, which the total alone would not say.
+#[test]
+fn fit_runs_gives_each_run_s_calls_and_the_report_lists_them() {
+    let path = traces().join("mixed_fc_conv.csv.gz");
+    let trace = path.to_str().unwrap();
+    let v = fit_json(&[trace, "--runs", "2"]);
+    let text = cachalot(&["fit", trace, "--runs", "2"]);
+    let text = String::from_utf8_lossy(&text.stdout).split_whitespace().collect::<Vec<_>>().join(" ");
+    for f in v["fits"].as_array().unwrap() {
+        let runs: Vec<u64> = f["driver_calls_runs"].as_array().unwrap().iter().map(|n| n.as_u64().unwrap()).collect();
+        assert_eq!(runs.len(), 2, "{f}");
+        assert_eq!(runs.iter().sum::<u64>(), f["driver_calls"].as_u64().unwrap(), "{f}");
+        let listed = format!("{} {}, {}", f["config"].as_str().unwrap(), runs[0], runs[1]);
+        assert!(text.contains(&listed), "{listed:?} not in {text}");
+        if f["config"] == "policy:cachalot" {
+            assert!(runs[1] < runs[0], "cachalot's policy: {runs:?}");
+        }
+    }
+}
+
 #[test]
 fn replay_counts_the_warm_passes_out_of_memory_that_fit_runs_avoids() {
     let capacity =
