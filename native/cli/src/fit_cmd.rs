@@ -133,7 +133,7 @@ pub fn run(args: &FitArgs, out: Out) -> Result<(), Failure> {
             .iter()
             .map(|f| {
                 let runs: Vec<String> = f.driver_calls_runs.iter().map(u64::to_string).collect();
-                format!("{} {}", f.config, runs.join(", "))
+                format!("{} ({}): {}", f.config, human(f.capacity_bytes), runs.join(", "))
             })
             .collect();
         let line = format!("Calls of each run on its smallest device: {}.", each.join("; "));

@@ -168,12 +168,12 @@ pub fn run(args: &ReplayArgs, out: Out) -> Result<Finished, Failure> {
     Ok(if r.figures.ooms > 0 { Finished::RanOutOfMemory } else { Finished::Done })
 }
 
-/// ", N in the warm pass that made most" when a warm pass before the last made more calls than
-/// it (`last`), else nothing: a pass that moves pages between two calm ones would otherwise go
-/// unseen.
+/// " (the most, N, in warm pass I of P)" when a warm pass before the last made more calls than
+/// it (`last`; the first such pass on ties), else nothing: a pass that moves pages between two
+/// calm ones would otherwise go unseen.
 fn most_in_a_warm_pass(passes: &[u64], last: u64) -> String {
     match passes.iter().copied().enumerate().max_by_key(|&(i, n)| (n, core::cmp::Reverse(i))) {
-        Some((i, n)) if n > last => format!(", {n} in warm pass {} of {}", i + 1, passes.len()),
+        Some((i, n)) if n > last => format!(" (the most, {n}, in warm pass {} of {})", i + 1, passes.len()),
         _ => String::new(),
     }
 }

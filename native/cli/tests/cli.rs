@@ -93,22 +93,34 @@ fn replay_json_has_the_documented_fields() {
 /// warm pass that made most, which the last pass alone would hide.
 #[test]
 fn replay_reports_each_warm_pass_s_driver_calls_and_names_the_busiest() {
-    let out = cachalot(&["replay", "mixed_fc_conv", "--json", "--passes", "4"]);
-    let v = json(&out);
-    let passes: Vec<u64> = v["driver_calls_passes"].as_array().unwrap().iter().map(|n| n.as_u64().unwrap()).collect();
-    assert_eq!(passes.len(), 4, "{passes:?}");
-    let w = &v["device_calls_warm"];
-    let last: u64 = ["allocations", "frees", "vm_creates", "vm_maps", "vm_unmaps", "vm_destroys"]
-        .iter()
-        .map(|k| w[k].as_u64().unwrap())
-        .sum();
-    assert_eq!(passes[3], last, "{passes:?} against {w}");
-    let (busiest, most) = passes.iter().enumerate().max_by_key(|&(i, n)| (*n, std::cmp::Reverse(i))).unwrap();
-    assert!(*most > last, "no warm pass made more calls than the last: {passes:?}");
+    let passes_of = |n: &str| -> (Vec<u64>, u64) {
+        let v = json(&cachalot(&["replay", "mixed_fc_conv", "--json", "--passes", n]));
+        let passes = v["driver_calls_passes"].as_array().unwrap().iter().map(|n| n.as_u64().unwrap()).collect();
+        let w = &v["device_calls_warm"];
+        let last = ["allocations", "frees", "vm_creates", "vm_maps", "vm_unmaps", "vm_destroys"]
+            .iter()
+            .map(|k| w[k].as_u64().unwrap())
+            .sum();
+        (passes, last)
+    };
+    let (four, last) = passes_of("4");
+    assert_eq!(four.len(), 4, "{four:?}");
+    // The same passes in the same order, whatever comes after them: three passes are the first
+    // three of four, and the third is then the last.
+    let (three, last_of_three) = passes_of("3");
+    assert_eq!((&four[..3], four[2]), (&three[..], last_of_three), "{four:?} against {three:?}");
+    assert_eq!(four[3], last, "{four:?}");
+    let (busiest, most) = four.iter().enumerate().max_by_key(|&(i, n)| (*n, std::cmp::Reverse(i))).unwrap();
+    assert!(*most > last, "no warm pass made more calls than the last: {four:?}");
     let text = cachalot(&["replay", "mixed_fc_conv", "--passes", "4"]);
     let text = String::from_utf8_lossy(&text.stdout).split_whitespace().collect::<Vec<_>>().join(" ");
-    let named = format!("{last} in the last warm pass, {most} in warm pass {} of 4", busiest + 1);
+    let named = format!("{last} in the last warm pass (the most, {most}, in warm pass {} of 4)", busiest + 1);
     assert!(text.contains(&named), "{named:?} not in {text}");
+    // No pass busier than the last (PyTorch's default, settled after its first pass): nothing
+    // added.
+    let calm = cachalot(&["replay", "mixed_fc_conv", "--passes", "3", "--config", "policy:pytorch"]);
+    let calm = String::from_utf8_lossy(&calm.stdout).split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(calm.contains("0 in the last warm pass (memory"), "{calm}");
 }
 
 /// `learned_layout` counts what the layout cachalot's policy learns did: a training loop's

@@ -162,10 +162,6 @@ fn a_trace_run_twice_in_a_row_may_need_a_larger_device() {
     }
 }
 
-/// `replay --passes 3` runs the trace four times on one allocator: on the device `fit` finds
-/// for one run of mixed_fc_conv under PyTorch's default, the first pass fits (exit 0) and the
-/// warm passes run out of memory, which `warm_pass_ooms` and the report say; on the device
-/// `fit --runs 4` finds, none does.
 /// With `--runs N` each config's calls on its smallest device come run by run
 /// (`driver_calls_runs`, adding up to `driver_calls`), and the report lists them: on
 /// mixed_fc_conv cachalot's policy maps pages in its first run and calls the device less in the
@@ -181,14 +177,30 @@ fn fit_runs_gives_each_run_s_calls_and_the_report_lists_them() {
         let runs: Vec<u64> = f["driver_calls_runs"].as_array().unwrap().iter().map(|n| n.as_u64().unwrap()).collect();
         assert_eq!(runs.len(), 2, "{f}");
         assert_eq!(runs.iter().sum::<u64>(), f["driver_calls"].as_u64().unwrap(), "{f}");
-        let listed = format!("{} {}, {}", f["config"].as_str().unwrap(), runs[0], runs[1]);
+        let listed = format!("{} ({}): {}, {}", f["config"].as_str().unwrap(), human(f), runs[0], runs[1]);
         assert!(text.contains(&listed), "{listed:?} not in {text}");
         if f["config"] == "policy:cachalot" {
             assert!(runs[1] < runs[0], "cachalot's policy: {runs:?}");
         }
     }
+    // One run: its calls are the total, and the report has no line run by run.
+    let once = fit_json(&[trace]);
+    for f in once["fits"].as_array().unwrap() {
+        assert_eq!(f["driver_calls_runs"], serde_json::json!([f["driver_calls"]]), "{f}");
+    }
+    let text = String::from_utf8_lossy(&cachalot(&["fit", trace]).stdout).into_owned();
+    assert!(!text.contains("Calls of each run"), "{text}");
 }
 
+/// A fit's smallest device as the report writes it (GiB to two places, for devices of 1 GiB or more).
+fn human(f: &serde_json::Value) -> String {
+    format!("{:.2} GiB", f["capacity_bytes"].as_u64().unwrap() as f64 / (1u64 << 30) as f64)
+}
+
+/// `replay --passes 3` runs the trace four times on one allocator: on the device `fit` finds
+/// for one run of mixed_fc_conv under PyTorch's default, the first pass fits (exit 0) and the
+/// warm passes run out of memory, which `warm_pass_ooms` and the report say; on the device
+/// `fit --runs 4` finds, none does.
 #[test]
 fn replay_counts_the_warm_passes_out_of_memory_that_fit_runs_avoids() {
     let capacity =
