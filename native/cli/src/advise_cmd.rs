@@ -4,9 +4,10 @@
 //! gives up a little memory for fewer driver calls once the loop is warm, and one that makes
 //! several times fewer in the first pass.
 //!
-//! Invariant: a config is never recommended as a fit while it runs out of memory: when every
-//! config tried does, advise says so instead of recommending one, and a PyTorch line that
-//! still runs out says how often.
+//! Invariant: a config is never recommended as a fit while it runs out of memory, in its first
+//! pass or in the passes after it (a loop runs the trace again on what the last run left
+//! cached): when every config tried does, advise says so instead of recommending one, and a
+//! PyTorch line that still runs out says how often.
 
 use super::byte_size::human;
 use super::command_line::AdviseArgs;
@@ -73,7 +74,10 @@ pub fn run(args: &AdviseArgs, out: Out) -> Result<(), Failure> {
             format!("{:.3}", c.reserved_over_requested),
             c.device_calls.to_string(),
             format!("{:.0}", c.warm_device_calls),
-            c.ooms.to_string(),
+            match c.warm_pass_ooms {
+                0 => c.ooms.to_string(),
+                warm => format!("{}+{warm}", c.ooms),
+            },
         ])
     };
     if args.all {
@@ -96,13 +100,15 @@ pub fn run(args: &AdviseArgs, out: Out) -> Result<(), Failure> {
         fit(&format!(
             "peak resv and drv calls (driver calls: memory alloc, free, create, map, unmap and release \
              calls): the first pass on an empty allocator; warm: the driver calls of the last of \
-             {WARM_PASSES} passes after it, on the same allocator. {}{}.",
+             {WARM_PASSES} passes after it, on the same allocator; OOMs: the first pass's out-of-memory \
+             events, +N those of the passes after it. {}{}.",
             RULE[..1].to_uppercase(),
             &RULE[1..]
         ))
     )?;
     match ranked.first() {
         Some(best) if best.ooms > 0 => no_fit(out, best, trace.peak_requested(), capacity)?,
+        Some(best) if best.warm_pass_ooms > 0 => no_fit_again(out, best)?,
         Some(best) => recommend(out, &ranked, best)?,
         None => {}
     }
@@ -120,6 +126,19 @@ fn no_fit(out: Out, best: &Candidate, peak_requested: u64, capacity: u64) -> Res
     Ok(())
 }
 
+/// Says that every config tried whose first pass fits runs out of memory when the trace runs
+/// again, as a loop runs it, instead of recommending one.
+fn no_fit_again(out: Out, best: &Candidate) -> Result<(), Failure> {
+    let text = format!(
+        "no config tried holds the trace run again: each one's first pass fits, and its next passes run \
+         out of memory, as a loop repeating the trace would; the fewest out-of-memory events, {} in \
+         {WARM_PASSES} passes, under {}. `cachalot fit TRACE --runs N` finds the device a loop of N runs needs",
+        best.warm_pass_ooms, best.config
+    );
+    writeln!(out, "{}", fill(&text, DEFAULT_WIDTH, "  "))?;
+    Ok(())
+}
+
 /// The lines to paste: a PyTorch config and a cachalot one, each only where it beats the
 /// default by the margin (see [`super::margin`]), and a quieter one. Each is said on a line
 /// of its own above the line to paste, which stays whole.
@@ -127,17 +146,20 @@ fn recommend(out: Out, ranked: &[Candidate], best: &Candidate) -> Result<(), Fai
     if ranked.iter().any(|c| c.policy == "pytorch") {
         match better_than(ranked, "policy:pytorch", |c| c.policy == "pytorch") {
             Some(p) => {
-                let still = if p.ooms > 0 {
-                    format!("; still {} out-of-memory events: no PyTorch config tried fits", p.ooms)
-                } else {
-                    String::new()
+                let still = match p.failures() {
+                    (0, 0) => String::new(),
+                    (first, 0) => format!("; still {first} out-of-memory events: no PyTorch config tried fits"),
+                    (first, again) => format!(
+                        "; still {first} out-of-memory events, and {again} in the passes after: no PyTorch config \
+                         tried holds the trace run again"
+                    ),
                 };
-                writeln!(
-                    out,
+                let line = format!(
                     "PyTorch, peak reserved {}{}{still}:",
                     human(p.peak_reserved_bytes),
                     less(ranked, p, "policy:pytorch")
-                )?;
+                );
+                writeln!(out, "{}", fill(&line, DEFAULT_WIDTH, "  "))?;
                 writeln!(out, "PYTORCH_CUDA_ALLOC_CONF={}", as_pytorch_conf(&p.config).unwrap_or_default())?;
             }
             None => {
@@ -148,12 +170,12 @@ fn recommend(out: Out, ranked: &[Candidate], best: &Candidate) -> Result<(), Fai
     }
     let chosen = match better_than(ranked, "policy:cachalot", |_| true) {
         Some(c) => {
-            writeln!(
-                out,
+            let line = format!(
                 "cachalot, peak reserved {}{}:",
                 human(c.peak_reserved_bytes),
                 less(ranked, c, "policy:cachalot")
-            )?;
+            );
+            writeln!(out, "{}", fill(&line, DEFAULT_WIDTH, "  "))?;
             c
         }
         None => {
@@ -193,6 +215,16 @@ fn recommend(out: Out, ranked: &[Candidate], best: &Candidate) -> Result<(), Fai
 /// ", N% less than the default's" for `c` against the candidate of config `baseline`.
 fn less(ranked: &[Candidate], c: &Candidate, baseline: &str) -> String {
     match ranked.iter().find(|b| b.config == baseline) {
+        // Recommended for running out of memory less: what the default's runs lacked.
+        Some(b) if b.failures() != c.failures() => {
+            let (first, again) = b.failures();
+            match (first, again) {
+                (0, _) => format!(
+                    "; the default's first pass fits too, but the passes after it run out of memory {again} times"
+                ),
+                _ => format!("; the default runs out of memory {first} times in the first pass"),
+            }
+        }
         Some(b) if b.peak_reserved_bytes > 0 => {
             let saved = 1.0 - c.peak_reserved_bytes as f64 / b.peak_reserved_bytes as f64;
             format!(", {:.1}% less than the default's", saved * 100.0)
@@ -214,6 +246,7 @@ mod tests {
             reserved_over_requested: peak as f64 / 1000.0,
             device_calls: calls,
             ooms: 0,
+            warm_pass_ooms: 0,
             warm_device_calls: warm,
             peak_reserved_bytes_all_passes: peak,
         }

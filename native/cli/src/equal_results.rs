@@ -15,8 +15,14 @@ pub struct EqualResults<'a> {
     pub others: Vec<&'a Candidate>,
 }
 
-fn figures(c: &Candidate) -> (u64, u64, u64, u64, u64) {
-    (c.peak_reserved_bytes, c.reserved_over_requested.to_bits(), c.device_calls, c.warm_device_calls.to_bits(), c.ooms)
+fn figures(c: &Candidate) -> (u64, u64, u64, u64, (u64, u64)) {
+    (
+        c.peak_reserved_bytes,
+        c.reserved_over_requested.to_bits(),
+        c.device_calls,
+        c.warm_device_calls.to_bits(),
+        c.failures(),
+    )
 }
 
 /// `ranked` (best first) gathered into groups of equal figures, in rank order.
@@ -44,6 +50,7 @@ mod tests {
             reserved_over_requested: peak as f64 / 100.0,
             device_calls: 10,
             ooms: 0,
+            warm_pass_ooms: 0,
             warm_device_calls: warm,
             peak_reserved_bytes_all_passes: peak,
         }

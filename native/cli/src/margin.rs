@@ -29,8 +29,8 @@ pub const RULE: &str = "a config is recommended over a default only with fewer o
 
 /// Whether `c` beats `baseline` by the margin.
 pub fn beats(c: &Candidate, baseline: &Candidate) -> bool {
-    if c.ooms != baseline.ooms {
-        return c.ooms < baseline.ooms;
+    if c.failures() != baseline.failures() {
+        return c.failures() < baseline.failures();
     }
     let memory = c.peak_reserved_bytes as f64 <= baseline.peak_reserved_bytes as f64 * (1.0 - LESS_MEMORY);
     let calls = c.device_calls as f64 <= baseline.device_calls as f64 * (1.0 + MORE_CALLS);
@@ -63,6 +63,7 @@ mod tests {
             reserved_over_requested: peak as f64 / 100.0,
             device_calls: calls,
             ooms,
+            warm_pass_ooms: 0,
             warm_device_calls: 0.0,
             peak_reserved_bytes_all_passes: peak,
         }

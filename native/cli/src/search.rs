@@ -27,12 +27,24 @@ pub struct Candidate {
     pub reserved_over_requested: f64,
     /// Driver calls of the first pass (see [`driver_calls`]).
     pub device_calls: u64,
+    /// Out-of-memory events of the first pass.
     pub ooms: u64,
+    /// Out-of-memory events of the warm passes, each run on what the one before left cached: a
+    /// config whose first pass fits may not hold the trace run again, as a loop runs it.
+    pub warm_pass_ooms: u64,
     /// Driver calls of the last of the [`WARM_PASSES`] passes that follow the first: the
     /// steady state, once the cache (and under cachalot's policy a learned layout) settled.
     pub warm_device_calls: f64,
     /// Peak reserved bytes over the first pass and the warm passes.
     pub peak_reserved_bytes_all_passes: u64,
+}
+
+impl Candidate {
+    /// Its out-of-memory events as configs are ranked by them: the first pass's, then the
+    /// warm passes' (a config that fits once but not again ranks after one that fits both).
+    pub fn failures(&self) -> (u64, u64) {
+        (self.ooms, self.warm_pass_ooms)
+    }
 }
 
 /// Passes replayed after the first, on the same allocator, for the warm figures: enough for
@@ -85,11 +97,12 @@ pub fn evaluate(t: &NamedTrace, config: &str, capacity: u64) -> Result<Candidate
     let c = alloc.device().calls();
     replayer.free_live(&mut alloc).map_err(|e| failed(&e))?;
     let mut before = alloc.device().calls();
+    let mut warm_pass_ooms = 0;
     for _ in 1..WARM_PASSES {
-        replay_whole_pass(t, &mut replayer, &mut alloc)?;
+        warm_pass_ooms += replay_whole_pass(t, &mut replayer, &mut alloc)?.0.ooms;
         before = alloc.device().calls();
     }
-    replay_whole_pass(t, &mut replayer, &mut alloc)?;
+    warm_pass_ooms += replay_whole_pass(t, &mut replayer, &mut alloc)?.0.ooms;
     let warm = driver_calls(&alloc.device().calls().since(&before));
     Ok(Candidate {
         config: config.to_string(),
@@ -99,6 +112,7 @@ pub fn evaluate(t: &NamedTrace, config: &str, capacity: u64) -> Result<Candidate
         reserved_over_requested: out.peak_reserved_bytes as f64 / out.peak_requested_bytes.max(1) as f64,
         device_calls: driver_calls(&c),
         ooms: out.ooms,
+        warm_pass_ooms,
         warm_device_calls: warm as f64,
         peak_reserved_bytes_all_passes: alloc.stats().reserved_bytes.all.peak as u64,
     })
@@ -143,8 +157,8 @@ pub fn search(t: &NamedTrace, configs: &[String], capacity: u64) -> Result<Vec<C
     }
     let mut ranked: Vec<Candidate> = results.into_iter().collect::<Result<_, _>>()?;
     ranked.sort_by(|a, b| {
-        (a.ooms, a.peak_reserved_bytes, a.device_calls, &a.config).cmp(&(
-            b.ooms,
+        (a.failures(), a.peak_reserved_bytes, a.device_calls, &a.config).cmp(&(
+            b.failures(),
             b.peak_reserved_bytes,
             b.device_calls,
             &b.config,
@@ -160,7 +174,7 @@ pub fn quieter_than<'a>(best: &Candidate, ranked: &'a [Candidate], margin: f64) 
     let limit = best.peak_reserved_bytes as f64 * (1.0 + margin);
     let quietest = ranked
         .iter()
-        .filter(|c| c.ooms == best.ooms && c.peak_reserved_bytes as f64 <= limit)
+        .filter(|c| c.failures() == best.failures() && c.peak_reserved_bytes as f64 <= limit)
         .min_by(|a, b| a.warm_device_calls.total_cmp(&b.warm_device_calls))?;
     (quietest.warm_device_calls < best.warm_device_calls).then_some(quietest)
 }
@@ -178,7 +192,7 @@ pub fn quieter_first_pass<'a>(
     let limit = best.peak_reserved_bytes as f64 * (1.0 + margin);
     ranked
         .iter()
-        .filter(|c| c.ooms == best.ooms && c.peak_reserved_bytes as f64 <= limit)
+        .filter(|c| c.failures() == best.failures() && c.peak_reserved_bytes as f64 <= limit)
         .filter(|c| c.device_calls < best.device_calls && c.device_calls.saturating_mul(factor) <= best.device_calls)
         .min_by_key(|c| (c.peak_reserved_bytes, c.device_calls))
 }
@@ -225,6 +239,7 @@ mod tests {
             reserved_over_requested: peak as f64 / 100.0,
             device_calls: 0,
             ooms,
+            warm_pass_ooms: 0,
             warm_device_calls: warm,
             peak_reserved_bytes_all_passes: peak,
         }

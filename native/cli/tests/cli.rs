@@ -509,6 +509,34 @@ fn advise_recommends_nothing_when_every_config_runs_out_of_memory() {
     assert!(!report.contains("no config tried avoids"), "{report}");
 }
 
+/// `advise` ranks a config whose first pass fits but whose next passes run out of memory (the
+/// trace run again, as a loop runs it) after every config that holds it run again, and does not
+/// recommend it: on the device PyTorch's default needs for one run of mixed_fc_conv, the default
+/// runs out in the passes after, and the PyTorch line recommends a config that does not, saying
+/// why.
+#[test]
+fn advise_ranks_a_config_that_runs_out_of_memory_when_run_again_after_those_that_do_not() {
+    let fit = json(&cachalot(&["fit", "mixed_fc_conv", "--json"]));
+    let capacity = fit["fits"][0]["capacity_bytes"].as_u64().unwrap().to_string();
+    let ranked = json(&cachalot(&["advise", "mixed_fc_conv", "--capacity", &capacity, "--json"]));
+    let ranked = ranked.as_array().unwrap();
+    let failures = |c: &serde_json::Value| (c["ooms"].as_u64().unwrap(), c["warm_pass_ooms"].as_u64().unwrap());
+    let default = ranked.iter().find(|c| c["config"] == "policy:pytorch").unwrap();
+    let (first, again) = failures(default);
+    assert_eq!(first, 0, "the default's first pass fits on its own fit: {default}");
+    assert!(again > 0, "the default holds the trace run again: {default}");
+    let last_holding = ranked.iter().rposition(|c| failures(c) == (0, 0)).unwrap();
+    let default_rank = ranked.iter().position(|c| c["config"] == "policy:pytorch").unwrap();
+    assert!(default_rank > last_holding, "the default ranked {default_rank}, before a config that holds it");
+    let report = text(&cachalot(&["advise", "mixed_fc_conv", "--capacity", &capacity]).stdout);
+    let report = report.split_whitespace().collect::<Vec<_>>().join(" ");
+    let line = report.split("PYTORCH_CUDA_ALLOC_CONF=").nth(1).unwrap().split_whitespace().next().unwrap();
+    let chosen = ranked.iter().find(|c| c["config"] == format!("policy:pytorch,{line}")).unwrap();
+    assert_eq!(failures(chosen), (0, 0), "recommended {line}, which runs out of memory");
+    let why = format!("the default's first pass fits too, but the passes after it run out of memory {again} times");
+    assert!(report.contains(&why), "{report}");
+}
+
 /// Each command's help is its own: its options, not another command's, with what they
 /// mean, the exit statuses, and where configs come from; any position of --help gives it.
 #[test]
