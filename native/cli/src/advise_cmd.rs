@@ -130,9 +130,9 @@ fn no_fit(out: Out, best: &Candidate, peak_requested: u64, capacity: u64) -> Res
 /// again, as a loop runs it, instead of recommending one.
 fn no_fit_again(out: Out, best: &Candidate) -> Result<(), Failure> {
     let text = format!(
-        "no config tried holds the trace run again: each one's first pass fits, and its next passes run \
-         out of memory, as a loop repeating the trace would; the fewest out-of-memory events, {} in \
-         {WARM_PASSES} passes, under {}. `cachalot fit TRACE --runs N` finds the device a loop of N runs needs",
+        "no config tried holds the trace run again: those whose first pass fits run out of memory in the \
+         {WARM_PASSES} passes after it, as a loop repeating the trace would; the fewest out-of-memory events \
+         there, {}, under {}. `cachalot fit TRACE --runs N` finds the device a loop of N runs needs",
         best.warm_pass_ooms, best.config
     );
     writeln!(out, "{}", fill(&text, DEFAULT_WIDTH, "  "))?;

@@ -535,6 +535,15 @@ fn advise_ranks_a_config_that_runs_out_of_memory_when_run_again_after_those_that
     assert_eq!(failures(chosen), (0, 0), "recommended {line}, which runs out of memory");
     let why = format!("the default's first pass fits too, but the passes after it run out of memory {again} times");
     assert!(report.contains(&why), "{report}");
+    // On the device cachalot's policy needs for one run of resnet50_train, every config whose
+    // first pass fits runs out when run again: advise says so and recommends none.
+    let fit = json(&cachalot(&["fit", "resnet50_train", "--json"]));
+    let ours = fit["fits"].as_array().unwrap().iter().find(|f| f["config"] == "policy:cachalot").unwrap();
+    let capacity = ours["capacity_bytes"].as_u64().unwrap().to_string();
+    let report = text(&cachalot(&["advise", "resnet50_train", "--capacity", &capacity]).stdout);
+    let report = report.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(report.contains("no config tried holds the trace run again"), "{report}");
+    assert!(!report.contains("_ALLOC_CONF="), "recommended a config that runs out when run again: {report}");
 }
 
 /// Each command's help is its own: its options, not another command's, with what they
