@@ -149,6 +149,10 @@ fn recommend(out: Out, ranked: &[Candidate], best: &Candidate) -> Result<(), Fai
                 let still = match p.failures() {
                     (0, 0) => String::new(),
                     (first, 0) => format!("; still {first} out-of-memory events: no PyTorch config tried fits"),
+                    (0, again) => format!(
+                        "; still {again} out-of-memory events in the passes after the first: no PyTorch config \
+                         tried holds the trace run again"
+                    ),
                     (first, again) => format!(
                         "; still {first} out-of-memory events, and {again} in the passes after: no PyTorch config \
                          tried holds the trace run again"
