@@ -5,6 +5,7 @@
 
 pub(crate) mod cell_hints;
 pub(crate) mod epochs;
+pub(crate) mod idle_chunks;
 pub(crate) mod layout_plan;
 pub(crate) mod paged_state;
 pub(crate) mod paging;

@@ -29,7 +29,8 @@ use alloc::vec::Vec;
 use crate::base::device::Device;
 use crate::base::error::AllocError;
 use crate::engine::allocator::Allocator;
-use crate::engine::paged::paging::{chunk_pages, Creation, IdleChunk, Span, HEADROOM_PER_CHUNK, MAX_CHUNK_PAGES};
+use crate::engine::paged::idle_chunks::IdleChunk;
+use crate::engine::paged::paging::{chunk_pages, Creation, Span, HEADROOM_PER_CHUNK, MAX_CHUNK_PAGES};
 use crate::engine::vrange::Chunk;
 use crate::report::explain::Decision;
 
