@@ -15,9 +15,9 @@
 //! reserved memory stays near the peak of pages in use, and each span costs a handful of
 //! driver calls, not one per page. A stream regrowing tensors by copy (`regrowth.rs`) has its
 //! large misses placed in its region, and the regions' idle chunks are taken only after the
-//! new chunks the device (or the memory fraction) still gives. A request served from a
-//! cached block that touches live memory only at its back takes that back, so the block's
-//! idle chunks stay free to move.
+//! new chunks the device (or the memory fraction) still gives, those of other runs before
+//! those of the run the request fills. A request served from a cached block that touches live
+//! memory only at its back takes that back, so the block's idle chunks stay free to move.
 //!
 //! Invariants: chunks are taken only from outside the chosen run (for a stream with a region,
 //! from outside the pages the request covers, see `map_under`); a span gets chunks adding
@@ -94,6 +94,8 @@ pub(super) struct Creation {
     moved: u64,
     /// The stream whose range the request is placed in.
     stream: Stream,
+    /// The addresses of the run the request is placed in.
+    run: (u64, u64),
 }
 
 /// An unmapped stretch under a request: where it starts, the pages the request needs there
@@ -352,8 +354,19 @@ impl<D: Device> Allocator<D> {
             let mut moved = self.take_idle(span, &mut idle, got, creation.stream)?;
             if have(got) < span.need && !in_region.is_empty() {
                 self.create_for(span, creation, &mut chunk, got)?;
-                idle.extend(in_region);
+                // Other holes' pages first: the hole the request fills lends its back only
+                // when no other has idle pages. Taken from there, they shift the hole's
+                // unmapped part along to the next K or V placed at its front, which moves as
+                // many pages again, tensor after tensor (docs/design.md, "A hole lends its
+                // own pages last").
+                let (lo, hi) = creation.run;
+                let (own, others): (Vec<_>, Vec<_>) = in_region.into_iter().partition(|c| lo <= c.addr && c.addr < hi);
+                idle.extend(others);
                 moved += self.take_idle(span, &mut idle, got, creation.stream)?;
+                if have(got) < span.need && !own.is_empty() {
+                    idle.extend(own);
+                    moved += self.take_idle(span, &mut idle, got, creation.stream)?;
+                }
             }
             if have(got) < span.need {
                 if let Some(&c) = idle.iter().min_by_key(|c| (c.pages, c.addr)) {
@@ -455,7 +468,7 @@ impl<D: Device> Allocator<D> {
             None => (first.addr.min(place.addr), place.run_end),
         };
         let mut creation =
-            Creation { within_peak, uncounted: 0, moved: 0, stream };
+            Creation { within_peak, uncounted: 0, moved: 0, stream, run: (first.addr.min(place.addr), place.run_end) };
         let mut plans: Vec<(u64, Vec<Chunk>)> = Vec::with_capacity(spans.len());
         for span in &spans {
             let mut got = Vec::new();
