@@ -253,3 +253,27 @@ fn no_config_fits_below_the_page_bound_and_cachalot_comes_near_it() {
         }
     }
 }
+
+/// `calls_sweep.py` replays a trace on 19 devices from its peak requested bytes up and sums the
+/// warm passes' calls where the first pass fits: on mixed_fc_conv the device of its peak
+/// requested bytes runs out of memory and one 4.5% larger does not.
+#[test]
+fn calls_sweep_replays_nineteen_devices_and_sums_the_warm_passes_where_the_first_fits() {
+    let trace = traces().join("mixed_fc_conv.csv.gz");
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/calls_sweep.py");
+    let out = Command::new("python3")
+        .arg(&script)
+        .arg(env!("CARGO_BIN_EXE_cachalot"))
+        .arg(&trace)
+        .output()
+        .expect("run python3");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8(out.stdout).unwrap();
+    let devices: Vec<&str> = text.lines().filter(|l| l.contains(" warm [")).collect();
+    assert_eq!(devices.len(), 19, "{text}");
+    let ooms =
+        |line: &str| -> u64 { line.split(" ooms ").nth(1).and_then(|s| s.split(' ').next()).unwrap().parse().unwrap() };
+    assert!(ooms(devices[0]) > 0, "{}", devices[0]);
+    assert_eq!(ooms(devices[18]), 0, "{}", devices[18]);
+    assert!(text.lines().last().unwrap().contains("warm passes' calls"), "{text}");
+}
