@@ -7,9 +7,10 @@
 //!   reserves no more than expandable segments;
 //! - once the device is full, the region's idle pages move like any others, so the run fits
 //!   where expandable segments do; each K and V goes to the front of its hole, taking the
-//!   pages freed behind it, so the generation fits within 1.5% of what it asks for at about
-//!   half a call for each tensor regrown; a front lacking pages that cannot be had leaves the
-//!   cached block to serve, with nothing released;
+//!   pages it lacks from other holes first and from the pages freed behind it last, so the
+//!   generation fits within 1.5% of what it asks for at about half a call for each tensor
+//!   regrown; a front lacking pages that cannot be had leaves the cached block to serve, with
+//!   nothing released;
 //! - a cache that regrows K and V as a pair gets no region; on a device with a little room its
 //!   idle single pages are remade as larger chunks once they keep moving, so they move in a
 //!   call a chunk, not a call a page; run again and again, it follows its learned layout and
@@ -228,7 +229,7 @@ fn memory_calls(a: &Allocator<SimDevice>) -> u64 {
 }
 
 #[test]
-fn once_the_device_is_full_each_k_and_v_goes_to_the_front_of_its_hole_and_takes_the_pages_freed_behind_it() {
+fn once_the_device_is_full_each_k_and_v_goes_to_the_front_of_its_hole_and_its_own_run_lends_it_pages() {
     let new = Shape { batch: 8, prompt: 128, layers: 8, hidden: 2048, new: 192, pairs: false };
     let (fit, roomy) = smallest_device(REGION, new);
     // Placed in the cached block further into a hole, a K or V leaves the hole's front as a
@@ -236,9 +237,9 @@ fn once_the_device_is_full_each_k_and_v_goes_to_the_front_of_its_hole_and_takes_
     // requested bytes. At the front, the hole slides up as the tensors are regrown: 1.0085.
     let ratio = fit as f64 / roomy.peak_requested as f64;
     assert!(ratio <= 1.015, "the generation needs {ratio:.4} times its peak requested bytes");
-    // The pages a tensor at the front lacks are those freed at the hole's back: taking them
-    // there costs an unmap and a map each (1,694 calls in all). Not lent by its own run, a
-    // request fails, and has every idle page released and made again for it: 5,850.
+    // The pages a tensor at the front lacks come, when no other hole has idle pages, from those
+    // freed at the hole's back: an unmap and a map each (1,694 calls in all). Not lent by its
+    // own run, a request fails, and has every idle page released and made again for it: 5,850.
     let (at_fit, a) = run(REGION, fit, new);
     assert!(!at_fit.out_of_memory);
     let regrown = 2 * new.layers as u64 * new.new;

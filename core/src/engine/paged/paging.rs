@@ -94,7 +94,8 @@ pub(super) struct Creation {
     moved: u64,
     /// The stream whose range the request is placed in.
     stream: Stream,
-    /// The addresses of the run the request is placed in.
+    /// The addresses of the run the request is placed in (for a request a followed plan places,
+    /// the blocks under it: no region lies in a plan's ranges).
     run: (u64, u64),
 }
 
@@ -354,13 +355,16 @@ impl<D: Device> Allocator<D> {
             let mut moved = self.take_idle(span, &mut idle, got, creation.stream)?;
             if have(got) < span.need && !in_region.is_empty() {
                 self.create_for(span, creation, &mut chunk, got)?;
-                // Other holes' pages first: the hole the request fills lends its back only
-                // when no other has idle pages. Taken from there, they shift the hole's
+                // Other holes' pages first: the hole the request fills lends its back only for
+                // what their idle chunks cannot cover. Taken from there, they shift the hole's
                 // unmapped part along to the next K or V placed at its front, which moves as
                 // many pages again, tensor after tensor (docs/design.md, "A hole lends its
-                // own pages last").
-                let (lo, hi) = creation.run;
-                let (own, others): (Vec<_>, Vec<_>) = in_region.into_iter().partition(|c| lo <= c.addr && c.addr < hi);
+                // own pages last"). Other holes include other streams' regions, whose chunks
+                // may have to wait for their stream where the run's own would not; every
+                // decoding workload measured has one regrowing stream.
+                let (run_lo, run_hi) = creation.run;
+                let (own, others): (Vec<_>, Vec<_>) =
+                    in_region.into_iter().partition(|c| run_lo <= c.addr && c.addr < run_hi);
                 idle.extend(others);
                 moved += self.take_idle(span, &mut idle, got, creation.stream)?;
                 if have(got) < span.need && !own.is_empty() {
@@ -459,16 +463,17 @@ impl<D: Device> Allocator<D> {
         let stream = self.heap.stream_of_lane(first.stream_index);
         // What may not lend idle chunks to the request: its run; for a stream with a region,
         // only the pages the request covers. A request placed at the front of a hole (see
-        // `at_front_of_run`) then takes the pages freed at the hole's back, beside it,
-        // rather than failing once the device is full and having every idle page released
-        // and made again for it. Other streams keep their runs whole: on mixed_fc_conv,
-        // lending within a run reserved 1.0243 times the requested bytes instead of 1.0171.
+        // `at_front_of_run`) may then take the pages freed at the hole's back, beside it, when
+        // no other hole has idle pages (`fill_span`), rather than failing once the device is
+        // full and having every idle page released and made again for it. Other streams keep
+        // their runs whole: on mixed_fc_conv, lending within a run reserved 1.0243 times the
+        // requested bytes instead of 1.0171.
+        let run = (first.addr.min(place.addr), place.run_end);
         let (keep_lo, keep_hi) = match self.region_of(first.pool, stream) {
             Some(_) => (place.addr / page * page, (place.addr + size).div_ceil(page) * page),
-            None => (first.addr.min(place.addr), place.run_end),
+            None => run,
         };
-        let mut creation =
-            Creation { within_peak, uncounted: 0, moved: 0, stream, run: (first.addr.min(place.addr), place.run_end) };
+        let mut creation = Creation { within_peak, uncounted: 0, moved: 0, stream, run };
         let mut plans: Vec<(u64, Vec<Chunk>)> = Vec::with_capacity(spans.len());
         for span in &spans {
             let mut got = Vec::new();
