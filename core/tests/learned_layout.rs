@@ -2,7 +2,8 @@
 //! requests has repeated, each request goes where a layout planned from that period puts it,
 //! and memory stops moving. These tests hold what a user sees: a loop settles with no device
 //! call; a plan is followed from a period's start; a request the plan did not expect ends the
-//! plan and learning starts again; a planned place still taken sends only that request
+//! plan and learning starts again; a loop that maps no memory while it repeats gets no plan
+//! until it maps memory again; a planned place still taken sends only that request
 //! elsewhere; a plan that still moves memory after its first period is given up for good;
 //! `empty_cache`, the memory fraction and out-of-memory (its report included) behave as
 //! without a plan; and `learn_layout:False` turns it all off.
@@ -97,7 +98,9 @@ fn a_request_the_plan_does_not_expect_ends_it_and_learning_starts_again() {
     a.free(other).unwrap();
     assert_eq!(a.plan_counts().dropped, 1);
     a.check_invariants().unwrap();
-    // Served the usual way from now on, and learned again.
+    // Served the usual way from now on, and learned again: the cache emptied, so that the
+    // loop maps memory again (one that maps none needs no plan, below).
+    a.empty_cache().unwrap();
     let placed = a.plan_counts().placed;
     step(&mut a, &STEP);
     assert_eq!(a.plan_counts().placed, placed);
@@ -106,6 +109,31 @@ fn a_request_the_plan_does_not_expect_ends_it_and_learning_starts_again() {
     }
     assert_eq!(a.plan_counts().made, 2);
     assert!(a.plan_counts().placed > placed);
+}
+
+#[test]
+fn a_loop_that_maps_no_memory_while_it_repeats_gets_no_plan_until_it_maps_again() {
+    // Learned and followed, then ended by a request the plan did not expect.
+    let mut a = looped("", LEARNING_STEPS + 1);
+    let other = a.malloc(9 * MIB, 0).unwrap();
+    a.free(other).unwrap();
+    let (placed, calls) = (a.plan_counts().placed, memory_calls(&a.device().calls()));
+    // Served the usual way, the loop maps nothing: its repeat is found, and no plan made
+    // that would move the memory held into its ranges.
+    for _ in 0..3 * LEARNING_STEPS {
+        step(&mut a, &STEP);
+    }
+    let counts = a.plan_counts();
+    assert_eq!((counts.made, counts.settled, counts.placed), (1, 1, placed), "{counts:?}");
+    assert_eq!(memory_calls(&a.device().calls()), calls, "the loop maps no memory");
+    // Once it maps memory again, its repeat is found again, and a plan made and followed.
+    a.empty_cache().unwrap();
+    for _ in 0..LEARNING_STEPS + 2 {
+        step(&mut a, &STEP);
+    }
+    assert_eq!(a.plan_counts().made, 2);
+    assert!(a.plan_counts().placed > placed);
+    a.check_invariants().unwrap();
 }
 
 #[test]
@@ -214,7 +242,9 @@ fn a_request_not_expected_while_the_layout_is_made_gives_it_up() {
     let other = a.malloc(333 * MIB, 0).unwrap();
     a.free(other).unwrap();
     assert_eq!((a.plan_counts().made, a.plan_counts().dropped, a.plan_counts().placed), (1, 1, 0));
-    // The loop goes on: nothing placed by the plan given up, and learned again later.
+    // The loop goes on: nothing placed by the plan given up, and learned again later (from an
+    // empty cache, so that the loop maps memory again).
+    a.empty_cache().unwrap();
     let go_on = |a: &mut Allocator<SimDevice>, from: usize, n: usize| {
         for i in from..from + n {
             let p = a.malloc(sizes[i % sizes.len()], 0).unwrap();

@@ -29,6 +29,14 @@ pub struct PagedState {
     pub peak_in_use: u64,
     /// Pages moved from one place to another so far: what earns page slack.
     pub moved_pages: u64,
+    /// Calls that mapped memory so far (a chunk landing back on its ghost makes none).
+    pub maps: u64,
+    /// `maps` when the recurrence log began: a period recognized with none made since
+    /// repeated with no memory mapped, and needs no plan.
+    pub maps_when_logged: u64,
+    /// True from a period recognized with no memory mapped until memory is mapped again:
+    /// the usual path has settled, so nothing is logged and no plan is made meanwhile.
+    pub settled: bool,
     /// Page size of the paged policy (the device's granularity).
     pub paged_page: u64,
     /// log2 of `paged_page` when it is a power of two (as the CUDA devices' granularity is),
@@ -88,6 +96,11 @@ pub struct PlanCounts {
     /// use and all the slack `page_slack` allows), so following it would move memory in every
     /// period, as `given_up_moving` finds a period later. No plan is learned after one.
     pub given_up_too_large: u64,
+    /// Periods recognized that repeated with no memory mapped, so that no plan was made for
+    /// them: the usual placement had settled, and a plan would only move memory into its
+    /// ranges (a plan is learned to stop memory moving). Nothing is logged after one until
+    /// memory is mapped again.
+    pub settled: u64,
 }
 
 impl PagedState {
@@ -98,6 +111,9 @@ impl PagedState {
             idle_pages: 0,
             peak_in_use: 0,
             moved_pages: 0,
+            maps: 0,
+            maps_when_logged: 0,
+            settled: false,
             paged_page,
             page_shift: paged_page.is_power_of_two().then(|| paged_page.trailing_zeros()),
             epochs: Epochs::default(),

@@ -106,7 +106,6 @@ impl Default for Recurrence {
 
 impl Recurrence {
     /// Requests logged so far.
-    #[cfg(test)]
     pub fn len(&self) -> usize {
         self.sigs.len()
     }

@@ -245,6 +245,8 @@ impl<D: Device> Allocator<D> {
         self.vm.mapped_pages += pages;
         if !fresh.is_empty() {
             self.heap.stats_mut().num_device_alloc += 1;
+            self.paged.maps += 1;
+            self.paged.settled = false;
         }
         self.record(Action::SegmentMap, from, len, stream);
         self.vm.unmapped[pool.index()].remove(&(stream, self.heap[id].addr));
