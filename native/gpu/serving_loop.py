@@ -10,8 +10,9 @@ usage: python3 native/gpu/serving_loop.py ALLOCATOR OUTFILE
 ALLOCATOR is `pytorch`, `expandable` (PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True) or
 `cachalot` (cachalot_torch.install(), its default config). GENERATIONS (default 10), BATCH
 (default 64) and CAP_BYTES (default none: the whole device; else the device capped with
-torch.cuda.set_per_process_memory_fraction at that many bytes) come from the environment. A
-generation that runs out of memory is recorded as such and ends the run.
+torch.cuda.set_per_process_memory_fraction at that many bytes) come from the environment, and
+so does the model's shape: LAYERS (16), HIDDEN (2048, in heads of 128), PROMPT (256 tokens) and
+STEPS (256). A generation that runs out of memory is recorded as such and ends the run.
 
 Output: OUTFILE, one JSON object: allocator, batch, and per generation its seconds, checksum,
 peak reserved bytes and the device allocations and frees it made.
@@ -25,6 +26,7 @@ ALLOCATOR, OUTFILE = sys.argv[1], sys.argv[2]
 GENERATIONS = int(os.environ.get("GENERATIONS", 10))
 BATCH = int(os.environ.get("BATCH", 64))
 CAP_BYTES = int(os.environ.get("CAP_BYTES", 0))
+SHAPE = {k: int(os.environ.get(k, d)) for k, d in (("LAYERS", 16), ("HIDDEN", 2048), ("PROMPT", 256), ("STEPS", 256))}
 
 import allocator_choice  # noqa: E402
 
@@ -47,14 +49,14 @@ def stats():
 
 
 torch.manual_seed(0)
-model = Decoder().to(dev, torch.bfloat16).eval()
+model = Decoder(layers=SHAPE["LAYERS"], d=SHAPE["HIDDEN"], heads=SHAPE["HIDDEN"] // 128).to(dev, torch.bfloat16).eval()
 rows = []
 for g in range(GENERATIONS):
     before = stats()
     torch.cuda.synchronize()
     start = time.perf_counter()
     try:
-        checksum = generate(model, BATCH, dev)
+        checksum = generate(model, BATCH, dev, prompt_tokens=SHAPE["PROMPT"], steps=SHAPE["STEPS"])
     except torch.cuda.OutOfMemoryError:
         rows.append(dict(generation=g + 1, out_of_memory=True))
         print(json.dumps(rows[-1]), flush=True)
@@ -69,6 +71,6 @@ for g in range(GENERATIONS):
     rows.append(row)
     print(json.dumps(row), flush=True)
 with open(OUTFILE, "w") as f:
-    json.dump(dict(allocator=ALLOCATOR, batch=BATCH, cap_bytes=CAP_BYTES, generations=rows), f)
+    json.dump(dict(allocator=ALLOCATOR, batch=BATCH, cap_bytes=CAP_BYTES, shape=SHAPE, generations=rows), f)
 print("RESULT " + json.dumps(dict(allocator=ALLOCATOR, batch=BATCH, cap_bytes=CAP_BYTES,
                                   secs=[r.get("secs") for r in rows])))

@@ -7,8 +7,9 @@
 # Build here first: `make wheel`, and carry dist. cachalot comes from the wheel, installed into a
 # virtual environment that sees the machine's PyTorch (wheel_env.sh). With LIB_BEFORE, cachalot
 # runs a second time with that library in the wheel's place (an older build of the same C ABI,
-# to compare two versions of the policy in one run). GENERATIONS, BATCH and CAP_BYTES go to
-# serving_loop.py; RUNS (default "pytorch expandable cachalot") picks the allocators.
+# to compare two versions of the policy in one run). GENERATIONS, BATCH, CAP_BYTES and the
+# model's shape (LAYERS, HIDDEN, PROMPT, STEPS) go to serving_loop.py; RUNS (default "pytorch
+# expandable cachalot") picks the allocators.
 # Results: $OUT/serving_loop.log, $OUT/serving_loop_<allocator>.json and a table.
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
