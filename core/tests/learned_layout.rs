@@ -124,7 +124,8 @@ fn a_loop_that_maps_no_memory_while_it_repeats_gets_no_plan_until_it_maps_again(
         step(&mut a, &STEP);
     }
     let counts = a.plan_counts();
-    assert_eq!((counts.made, counts.settled, counts.placed), (1, 1, placed), "{counts:?}");
+    assert_eq!((counts.made, counts.placed), (1, placed), "{counts:?}");
+    assert!(counts.settled > 0, "{counts:?}");
     assert_eq!(memory_calls(&a.device().calls()), calls, "the loop maps no memory");
     // Once it maps memory again, its repeat is found again, and a plan made and followed.
     a.empty_cache().unwrap();

@@ -34,9 +34,6 @@ pub struct PagedState {
     /// `maps` when the recurrence log began: a period recognized with none made since
     /// repeated with no memory mapped, and needs no plan.
     pub maps_when_logged: u64,
-    /// True from a period recognized with no memory mapped until memory is mapped again:
-    /// the usual path has settled, so nothing is logged and no plan is made meanwhile.
-    pub settled: bool,
     /// Page size of the paged policy (the device's granularity).
     pub paged_page: u64,
     /// log2 of `paged_page` when it is a power of two (as the CUDA devices' granularity is),
@@ -98,8 +95,7 @@ pub struct PlanCounts {
     pub given_up_too_large: u64,
     /// Periods recognized that repeated with no memory mapped, so that no plan was made for
     /// them: the usual placement had settled, and a plan would only move memory into its
-    /// ranges (a plan is learned to stop memory moving). Nothing is logged after one until
-    /// memory is mapped again.
+    /// ranges (a plan is learned to stop memory moving).
     pub settled: u64,
 }
 
@@ -113,7 +109,6 @@ impl PagedState {
             moved_pages: 0,
             maps: 0,
             maps_when_logged: 0,
-            settled: false,
             paged_page,
             page_shift: paged_page.is_power_of_two().then(|| paged_page.trailing_zeros()),
             epochs: Epochs::default(),

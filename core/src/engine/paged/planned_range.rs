@@ -3,8 +3,8 @@
 //! While no plan is followed, every request served and every free is logged
 //! (`recurrence.rs`). A repeat seen with no memory mapped since the log began needs no plan
 //! (the usual placement has settled, and a plan would only move the memory held into its
-//! ranges): nothing is logged then until memory is mapped again. Once the requests are seen
-//! to repeat while memory still moves, the first period is laid out
+//! ranges): the log starts again. Once the requests are seen to repeat while memory still
+//! moves, the first period is laid out
 //! (`layout_plan.rs`) a few requests for each request served, while the workload is served
 //! the usual way and must go on repeating; the plan is followed from the next period's start.
 //! Each request the plan expects is placed at its planned address, in a range of its stream
@@ -134,9 +134,6 @@ impl<D: Device> Allocator<D> {
             }
             return;
         }
-        if self.paged.settled {
-            return;
-        }
         // The block handed out is the front `hand_out` split off: found by address.
         let Some(id) = self.heap.live_block(addr) else { return };
         let Some(period) = self.paged.recurrence.allocated(id, sig) else {
@@ -148,9 +145,9 @@ impl<D: Device> Allocator<D> {
         if self.paged.maps == self.paged.maps_when_logged {
             // Two periods and more went by with no memory mapped: a plan would only move the
             // memory held into its ranges, and a plan given up (its layout needing more than
-            // may be held) leaves a layout the usual path may not settle into again.
+            // may be held) leaves a layout the usual path may not settle into again. The log
+            // goes on from the next request, as after a plan given up.
             self.paged.plan_counts.settled += 1;
-            self.paged.settled = true;
             return;
         }
         self.paged.planner = Some(Planner::new(&period, self.paged.paged_page));

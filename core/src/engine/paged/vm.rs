@@ -246,7 +246,6 @@ impl<D: Device> Allocator<D> {
         if !fresh.is_empty() {
             self.heap.stats_mut().num_device_alloc += 1;
             self.paged.maps += 1;
-            self.paged.settled = false;
         }
         self.record(Action::SegmentMap, from, len, stream);
         self.vm.unmapped[pool.index()].remove(&(stream, self.heap[id].addr));
