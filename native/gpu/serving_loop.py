@@ -11,8 +11,9 @@ ALLOCATOR is `pytorch`, `expandable` (PYTORCH_CUDA_ALLOC_CONF=expandable_segment
 `cachalot` (cachalot_torch.install(), its default config). GENERATIONS (default 10), BATCH
 (default 64) and CAP_BYTES (default none: the whole device; else the device capped with
 torch.cuda.set_per_process_memory_fraction at that many bytes) come from the environment, and
-so does the model's shape: LAYERS (16), HIDDEN (2048, in heads of 128), PROMPT (256 tokens) and
-STEPS (256). A generation that runs out of memory is recorded as such and ends the run.
+so does the model's shape: MODEL_LAYERS (16), MODEL_HIDDEN (2048, a multiple of 128: heads of
+128), PROMPT_TOKENS (256) and NEW_TOKENS (256). A generation that runs out of memory is
+recorded as such and ends the run.
 
 Output: OUTFILE, one JSON object: allocator, batch, and per generation its seconds, checksum,
 peak reserved bytes and the device allocations and frees it made.
@@ -26,7 +27,10 @@ ALLOCATOR, OUTFILE = sys.argv[1], sys.argv[2]
 GENERATIONS = int(os.environ.get("GENERATIONS", 10))
 BATCH = int(os.environ.get("BATCH", 64))
 CAP_BYTES = int(os.environ.get("CAP_BYTES", 0))
-SHAPE = {k: int(os.environ.get(k, d)) for k, d in (("LAYERS", 16), ("HIDDEN", 2048), ("PROMPT", 256), ("STEPS", 256))}
+SHAPE = {k: int(os.environ.get(k, d)) for k, d in
+         (("MODEL_LAYERS", 16), ("MODEL_HIDDEN", 2048), ("PROMPT_TOKENS", 256), ("NEW_TOKENS", 256))}
+if SHAPE["MODEL_HIDDEN"] % 128:
+    sys.exit(f"MODEL_HIDDEN={SHAPE['MODEL_HIDDEN']}: the model's heads are 128 wide, so it must be a multiple of 128")
 
 import allocator_choice  # noqa: E402
 
@@ -49,14 +53,15 @@ def stats():
 
 
 torch.manual_seed(0)
-model = Decoder(layers=SHAPE["LAYERS"], d=SHAPE["HIDDEN"], heads=SHAPE["HIDDEN"] // 128).to(dev, torch.bfloat16).eval()
+model = Decoder(layers=SHAPE["MODEL_LAYERS"], d=SHAPE["MODEL_HIDDEN"], heads=SHAPE["MODEL_HIDDEN"] // 128)
+model = model.to(dev, torch.bfloat16).eval()
 rows = []
 for g in range(GENERATIONS):
     before = stats()
     torch.cuda.synchronize()
     start = time.perf_counter()
     try:
-        checksum = generate(model, BATCH, dev, prompt_tokens=SHAPE["PROMPT"], steps=SHAPE["STEPS"])
+        checksum = generate(model, BATCH, dev, prompt_tokens=SHAPE["PROMPT_TOKENS"], steps=SHAPE["NEW_TOKENS"])
     except torch.cuda.OutOfMemoryError:
         rows.append(dict(generation=g + 1, out_of_memory=True))
         print(json.dumps(rows[-1]), flush=True)

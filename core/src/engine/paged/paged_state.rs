@@ -31,8 +31,8 @@ pub struct PagedState {
     pub moved_pages: u64,
     /// Calls that mapped memory so far (a chunk landing back on its ghost makes none).
     pub maps: u64,
-    /// `maps` when the recurrence log began: a period recognized with none made since
-    /// repeated with no memory mapped, and needs no plan.
+    /// `maps` once the recurrence log's first request was served: a period recognized with
+    /// none made since repeated with no memory mapped, and needs no plan.
     pub maps_when_logged: u64,
     /// Page size of the paged policy (the device's granularity).
     pub paged_page: u64,
@@ -74,7 +74,7 @@ pub struct PagedState {
 /// What planned layouts did, counted over the allocator's life.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
 pub struct PlanCounts {
-    /// Plans begun (each time the requests were seen to repeat).
+    /// Plans begun (each time the requests were seen to repeat while memory was mapped).
     pub made: u64,
     /// Plans given up, while being made or followed (a request not expected, too many places
     /// taken in one period, memory moved after the first period: `given_up_moving`, or a

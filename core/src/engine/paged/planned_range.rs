@@ -146,7 +146,7 @@ impl<D: Device> Allocator<D> {
             // Two periods and more went by with no memory mapped: a plan would only move the
             // memory held into its ranges, and a plan given up (its layout needing more than
             // may be held) leaves a layout the usual path may not settle into again. The log
-            // goes on from the next request, as after a plan given up.
+            // has started again, as `Recurrence::allocated` does after every repeat found.
             self.paged.plan_counts.settled += 1;
             return;
         }
