@@ -1,6 +1,7 @@
 // vmm_costs: what each CUDA virtual-memory call costs on this GPU, from C, in the pattern
 // cachalot's paged policy uses them (2 MiB pages, one handle per page), and whether the
-// driver unmaps a range made of several mappings in one cuMemUnmap call.
+// driver unmaps a range made of several mappings in one cuMemUnmap call; also what the policy's
+// slow paths ask besides: cuMemGetInfo (what is free) and an event recorded and queried.
 //
 //   vmm_costs [PAGES]      (default 512 pages = 1 GiB)
 //
@@ -82,6 +83,25 @@ int main(int argc, char **argv) {
     CU(cuMemRelease(big));
     auto b3 = Clock::now();
     CU(cuMemAddressFree(base, g * pages * 2));
+    // What is free, and an event recorded on the default stream then queried, as many times.
+    std::vector<double> info, record, query;
+    CUevent ev;
+    CU(cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING));
+    for (int i = 0; i < pages; i++) {
+        size_t free_b = 0, total_b = 0;
+        auto a = Clock::now();
+        CU(cuMemGetInfo(&free_b, &total_b));
+        auto b = Clock::now();
+        CU(cuEventRecord(ev, 0));
+        auto c = Clock::now();
+        CUresult q = cuEventQuery(ev);
+        auto d = Clock::now();
+        if (q != CUDA_SUCCESS && q != CUDA_ERROR_NOT_READY) CU(q);
+        info.push_back(us(a, b));
+        record.push_back(us(b, c));
+        query.push_back(us(c, d));
+    }
+    CU(cuEventDestroy(ev));
     std::printf("granularity %zu bytes, %d pages\n", g, pages);
     std::printf("per 2 MiB page (median us): cuMemCreate %.1f, cuMemMap %.1f, cuMemSetAccess %.1f, cuMemUnmap %.1f, "
                 "cuMemRelease %.1f; re-map %.1f\n",
@@ -90,12 +110,15 @@ int main(int argc, char **argv) {
     std::printf("one cuMemUnmap over %d mappings: %s (%.1f us)\n", pages, multi_ok ? "allowed" : "refused", us(t3, t4));
     std::printf("one %d-page handle: create %.1f us, map+access %.1f us, unmap+release %.1f us\n", pages, us(b0, b1),
                 us(b1, b2), us(b2, b3));
+    std::printf("cuMemGetInfo %.2f us, cuEventRecord %.2f us, cuEventQuery %.2f us (median of %d)\n", median(info),
+                median(record), median(query), pages);
     std::printf("RESULT {\"granularity\": %zu, \"create_us\": %.1f, \"map_us\": %.1f, \"set_access_us\": %.1f, "
                 "\"unmap_us\": %.1f, \"release_us\": %.1f, \"remap_us\": %.1f, \"set_access_range_us\": %.1f, "
                 "\"multi_unmap\": %s, \"multi_unmap_us\": %.1f, \"big_create_us\": %.1f, \"big_map_access_us\": %.1f, "
-                "\"big_unmap_release_us\": %.1f}\n",
+                "\"big_unmap_release_us\": %.1f, \"mem_get_info_us\": %.2f, \"event_record_us\": %.2f, "
+                "\"event_query_us\": %.2f}\n",
                 g, median(create), median(map), median(access1), median(unmap1), median(release), median(mapB),
-                access_range, multi_ok ? "true" : "false", us(t3, t4), us(b0, b1), us(b1, b2), us(b2, b3));
+                access_range, multi_ok ? "true" : "false", us(t3, t4), us(b0, b1), us(b1, b2), us(b2, b3), median(info), median(record), median(query));
     CU(cuDevicePrimaryCtxRelease(dev));
     return 0;
 }
