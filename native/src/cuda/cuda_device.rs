@@ -23,6 +23,7 @@ use super::context::PrimaryContext;
 use super::driver::check;
 use super::event_pool::EventPool;
 use super::foreign_stream;
+use super::free_memory_memo::FreeMemoryMemo;
 use super::virtual_memory::VirtualMemory;
 use crate::error::Error;
 
@@ -33,6 +34,8 @@ pub struct CudaDevice {
     total: u64,
     events: EventPool,
     segments: HashMap<u64, u64>,
+    /// What `cuMemGetInfo` last said, kept for the policy's slow paths (`free_memory_memo.rs`).
+    free: FreeMemoryMemo,
     epoch: Instant,
     vm: Option<VirtualMemory>,
     /// Whether the driver can tell a stream's context (streams of another device).
@@ -70,6 +73,7 @@ impl CudaDevice {
             total,
             events: EventPool::default(),
             segments,
+            free: FreeMemoryMemo::default(),
             epoch: Instant::now(),
             vm,
             knows_stream_contexts,
@@ -119,7 +123,8 @@ impl Device for CudaDevice {
     }
 
     fn free_memory(&self) -> u64 {
-        self.ctx.enter().and_then(|_current| mem_get_info()).map_or(0, |(free, _)| free)
+        self.free
+            .free(Instant::now(), || self.ctx.enter().and_then(|_current| mem_get_info()).ok().map(|(free, _)| free))
     }
 
     fn allocate(&mut self, size: u64) -> Result<u64, DeviceError> {
@@ -128,6 +133,7 @@ impl Device for CudaDevice {
         let mut ptr: CUdeviceptr = 0;
         // SAFETY: the context is current; `ptr` is a valid out-pointer.
         check("cuMemAlloc", unsafe { sys::cuMemAlloc_v2(&mut ptr, bytes) })?;
+        self.free.took(size);
         self.segments.insert(ptr, size);
         Ok(ptr)
     }
@@ -139,6 +145,7 @@ impl Device for CudaDevice {
         let _current = self.ctx.enter()?;
         // SAFETY: `address` is a live segment from cuMemAlloc (checked above), freed once.
         check("cuMemFree", unsafe { sys::cuMemFree_v2(address) })?;
+        self.free.gave_back();
         self.segments.remove(&address);
         Ok(())
     }
@@ -217,11 +224,15 @@ impl Device for CudaDevice {
     }
 
     fn vm_create(&mut self, size: u64) -> Result<PhysHandle, DeviceError> {
-        self.with_vm(|vm| vm.create(size))
+        let handle = self.with_vm(|vm| vm.create(size))?;
+        self.free.took(size);
+        Ok(handle)
     }
 
     fn vm_destroy(&mut self, handle: PhysHandle, size: u64) -> Result<(), DeviceError> {
-        self.with_vm(|vm| vm.destroy(handle, size))
+        self.with_vm(|vm| vm.destroy(handle, size))?;
+        self.free.gave_back();
+        Ok(())
     }
 
     fn vm_map(&mut self, addr: u64, size: u64, handle: PhysHandle) -> Result<(), DeviceError> {

@@ -8,6 +8,7 @@
 //! never a panic. [`virtual_memory`] reserves ranges and maps physical pages
 //! (cuMemAddressReserve, cuMemCreate, cuMemMap…) where the driver and device support it;
 //! [`foreign_stream`] waits for streams of another device that `record_stream` named;
+//! [`free_memory_memo`] keeps what `cuMemGetInfo` said between the policy's questions;
 //! [`peer_access`] opens each device's mappings to the other GPUs this process uses.
 
 pub mod context;
@@ -15,6 +16,7 @@ pub mod cuda_device;
 pub mod driver;
 pub mod event_pool;
 pub mod foreign_stream;
+pub mod free_memory_memo;
 pub mod peer_access;
 pub mod virtual_memory;
 
