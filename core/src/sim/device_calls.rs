@@ -39,6 +39,9 @@ pub struct DeviceCalls {
     pub vm_set_access: u64,
     /// Unmap calls.
     pub vm_unmaps: u64,
+    /// Questions of what memory is free (cuMemGetInfo on a GPU, where the native library keeps
+    /// the answer for a millisecond: native/src/cuda/free_memory_memo.rs).
+    pub free_memory_queries: u64,
 }
 
 impl DeviceCalls {
@@ -70,6 +73,7 @@ impl DeviceCalls {
             vm_maps: self.vm_maps - earlier.vm_maps,
             vm_set_access: self.vm_set_access - earlier.vm_set_access,
             vm_unmaps: self.vm_unmaps - earlier.vm_unmaps,
+            free_memory_queries: self.free_memory_queries - earlier.free_memory_queries,
         }
     }
 }

@@ -25,6 +25,7 @@
 //! exceeds `capacity`; a call refused by an injected fault leaves the device as it was.
 
 use alloc::collections::{BTreeMap, BTreeSet, VecDeque};
+use core::cell::Cell;
 
 use crate::base::device::{Device, DeviceError, Event, PhysHandle, Stream};
 
@@ -74,6 +75,8 @@ pub struct SimDevice {
     next_event: Event,
     faults: Faults,
     calls: DeviceCalls,
+    /// [`DeviceCalls::free_memory_queries`], kept apart as `free_memory` reads the device.
+    free_memory_queries: Cell<u64>,
     clock_us: u64,
     vm: bool,
     reservations: BTreeMap<u64, u64>,
@@ -106,6 +109,7 @@ impl SimDevice {
             next_event: 1,
             faults: Faults::default(),
             calls: DeviceCalls::default(),
+            free_memory_queries: Cell::new(0),
             clock_us: 0,
             vm: true,
             reservations: BTreeMap::new(),
@@ -333,7 +337,7 @@ impl SimDevice {
 
     /// The calls received so far.
     pub fn calls(&self) -> DeviceCalls {
-        self.calls
+        DeviceCalls { free_memory_queries: self.free_memory_queries.get(), ..self.calls }
     }
 
     /// Makes the allocation call with this 0-based number (counting every allocation
@@ -403,6 +407,7 @@ impl Device for SimDevice {
     }
 
     fn free_memory(&self) -> u64 {
+        self.free_memory_queries.set(self.free_memory_queries.get() + 1);
         self.capacity - self.used
     }
 
