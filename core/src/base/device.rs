@@ -67,7 +67,9 @@ pub trait Device {
     /// Total bytes of memory on the device.
     fn total_memory(&self) -> u64;
 
-    /// Bytes the device could still hand out now.
+    /// Bytes the device could still hand out now. A device may answer from a recent reading:
+    /// the native library's CUDA device asks the driver at most once a millisecond, and its
+    /// answer follows its own allocations at once, other processes' within that millisecond.
     fn free_memory(&self) -> u64;
 
     /// Allocates a segment of `size` bytes (a multiple of 512) and returns its address.

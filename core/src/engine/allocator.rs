@@ -212,7 +212,8 @@ impl<D: Device> Allocator<D> {
     }
 
     /// Memory still to be had: what the device has free, or less when the memory fraction
-    /// leaves less. On a GPU, asking what is free is a driver call.
+    /// leaves less. On a GPU, asking what is free is a driver call (made at most once a
+    /// millisecond: the native library keeps the answer).
     pub(crate) fn headroom(&self) -> u64 {
         let free = self.device.free_memory();
         self.allowed_here().map_or(free, |a| free.min(a.saturating_sub(self.reserved)))

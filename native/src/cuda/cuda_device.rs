@@ -44,8 +44,9 @@ pub struct CudaDevice {
 
 // SAFETY: the driver API is thread-safe and its handles (the retained primary context, the
 // events) are valid on every thread of the process; CudaDevice makes its context current on
-// whichever thread calls it, and `&mut self` methods are serialised by the caller (the
-// allocator's lock).
+// whichever thread calls it, and every method, `&self` ones included (`free_memory` updates its
+// memo), is called under the allocator's lock (or the device hub's mutex). CudaDevice is not
+// `Sync`, so no two threads reach it at once.
 unsafe impl Send for CudaDevice {}
 
 impl CudaDevice {
@@ -132,7 +133,10 @@ impl Device for CudaDevice {
         let _current = self.ctx.enter()?;
         let mut ptr: CUdeviceptr = 0;
         // SAFETY: the context is current; `ptr` is a valid out-pointer.
-        check("cuMemAlloc", unsafe { sys::cuMemAlloc_v2(&mut ptr, bytes) })?;
+        if let Err(e) = check("cuMemAlloc", unsafe { sys::cuMemAlloc_v2(&mut ptr, bytes) }) {
+            self.free.forget();
+            return Err(e);
+        }
         self.free.took(size);
         self.segments.insert(ptr, size);
         Ok(ptr)
@@ -145,7 +149,7 @@ impl Device for CudaDevice {
         let _current = self.ctx.enter()?;
         // SAFETY: `address` is a live segment from cuMemAlloc (checked above), freed once.
         check("cuMemFree", unsafe { sys::cuMemFree_v2(address) })?;
-        self.free.gave_back();
+        self.free.forget();
         self.segments.remove(&address);
         Ok(())
     }
@@ -224,14 +228,17 @@ impl Device for CudaDevice {
     }
 
     fn vm_create(&mut self, size: u64) -> Result<PhysHandle, DeviceError> {
-        let handle = self.with_vm(|vm| vm.create(size))?;
-        self.free.took(size);
-        Ok(handle)
+        let created = self.with_vm(|vm| vm.create(size));
+        match created {
+            Ok(_) => self.free.took(size),
+            Err(_) => self.free.forget(),
+        }
+        created
     }
 
     fn vm_destroy(&mut self, handle: PhysHandle, size: u64) -> Result<(), DeviceError> {
         self.with_vm(|vm| vm.destroy(handle, size))?;
-        self.free.gave_back();
+        self.free.forget();
         Ok(())
     }
 

@@ -1,21 +1,23 @@
 //! `FreeMemoryMemo`: the device's free memory as the driver last told it, less what this
-//! device has taken since, asked again once the answer is [`MAX_AGE`] old or after this device
-//! gave memory back.
+//! device has taken since, asked again once the answer is [`MAX_AGE`] old, after this device
+//! gave memory back, or after the driver refused it memory.
 //!
 //! Why: `cuMemGetInfo` is a driver call that costs microseconds, and the paged policy asks
 //! what is free on its slow paths (how large a chunk may be near the device's end, and
 //! whether a regrowing stream's hole takes its front): a decoding trace replayed on a capped
-//! device asked thousands of times in every pass, each pass making no other driver call
+//! device asked thousands of times in every pass, a pass that allocated and mapped nothing
 //! (docs/benchmarks.md, *What asking for free memory cost*). The answer only steers those
 //! heuristics; the device's own refusal of a `cuMemCreate` or `cuMemAlloc` still decides what
 //! fits. So a memo that is exact for this device's own allocations and at most `MAX_AGE` late
 //! for other processes' serves them as well as the driver does.
 //!
 //! Invariants: a remembered answer is never older than `MAX_AGE`; each allocation this device
-//! makes after it lowers it by the bytes taken (a driver rounding up only makes the memo read
-//! low, never high); a free or release forgets it, as memory released while still mapped
-//! elsewhere comes back only once unmapped, so the next question asks the driver; a driver
-//! error is never remembered.
+//! makes after it lowers it by the bytes asked for (a driver rounding up, or keeping
+//! bookkeeping of its own, makes it read a little high until the next question or refusal);
+//! a free or release forgets it rather than adding the bytes back, and so does a refused
+//! allocation (the answer was too high): the next question asks the driver, so an
+//! out-of-memory report after a refusal gives the driver's own figure; a driver error is never
+//! remembered.
 
 use std::cell::Cell;
 use std::time::{Duration, Instant};
@@ -51,8 +53,9 @@ impl FreeMemoryMemo {
         }
     }
 
-    /// This device just gave memory back: the next question asks the driver.
-    pub fn gave_back(&self) {
+    /// This device just gave memory back, or the driver refused it some: the next question
+    /// asks the driver.
+    pub fn forget(&self) {
         self.known.set(None);
     }
 }
@@ -88,7 +91,7 @@ mod tests {
         memo.took(500);
         assert_eq!(memo.free(t0, driver(0, &calls)), 0, "never below nothing");
         assert_eq!(calls.get(), 1);
-        memo.gave_back();
+        memo.forget();
         assert_eq!(memo.free(t0, driver(40, &calls)), 40, "asked after memory went back");
         assert_eq!(calls.get(), 2);
     }

@@ -330,7 +330,7 @@ impl<D: Device> Allocator<D> {
             }
         }
         // New chunks, within the pages ever in use. Their size is decided once a span: on a
-        // GPU, asking what is free is a driver call.
+        // GPU, asking what is free may be a driver call.
         let mut chunk = None;
         while have(got) < span.need && creation.within_peak > 0 {
             let chunk = *chunk.get_or_insert_with(|| self.chunk_pages_now(span.need));
@@ -392,7 +392,7 @@ impl<D: Device> Allocator<D> {
         Ok(have(got) >= span.need)
     }
 
-    /// New chunks of `chunk` pages (decided at the first, on a GPU a driver call) into `got`
+    /// New chunks of `chunk` pages (decided at the first, on a GPU perhaps a driver call) into `got`
     /// until `span` has what it needs or the device or the memory fraction refuses one.
     fn create_for(
         &mut self,

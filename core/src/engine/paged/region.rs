@@ -106,7 +106,7 @@ impl<D: Device> Allocator<D> {
             mapped = self.heap[b].state != BlockState::Unmapped;
             b = self.heap[b].next;
         }
-        // On a GPU, asking what is free is a driver call: only for a front lacking pages.
+        // On a GPU, asking what is free may be a driver call: only for a front lacking pages.
         mapped || self.headroom() < MAX_CHUNK_PAGES * self.paged.paged_page
     }
 

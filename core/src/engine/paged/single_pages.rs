@@ -60,7 +60,7 @@ impl<D: Device> Allocator<D> {
         }
         let have = |got: &Vec<Chunk>| got.iter().map(|c| c.pages).sum::<u64>();
         while have(got) + 2 <= span.need {
-            // On a GPU, asking what is free is a driver call: once a chunk.
+            // On a GPU, asking what is free may be a driver call: once a chunk.
             let headroom = self.headroom() / page;
             if headroom >= HEADROOM_PER_CHUNK * MAX_CHUNK_PAGES {
                 break;
