@@ -12,7 +12,7 @@
 # ...", a trace's file name without .ops.gz) caps that trace's replays at so many bytes, as a
 # device of that size would (`cachalot fit` finds the smallest each config needs): every config
 # gets per_process_memory_fraction of the real device's total (torch.cuda.mem_get_info), or of
-# the simulated one's 1 TiB.
+# the simulated one's 1 TiB. DEVICES ("real simulated" unless given) picks the devices replayed.
 # PASSES warm passes follow each cold pass (3 unless given; 0 for the cold pass alone, as at a
 # config's smallest device, which `fit` finds for one run of the trace: a second run on what the
 # first left cached may need a page or a few more). A learned layout is followed from the fourth
@@ -68,7 +68,7 @@ for gz in target/decode-ops/*.ops.gz; do
     name=$(basename "$gz" .ops.gz)
     gunzip -c "$gz" > "$WORK/$name.ops"
     for config in ${CONFIGS:-policy:cachalot policy:pytorch,expandable_segments:True policy:pytorch}; do
-        for device in real simulated; do
+        for device in ${DEVICES:-real simulated}; do
             flag=()
             total=$real_total
             [ "$device" = simulated ] && flag=(--simulated) && total=$((1 << 40))
