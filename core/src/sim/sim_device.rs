@@ -25,7 +25,7 @@
 //! exceeds `capacity`; a call refused by an injected fault leaves the device as it was.
 
 use alloc::collections::{BTreeMap, BTreeSet, VecDeque};
-use core::cell::Cell;
+use core::sync::atomic::{AtomicU64, Ordering};
 
 use crate::base::device::{Device, DeviceError, Event, PhysHandle, Stream};
 
@@ -61,6 +61,16 @@ pub enum Memory {
     Handle(PhysHandle),
 }
 
+/// A count a `&self` method adds to: atomic, so that the device stays `Sync`.
+#[derive(Debug, Default)]
+struct QueryCount(AtomicU64);
+
+impl Clone for QueryCount {
+    fn clone(&self) -> QueryCount {
+        QueryCount(AtomicU64::new(self.0.load(Ordering::Relaxed)))
+    }
+}
+
 /// A simulated device.
 #[derive(Clone, Debug)]
 pub struct SimDevice {
@@ -76,7 +86,7 @@ pub struct SimDevice {
     faults: Faults,
     calls: DeviceCalls,
     /// [`DeviceCalls::free_memory_queries`], kept apart as `free_memory` reads the device.
-    free_memory_queries: Cell<u64>,
+    free_memory_queries: QueryCount,
     clock_us: u64,
     vm: bool,
     reservations: BTreeMap<u64, u64>,
@@ -109,7 +119,7 @@ impl SimDevice {
             next_event: 1,
             faults: Faults::default(),
             calls: DeviceCalls::default(),
-            free_memory_queries: Cell::new(0),
+            free_memory_queries: QueryCount::default(),
             clock_us: 0,
             vm: true,
             reservations: BTreeMap::new(),
@@ -337,7 +347,7 @@ impl SimDevice {
 
     /// The calls received so far.
     pub fn calls(&self) -> DeviceCalls {
-        DeviceCalls { free_memory_queries: self.free_memory_queries.get(), ..self.calls }
+        DeviceCalls { free_memory_queries: self.free_memory_queries.0.load(Ordering::Relaxed), ..self.calls }
     }
 
     /// Makes the allocation call with this 0-based number (counting every allocation
@@ -407,7 +417,7 @@ impl Device for SimDevice {
     }
 
     fn free_memory(&self) -> u64 {
-        self.free_memory_queries.set(self.free_memory_queries.get() + 1);
+        self.free_memory_queries.0.fetch_add(1, Ordering::Relaxed);
         self.capacity - self.used
     }
 
@@ -640,6 +650,18 @@ impl Device for SimDevice {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn free_memory_questions_are_counted_and_the_device_stays_shareable() {
+        fn shareable<T: Send + Sync>() {}
+        shareable::<SimDevice>();
+        let d = SimDevice::new(1 << 30);
+        assert_eq!(d.free_memory(), 1 << 30);
+        d.free_memory();
+        assert_eq!(d.calls().free_memory_queries, 2);
+        assert_eq!(d.clone().calls().free_memory_queries, 2, "a clone keeps the count");
+        assert_eq!(d.calls().since(&d.calls()), DeviceCalls::default());
+    }
 
     #[test]
     fn address_ranges_are_reused_and_never_run_out() {
