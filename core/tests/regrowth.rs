@@ -448,8 +448,8 @@ fn once_the_device_is_full_a_hole_short_of_pages_takes_them_from_other_holes_bef
 /// plan would only move the memory held into its ranges. Its log of requests fills (131,072
 /// requests, 12 generations here) and begins again within a generation, where one layer's
 /// requests repeat until the step ends; every repeat found there came with no memory mapped.
-/// Planned anyway (35d2452), each moved memory into its ranges and was dropped at the step's end
-/// (155 plans), and four generations after the log filled made 619 to 1,147 calls each.
+/// Planned anyway, each moved memory into its ranges and was dropped at the step's end (155
+/// plans), and four generations after the log filled made 619 to 1,147 calls each.
 #[test]
 fn a_server_whose_placement_has_settled_makes_no_plan_and_calls_the_device_no_more() {
     let new = Shape { batch: 16, prompt: 256, layers: 12, hidden: 1024, new: 128, pairs: true };

@@ -29,6 +29,8 @@ BATCH = int(os.environ.get("BATCH", 64))
 CAP_BYTES = int(os.environ.get("CAP_BYTES", 0))
 SHAPE = {k: int(os.environ.get(k, d)) for k, d in
          (("MODEL_LAYERS", 16), ("MODEL_HIDDEN", 2048), ("PROMPT_TOKENS", 256), ("NEW_TOKENS", 256))}
+if min(SHAPE.values()) < 1:
+    sys.exit(f"the model's shape {SHAPE}: every figure must be at least 1")
 if SHAPE["MODEL_HIDDEN"] % 128:
     sys.exit(f"MODEL_HIDDEN={SHAPE['MODEL_HIDDEN']}: the model's heads are 128 wide, so it must be a multiple of 128")
 

@@ -133,11 +133,9 @@ impl Device for CudaDevice {
         let _current = self.ctx.enter()?;
         let mut ptr: CUdeviceptr = 0;
         // SAFETY: the context is current; `ptr` is a valid out-pointer.
-        if let Err(e) = check("cuMemAlloc", unsafe { sys::cuMemAlloc_v2(&mut ptr, bytes) }) {
-            self.free.forget();
-            return Err(e);
-        }
-        self.free.took(size);
+        let allocated = check("cuMemAlloc", unsafe { sys::cuMemAlloc_v2(&mut ptr, bytes) });
+        self.free.asked_for(size, allocated.is_ok());
+        allocated?;
         self.segments.insert(ptr, size);
         Ok(ptr)
     }
@@ -229,10 +227,7 @@ impl Device for CudaDevice {
 
     fn vm_create(&mut self, size: u64) -> Result<PhysHandle, DeviceError> {
         let created = self.with_vm(|vm| vm.create(size));
-        match created {
-            Ok(_) => self.free.took(size),
-            Err(_) => self.free.forget(),
-        }
+        self.free.asked_for(size, created.is_ok());
         created
     }
 

@@ -46,15 +46,16 @@ impl FreeMemoryMemo {
         answer.unwrap_or(0)
     }
 
-    /// This device just took `bytes` from the device (a segment or a physical handle).
-    pub fn took(&self, bytes: u64) {
-        if let Some((free, at)) = self.known.get() {
-            self.known.set(Some((free.saturating_sub(bytes), at)));
+    /// This device just asked the driver for `bytes` (a segment or a physical handle): taken
+    /// when `granted`; refused, the answer was too high, and is forgotten.
+    pub fn asked_for(&self, bytes: u64, granted: bool) {
+        match self.known.get() {
+            Some((free, at)) if granted => self.known.set(Some((free.saturating_sub(bytes), at))),
+            _ => self.forget(),
         }
     }
 
-    /// This device just gave memory back, or the driver refused it some: the next question
-    /// asks the driver.
+    /// This device just gave memory back: the next question asks the driver.
     pub fn forget(&self) {
         self.known.set(None);
     }
@@ -86,9 +87,9 @@ mod tests {
     fn what_the_device_takes_lowers_the_answer_and_what_it_gives_back_forgets_it() {
         let (memo, calls, t0) = (FreeMemoryMemo::default(), Cell::new(0), Instant::now());
         memo.free(t0, driver(100, &calls));
-        memo.took(30);
+        memo.asked_for(30, true);
         assert_eq!(memo.free(t0, driver(0, &calls)), 70);
-        memo.took(500);
+        memo.asked_for(500, true);
         assert_eq!(memo.free(t0, driver(0, &calls)), 0, "never below nothing");
         assert_eq!(calls.get(), 1);
         memo.forget();
@@ -100,8 +101,84 @@ mod tests {
     fn a_driver_error_reads_as_nothing_free_and_is_not_remembered() {
         let (memo, calls, t0) = (FreeMemoryMemo::default(), Cell::new(0), Instant::now());
         assert_eq!(memo.free(t0, || None), 0);
-        memo.took(10);
+        memo.asked_for(10, true);
         assert_eq!(memo.free(t0, driver(80, &calls)), 80);
         assert_eq!(calls.get(), 1);
+    }
+
+    /// A device whose memory this process alone changes, except for `elsewhere`: another
+    /// process's allocations, which the memo cannot see.
+    struct FakeDriver {
+        capacity: u64,
+        mine: u64,
+        elsewhere: u64,
+    }
+
+    impl FakeDriver {
+        fn free(&self) -> u64 {
+            self.capacity - self.mine - self.elsewhere
+        }
+    }
+
+    /// The memo against asking the driver every time, the plain path, under memory pressure:
+    /// allocations until the driver refuses, frees, another process taking memory, and time
+    /// passing. Whatever this device does, the memo reads what the driver says; another
+    /// process's memory it reads at most `MAX_AGE` late, and never after a refusal.
+    #[test]
+    fn the_memo_reads_what_the_driver_says_under_pressure() {
+        const MIB: u64 = 1 << 20;
+        let mut d = FakeDriver { capacity: 1024 * MIB, mine: 0, elsewhere: 0 };
+        let memo = FreeMemoryMemo::default();
+        let (mut now, mut live, mut state) = (Instant::now(), Vec::new(), 0x2545_f491_4f6c_dd1du64);
+        let (mut refusals, mut stale_reads) = (0, 0);
+        // Another process changed the memory since the memo last asked the driver.
+        let mut unseen = false;
+        for _ in 0..20_000 {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            let (size, roll) = ((state >> 8) % 96 * 2 * MIB + 2 * MIB, state % 100);
+            let mut refused = false;
+            match roll {
+                0..=54 => {
+                    let granted = size <= d.free();
+                    if granted {
+                        d.mine += size;
+                        live.push(size);
+                    }
+                    refused = !granted;
+                    refusals += u32::from(refused);
+                    memo.asked_for(size, granted);
+                }
+                55..=89 => {
+                    if let Some(size) = live.pop() {
+                        d.mine -= size;
+                        memo.forget();
+                    }
+                }
+                90..=93 => {
+                    d.elsewhere = if d.elsewhere > 0 { 0 } else { d.free().min(size) };
+                    unseen = true;
+                }
+                _ => now += MAX_AGE / 3,
+            }
+            let asked = Cell::new(false);
+            let read = memo.free(now, || {
+                asked.set(true);
+                Some(d.free())
+            });
+            assert!(asked.get() || !refused, "a refusal sends the next question to the driver");
+            unseen &= !asked.get();
+            if !unseen {
+                assert_eq!(read, d.free(), "only this device changed the memory since the memo asked");
+            } else if read != d.free() {
+                // Another process's memory, read late: no later than MAX_AGE.
+                stale_reads += 1;
+                now += MAX_AGE;
+                assert_eq!(memo.free(now, || Some(d.free())), d.free());
+                unseen = false;
+            }
+        }
+        assert!(refusals > 100 && stale_reads > 10, "{refusals} refusals, {stale_reads} stale reads");
     }
 }

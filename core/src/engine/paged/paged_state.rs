@@ -29,7 +29,9 @@ pub struct PagedState {
     pub peak_in_use: u64,
     /// Pages moved from one place to another so far: what earns page slack.
     pub moved_pages: u64,
-    /// Calls that mapped memory so far (a chunk landing back on its ghost makes none).
+    /// Calls that mapped memory so far (a chunk landing back on its ghost makes none). Kept
+    /// apart from `num_device_alloc`, which counts the same maps but which
+    /// `reset_accumulated_stats` clears.
     pub maps: u64,
     /// `maps` once the recurrence log's first request was served: a period recognized with
     /// none made since repeated with no memory mapped, and needs no plan.
