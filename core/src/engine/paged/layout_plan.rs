@@ -401,14 +401,13 @@ impl Layout {
 }
 
 /// Puts `lives` in the order they are laid out: an octave of sizes at a time, the largest
-/// first, and within an octave in the order of making counted from the quietest tick of the
-/// circle (the first at which the fewest bytes are live, [`quietest_tick`]), not from wherever
-/// the period was found to begin. A loop found to repeat from the middle of a generation
-/// would otherwise lay out the generation's last, longest K and V before its first: the
-/// staircase of sizes that takes the freed slots in turn breaks where the period was cut
-/// (the recorded serving trace's generation, large pool: 1.21 and 1.53 times the peak of its
-/// planned bytes, cut at its middle and four fifths in, against 1.03 cut at its start or
-/// ordered from its quietest tick).
+/// first, and within an octave in the order of making counted from the circle's quietest tick
+/// ([`quietest_tick`]), not from wherever the period was found to begin. A loop found to
+/// repeat from the middle of a generation would otherwise lay out the generation's last,
+/// longest K and V before its first: the staircase of sizes that takes the freed slots in turn
+/// breaks where the period was cut (the recorded serving trace's generation, large pool: 1.21
+/// and 1.53 times the peak of its planned bytes, cut at its middle and four fifths in, against
+/// 1.03 cut at its start or ordered from its quietest tick).
 fn sort_for_layout(lives: &mut [Life], ticks: u64) {
     let quiet = quietest_tick(lives, ticks);
     // Without a division: the key is computed at every comparison.
@@ -419,29 +418,58 @@ fn sort_for_layout(lives: &mut [Life], ticks: u64) {
     lives.sort_by_key(|l| core::cmp::Reverse(l.bytes.next_power_of_two()));
 }
 
-/// The first tick of `[0, ticks)` at which the bytes of `lives` live are fewest. By the change
-/// at each tick rather than by sorting the changes: a period has fewer ticks than twice its
-/// requests, and sorting gpt2_train's cost 28 million instructions on the request that
-/// completed its repeat.
+/// The tick of `[0, ticks)` from which the bytes of `lives` live, tick by tick round the
+/// circle, read least (the least rotation of that sequence): a tick at which the fewest bytes
+/// are live, and among several such the same one wherever the circle was cut (or, where the
+/// sequence repeats within the circle, one whose reading is the same), so that the layout does
+/// not depend on where the period was found to begin. The bytes live come from
+/// the change at each tick rather than from sorting the changes: a period has fewer ticks than
+/// twice its requests, and sorting gpt2_train's cost 28 million instructions on the request
+/// that completed its repeat.
 fn quietest_tick(lives: &[Life], ticks: u64) -> u64 {
     // Bytes live never reach 2^63: a device holds far less.
-    let mut change = vec![0i64; ticks as usize + 1];
+    let mut live = vec![0i64; ticks as usize + 1];
     for life in lives {
         for (a, b) in life.stretches(ticks) {
             if a < b {
-                change[a as usize] += life.bytes as i64;
-                change[b as usize] -= life.bytes as i64;
+                live[a as usize] += life.bytes as i64;
+                live[b as usize] -= life.bytes as i64;
             }
         }
     }
-    let (mut live, mut fewest, mut quiet) = (0i64, i64::MAX, 0);
-    for (tick, &c) in change[..ticks as usize].iter().enumerate() {
-        live += c;
-        if live < fewest {
-            (fewest, quiet) = (live, tick as u64);
-        }
+    live.pop();
+    for t in 1..live.len() {
+        live[t] += live[t - 1];
     }
-    quiet
+    least_rotation(&live) as u64
+}
+
+/// Where the least rotation of `s` begins (the lowest such index when several are equal), in
+/// linear time and constant space: two candidates `i` and `j` and the length `k` they are known
+/// to agree on; the one that reads greater at `k` is no start, and neither is any of the `k`
+/// positions after it.
+fn least_rotation(s: &[i64]) -> usize {
+    let n = s.len();
+    // `i + k` and `j + k` stay below `2n`: one wrap at most, without a division.
+    let at = |x: usize| if x < n { s[x] } else { s[x - n] };
+    let (mut i, mut j, mut k) = (0, 1, 0);
+    while i < n && j < n && k < n {
+        let (a, b) = (at(i + k), at(j + k));
+        if a == b {
+            k += 1;
+            continue;
+        }
+        if a > b {
+            i += k + 1;
+        } else {
+            j += k + 1;
+        }
+        if i == j {
+            j += 1;
+        }
+        k = 0;
+    }
+    i.min(j)
 }
 
 /// The lowest offset of the smallest gap of at least `bytes` between `stretches` (sorted by
@@ -632,37 +660,115 @@ mod tests {
         (made, ops)
     }
 
+    /// The period of `made` (as (bytes, op made, op freed), every block freed within `ticks`
+    /// ops of its making) as found from its request `first`: ticks counted from that request.
+    fn period_cut(made: &[(u64, u64, u64)], ticks: u64, first: usize) -> Period {
+        let start = made[first].1;
+        let at = |op: u64| ((op + ticks - start) % ticks) as u32;
+        let requests = (0..made.len())
+            .map(|k| {
+                let (bytes, born, died) = made[(first + k) % made.len()];
+                let lived = ((died + ticks - born) % ticks) as u32;
+                Request {
+                    sig: Signature { stream: 0, pool: Pool::Large, bytes },
+                    born: at(born),
+                    died: Some(at(born) + lived),
+                }
+            })
+            .collect();
+        Period { requests, ticks: ticks as u32, next: 0 }
+    }
+
+    /// The most bytes of `made` live at once, in whole pages.
+    fn peak_pages(made: &[(u64, u64, u64)]) -> u64 {
+        let mut changes: Vec<(u64, i64)> =
+            made.iter().flat_map(|&(b, m, f)| [(m, b as i64), (f, -(b as i64))]).collect();
+        changes.sort();
+        let (mut live, mut peak) = (0, 0);
+        for (_, c) in changes {
+            live += c;
+            peak = peak.max(live);
+        }
+        (peak as u64).div_ceil(PAGE)
+    }
+
     #[test]
     fn a_period_found_from_the_middle_of_a_generation_is_laid_out_as_one_found_from_its_start() {
         // A serving loop's log may begin anywhere in a generation. Laid out in the order of
         // making counted from the period's first request, a period cut late in a generation
         // put its last, longest K and V first, and the staircase that lets each pair take the
-        // slots of the pair freed before it broke at the cut.
+        // slots of the pair freed before it broke at the cut (305 to 345 pages).
         let (made, ticks) = pair_regrowing_generation(8, 48);
-        let period_from = |first: usize| {
-            let start = made[first].1;
-            let at = |op: u64| ((op + ticks - start) % ticks) as u32;
-            let requests = (0..made.len())
-                .map(|k| {
-                    let (bytes, born, died) = made[(first + k) % made.len()];
-                    let lived = ((died + ticks - born) % ticks) as u32;
-                    Request {
-                        sig: Signature { stream: 0, pool: Pool::Large, bytes },
-                        born: at(born),
-                        died: Some(at(born) + lived),
-                    }
-                })
-                .collect();
-            Period { requests, ticks: ticks as u32, next: 0 }
-        };
-        let from_start = Plan::new(&period_from(0), PAGE);
-        check(&from_start, &period_from(0));
+        let from_start = Plan::new(&period_cut(&made, ticks, 0), PAGE);
+        check(&from_start, &period_cut(&made, ticks, 0));
+        let (pages, peak) = (from_start.groups[0].bytes / PAGE, peak_pages(&made));
+        // Each pair takes the slots of the pair freed before it: one K or V more than the peak
+        // at most (262 pages for a peak of 250).
+        let largest = made.iter().map(|m| m.0).max().unwrap().div_ceil(PAGE);
+        assert!(pages <= peak + largest, "{pages} pages laid out for a peak of {peak}");
         for first in [made.len() / 3, made.len() / 2, 3 * made.len() / 4] {
-            let period = period_from(first);
+            let period = period_cut(&made, ticks, first);
             let plan = Plan::new(&period, PAGE);
             check(&plan, &period);
             assert_eq!(plan.groups[0].bytes, from_start.groups[0].bytes, "cut at request {first}");
         }
+    }
+
+    #[test]
+    fn a_period_quiet_at_two_moments_is_laid_out_the_same_wherever_it_was_cut() {
+        // Two buffers a step, each beside its own temporaries, none live between them or at
+        // the step's end: two ticks with nothing live. The first of them counted from the cut
+        // would depend on the cut.
+        let mb = 1 << 20;
+        let (mut made, mut op) = (Vec::new(), 0u64);
+        for temporaries in [20u64, 60] {
+            let buffer = made.len();
+            made.push((512 * mb, op, 0));
+            op += 1;
+            for i in 0..temporaries {
+                made.push(((2 + i % 3) * mb, op, op + 1));
+                op += 2;
+            }
+            made[buffer].2 = op;
+            op += 1;
+        }
+        let layouts: Vec<u64> = (0..made.len())
+            .map(|first| {
+                let period = period_cut(&made, op, first);
+                let plan = Plan::new(&period, PAGE);
+                check(&plan, &period);
+                plan.groups[0].bytes
+            })
+            .collect();
+        assert!(layouts.iter().all(|&b| b == layouts[0]), "{layouts:?}");
+    }
+
+    #[test]
+    fn the_quietest_tick_is_the_least_rotation_of_the_bytes_live() {
+        let mut next = sequence(7);
+        for ticks in [1u64, 2, 7, 40, 300] {
+            let lives: Vec<Life> = (0..ticks.min(60) as usize)
+                .map(|index| {
+                    let born = next() % ticks;
+                    Life { index, born, died: born + 1 + next() % ticks, bytes: 512 * (1 + next() % 3) }
+                })
+                .collect();
+            // Bytes live at each tick, counted life by life.
+            let live: Vec<i64> = (0..ticks)
+                .map(|t| {
+                    let holds = |l: &Life| l.stretches(ticks).iter().any(|&(a, b)| a <= t && t < b);
+                    lives.iter().filter(|l| holds(l)).map(|l| l.bytes as i64).sum()
+                })
+                .collect();
+            let rotation = |r: usize| live[r..].iter().chain(&live[..r]).copied().collect::<Vec<_>>();
+            let least = (0..live.len()).min_by_key(|&r| (rotation(r), r)).unwrap();
+            assert_eq!(quietest_tick(&lives, ticks), least as u64, "ticks {ticks}");
+            assert_eq!(live[least], *live.iter().min().unwrap());
+        }
+        // Equal rotations: the lowest index; a sequence that repeats within itself.
+        assert_eq!(least_rotation(&[3, 1, 2, 1, 2]), 1);
+        assert_eq!(least_rotation(&[2, 1, 2, 1]), 1);
+        assert_eq!(least_rotation(&[5]), 0);
     }
 
     #[test]
