@@ -64,8 +64,10 @@ for g in range(GENERATIONS):
     start = time.perf_counter()
     try:
         checksum = generate(model, BATCH, dev, prompt_tokens=SHAPE["PROMPT_TOKENS"], steps=SHAPE["NEW_TOKENS"])
-    except torch.cuda.OutOfMemoryError:
-        rows.append(dict(generation=g + 1, out_of_memory=True))
+    except torch.cuda.OutOfMemoryError as e:
+        # What was asked and what was held when it ran out, for a cap near the edge.
+        rows.append(dict(generation=g + 1, out_of_memory=True, message=str(e).split("\n")[0][:600],
+                         reserved=torch.cuda.memory_reserved(), allocated=torch.cuda.memory_allocated()))
         print(json.dumps(rows[-1]), flush=True)
         break
     torch.cuda.synchronize()
