@@ -277,3 +277,42 @@ fn calls_sweep_replays_nineteen_devices_and_sums_the_warm_passes_where_the_first
     assert_eq!(ooms(devices[18]), 0, "{}", devices[18]);
     assert!(text.lines().last().unwrap().contains("warm passes' calls"), "{text}");
 }
+
+/// `repeat_period.py` runs a recorded stretch of requests again and again after what came
+/// before it once: a weight and a block made first, then a stretch of two requests recorded
+/// twice (a block freed in the next stretch, after its own is made, and a block freed at once),
+/// repeated five times, replays with the weight and two of the carried blocks live at its peak,
+/// and the last copy's carried block left live as in the recording.
+#[test]
+fn repeat_period_runs_a_stretch_again_after_what_came_before_it_once() {
+    let scratch = crate::scratch::Scratch::new("repeat-period");
+    let mib = 1u64 << 20;
+    let (weight, carried, short) = (64 * mib, 8 * mib, 4 * mib);
+    // Slot 0 the weight, slot 1 the carried block before the stretch; per stretch, `carried`
+    // made and the one before freed, then `short` made and freed.
+    let mut ops = vec![format!("a 0 {weight} 0"), format!("a 1 {carried} 0")];
+    for s in 0..2u64 {
+        let (c, t) = (2 + 2 * s, 3 + 2 * s);
+        ops.push(format!("a {c} {carried} 0"));
+        ops.push(format!("f {}", if s == 0 { 1 } else { c - 2 }));
+        ops.push(format!("a {t} {short} 0"));
+        ops.push(format!("f {t}"));
+    }
+    ops.push("a 9 512 0".into());
+    let text = format!("cachalot-ops 1 {} 10\n{}\n", ops.len(), ops.join("\n"));
+    let input = scratch.file("ops", text.as_bytes());
+    let out_path = scratch.join("repeated.csv.gz");
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/repeat_period.py");
+    let run = |args: &[&str]| Command::new("python3").arg(&script).args(args).output().expect("run python3");
+    let out = run(&[&input, "2", "2", "5", out_path.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let replay = cachalot(&["replay", "--json", "--no-follow-addresses", out_path.to_str().unwrap()]);
+    assert!(replay.status.success(), "{}", String::from_utf8_lossy(&replay.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&replay.stdout).unwrap();
+    // Two made first, the first carried block freed in the first copy; per copy two made and
+    // two freed, but the last copy's carried block, never freed.
+    assert_eq!(v["ops"].as_u64(), Some(2 + 1 + 5 * 4 - 1), "{v}");
+    assert_eq!(v["peak_requested_bytes"].as_u64(), Some(weight + 2 * carried), "{v}");
+    let refused = run(&[&input, "2", "9", "5", out_path.to_str().unwrap()]);
+    assert!(!refused.status.success() && String::from_utf8_lossy(&refused.stderr).contains("must be fewer"));
+}
