@@ -3,18 +3,26 @@ concatenation (each layer's keys and values joined with the new token's in a new
 tensor, the old one freed), as a dynamic cache does, with random weights (no download).
 Imported after the allocator is chosen: it imports torch.
 
-  Decoder(layers=16, d=2048, heads=16, vocab=32000)
+  Decoder(layers=16, d=2048, heads=16, vocab=32000, kv="pair")
   generate(model, bs, device): a prompt of 256 tokens, then 256 greedy steps; returns a
       checksum of the prompt's and the first step's logits (the same under every allocator,
       up to the spread of the GPU's arithmetic).
+
+kv="pair" makes each layer's longer keys and values before the cache lets the old ones go;
+kv="each" regrows the keys, lets the old keys go, then does the same for the values, as
+transformers' DynamicCache does (a stream cachalot's policy gives a region). The arithmetic is
+the same either way.
 """
 import torch
 import torch.nn.functional as F
 
 
 class Decoder(torch.nn.Module):
-    def __init__(self, layers=16, d=2048, heads=16, vocab=32000):
+    def __init__(self, layers=16, d=2048, heads=16, vocab=32000, kv="pair"):
         super().__init__()
+        if kv not in ("pair", "each"):
+            raise ValueError(f"kv={kv!r}: 'pair' or 'each'")
+        self.kv = kv
         self.heads = heads
         self.emb = torch.nn.Embedding(vocab, d)
         self.qkv = torch.nn.ModuleList(torch.nn.Linear(d, 3 * d, bias=False) for _ in range(layers))
@@ -34,6 +42,8 @@ class Decoder(torch.nn.Module):
             k, v = k.transpose(1, 2), v.transpose(1, 2)
             if cache[i] is not None:
                 k = torch.cat([cache[i][0], k], dim=2)
+                if self.kv == "each":
+                    cache[i] = (k, cache[i][1])
                 v = torch.cat([cache[i][1], v], dim=2)
             cache[i] = (k, v)
             a = F.scaled_dot_product_attention(q.transpose(1, 2), k, v, is_causal=n > 1)

@@ -12,11 +12,13 @@ ALLOCATOR is `pytorch`, `expandable` (PYTORCH_CUDA_ALLOC_CONF=expandable_segment
 (default 64) and CAP_BYTES (default none: the whole device; else the device capped with
 torch.cuda.set_per_process_memory_fraction at that many bytes) come from the environment, and
 so does the model's shape: MODEL_LAYERS (16), MODEL_HIDDEN (2048, a multiple of 128: heads of
-128), PROMPT_TOKENS (256) and NEW_TOKENS (256). A generation that runs out of memory is
-recorded as such and ends the run.
+128), PROMPT_TOKENS (256) and NEW_TOKENS (256), and KV_CACHE (`pair`, the default: each
+layer's keys and values regrown both before either old one is let go; `each`: one after the
+other, as transformers' DynamicCache does). A generation that runs out of memory is recorded as
+such and ends the run.
 
 Output: OUTFILE, one JSON object: allocator, batch, and per generation its seconds, checksum,
-peak reserved bytes and the device allocations and frees it made.
+peak reserved and allocated bytes and the device allocations and frees it made.
 """
 import json
 import os
@@ -31,6 +33,9 @@ SHAPE = {k: int(os.environ.get(k, d)) for k, d in
          (("MODEL_LAYERS", 16), ("MODEL_HIDDEN", 2048), ("PROMPT_TOKENS", 256), ("NEW_TOKENS", 256))}
 if min(SHAPE.values()) < 1:
     sys.exit(f"the model's shape {SHAPE}: every figure must be at least 1")
+KV_CACHE = os.environ.get("KV_CACHE", "pair")
+if KV_CACHE not in ("pair", "each"):
+    sys.exit(f"KV_CACHE={KV_CACHE!r}: 'pair' or 'each'")
 if SHAPE["MODEL_HIDDEN"] % 128:
     sys.exit(f"MODEL_HIDDEN={SHAPE['MODEL_HIDDEN']}: the model's heads are 128 wide, so it must be a multiple of 128")
 
@@ -51,11 +56,12 @@ if CAP_BYTES:
 
 def stats():
     s = allocator_choice.memory_stats(ALLOCATOR)
-    return {k: s.get(k, 0) for k in ("reserved_bytes.all.peak", "num_device_alloc", "num_device_free")}
+    keys = ("reserved_bytes.all.peak", "allocated_bytes.all.peak", "num_device_alloc", "num_device_free")
+    return {k: s.get(k, 0) for k in keys}
 
 
 torch.manual_seed(0)
-model = Decoder(layers=SHAPE["MODEL_LAYERS"], d=SHAPE["MODEL_HIDDEN"], heads=SHAPE["MODEL_HIDDEN"] // 128)
+model = Decoder(layers=SHAPE["MODEL_LAYERS"], d=SHAPE["MODEL_HIDDEN"], heads=SHAPE["MODEL_HIDDEN"] // 128, kv=KV_CACHE)
 model = model.to(dev, torch.bfloat16).eval()
 rows = []
 for g in range(GENERATIONS):
@@ -75,11 +81,13 @@ for g in range(GENERATIONS):
     after = stats()
     row = dict(generation=g + 1, secs=round(secs, 4), checksum=checksum,
                peak_reserved=after["reserved_bytes.all.peak"],
+               peak_allocated=after["allocated_bytes.all.peak"],
                device_allocs=after["num_device_alloc"] - before["num_device_alloc"],
                device_frees=after["num_device_free"] - before["num_device_free"])
     rows.append(row)
     print(json.dumps(row), flush=True)
 with open(OUTFILE, "w") as f:
-    json.dump(dict(allocator=ALLOCATOR, batch=BATCH, cap_bytes=CAP_BYTES, shape=SHAPE, generations=rows), f)
+    json.dump(dict(allocator=ALLOCATOR, batch=BATCH, cap_bytes=CAP_BYTES, shape=SHAPE, kv_cache=KV_CACHE,
+                   generations=rows), f)
 print("RESULT " + json.dumps(dict(allocator=ALLOCATOR, batch=BATCH, cap_bytes=CAP_BYTES,
                                   secs=[r.get("secs") for r in rows])))

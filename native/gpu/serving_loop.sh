@@ -8,7 +8,7 @@
 # virtual environment that sees the machine's PyTorch (wheel_env.sh). With LIB_BEFORE, cachalot
 # runs a second time with that library in the wheel's place (an older build of the same C ABI,
 # to compare two versions of the policy in one run). GENERATIONS, BATCH, CAP_BYTES and the
-# model's shape (MODEL_LAYERS, MODEL_HIDDEN, PROMPT_TOKENS, NEW_TOKENS) go to serving_loop.py; RUNS (default "pytorch
+# model's shape (MODEL_LAYERS, MODEL_HIDDEN, PROMPT_TOKENS, NEW_TOKENS) and KV_CACHE go to serving_loop.py; RUNS (default "pytorch
 # expandable cachalot") picks the allocators.
 # Results: $OUT/serving_loop.log, $OUT/serving_loop_<allocator>.json and a table.
 set -uo pipefail
