@@ -545,3 +545,19 @@ fn a_regrowing_loops_plan_larger_than_the_device_is_given_up_once_laid_out() {
     let counts = a.plan_counts();
     assert_eq!((counts.given_up_too_large, counts.placed), (1, 0), "{counts:?}");
 }
+
+#[test]
+fn a_regrowing_loops_learned_layout_fits_where_the_usual_placement_does_and_holds_no_more() {
+    // The decoder with a region, generation after generation, on devices from its peak to
+    // unbounded, against the usual placement (`learn_layout:False`): the same generations
+    // finish, every invariant holds after each, and what a followed plan reserves is no more.
+    for percent in [101, 102, 103, 104, 106, 110, 6400] {
+        let capacity = over_its_peak(percent);
+        let (learned, a) = generate_again(REGION, capacity, 10);
+        let (usual, b) = generate_again("learn_layout:False", capacity, 10);
+        let finished = |calls: &[Option<u64>]| calls.iter().map(Option::is_some).collect::<Vec<_>>();
+        assert_eq!(finished(&learned), finished(&usual), "{percent}%: generations finished");
+        let (planned, unplanned) = (a.stats().reserved_bytes.all.peak, b.stats().reserved_bytes.all.peak);
+        assert!(planned <= unplanned, "{percent}%: {planned} bytes reserved at most, against {unplanned}");
+    }
+}
