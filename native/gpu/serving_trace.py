@@ -5,6 +5,9 @@ can replay the very requests the loop makes (the same sizes and order under ever
 
     python3 native/gpu/serving_trace.py OUTDIR
 
+KV_CACHE (`pair` by default, or `each`) picks how the decoder regrows its cache, as in
+serving_loop.py.
+
 Writes OUTDIR/serving.policy_pytorch.snapshot.json.gz (segments and device_traces, the input
 `cachalot replay` reads) and prints one JSON line with PyTorch's peak reserved.
 """
@@ -21,10 +24,11 @@ from decoder_model import Decoder, generate  # noqa: E402
 OUT = sys.argv[1]
 GENERATIONS = int(os.environ.get("GENERATIONS", 2))
 BATCH = int(os.environ.get("BATCH", 64))
+KV_CACHE = os.environ.get("KV_CACHE", "pair")
 dev = torch.device("cuda")
 torch.manual_seed(0)
 torch.cuda.memory._record_memory_history(context=None, max_entries=4_000_000)
-model = Decoder().to(dev, torch.bfloat16).eval()
+model = Decoder(kv=KV_CACHE).to(dev, torch.bfloat16).eval()
 for _ in range(GENERATIONS):
     generate(model, BATCH, dev)
 torch.cuda.synchronize()
@@ -34,5 +38,5 @@ os.makedirs(OUT, exist_ok=True)
 with gzip.open(os.path.join(OUT, "serving.policy_pytorch.snapshot.json.gz"), "wt") as fh:
     json.dump(dict(segments=snap["segments"], device_traces=snap["device_traces"]), fh)
 events = sum(len(t) for t in snap["device_traces"])
-print(json.dumps(dict(generations=GENERATIONS, batch=BATCH, events=events,
+print(json.dumps(dict(generations=GENERATIONS, batch=BATCH, kv_cache=KV_CACHE, events=events,
                       peak_reserved=torch.cuda.max_memory_reserved())))
