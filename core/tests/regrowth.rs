@@ -16,10 +16,6 @@
 //!   call a chunk, not a call a page; run again and again, it follows its learned layout and
 //!   calls the device no more, a server loading its weights once only after its first log of
 //!   requests fills; a server whose usual placement has settled gets no plan and stays so;
-//! - a decoder regrowing K and V one after the other, run again on a device a little over its
-//!   peak, follows its learned layout once the pages its region's holes moved have paid for
-//!   moving into one, and calls the device no more; one whose holes settle it gets no plan;
-//!   one whose plan needs more than the device holds gives it up as soon as it is laid out;
 //! - training loops, which never regrow, get no region (the visible traces);
 //! - with `regrow_region:False`, no stream gets one.
 
@@ -478,86 +474,4 @@ fn a_server_at_the_serving_loops_shape_follows_its_generation_layout_and_calls_t
     assert_eq!(calls[8..], [0; 3], "calls a generation: {calls:?}");
     let counts = a.plan_counts();
     assert_eq!((counts.made, counts.given_up_moving), (1, 0), "{counts:?}");
-}
-
-/// A decoder regrowing K and V one after the other (so its stream gets a region), generating
-/// `generations` times on `capacity` bytes under `conf`: the memory calls of each generation
-/// (`None` once one ran out of memory), and the allocator.
-fn generate_again(conf: &str, capacity: u64, generations: usize) -> (Vec<Option<u64>>, Allocator<SimDevice>) {
-    let new = Shape { batch: 16, prompt: 128, layers: 16, hidden: 2048, new: 128, pairs: false };
-    let mut a = Allocator::new(SimDevice::new(capacity), Config::parse(conf).unwrap());
-    let calls = (0..generations)
-        .map(|_| {
-            let before = memory_calls(&a);
-            let finished = generate(&mut a, new).is_ok();
-            a.check_invariants().unwrap();
-            finished.then(|| memory_calls(&a) - before)
-        })
-        .collect();
-    assert!(!a.regrowth_regions().is_empty(), "the decoder's stream has a region");
-    (calls, a)
-}
-
-/// [`generate_again`]'s decoder's peak requested bytes, times `percent` / 100.
-fn over_its_peak(percent: u64) -> u64 {
-    let new = Shape { batch: 16, prompt: 128, layers: 16, hidden: 2048, new: 128, pairs: false };
-    run(REGION, 64 << 30, new).0.peak_requested * percent / 100
-}
-
-#[test]
-fn a_regrowing_loop_run_again_a_little_over_its_peak_follows_its_learned_layout_and_then_calls_the_device_no_more() {
-    // 3% over its peak, the region's holes move pages in every generation for good (172
-    // calls each without a layout). Once the pages mapped since the loop was seen to repeat
-    // reach the most pages in use, its plan is made and followed: no call from the seventh
-    // generation. Before (a stream with a region learned no layout) every generation made
-    // those 172 calls.
-    let capacity = over_its_peak(103);
-    let (calls, a) = generate_again(REGION, capacity, 10);
-    assert_eq!(calls[6..], [Some(0); 4], "calls a generation: {calls:?}");
-    assert!(a.plan_counts().placed > 0, "{:?}", a.plan_counts());
-    let (unlearned, _) = generate_again("learn_layout:False", capacity, 10);
-    assert!(unlearned[6..].iter().all(|&c| c > Some(100)), "without a layout: {unlearned:?}");
-}
-
-#[test]
-fn a_regrowing_loop_whose_holes_settle_it_gets_no_plan() {
-    // Unbounded, the region's holes settle the loop from its third generation. A plan made
-    // anyway moved the memory held into its ranges once (290 calls in the fourth generation)
-    // for nothing: no plan is made until the pages mapped since the loop was seen to repeat
-    // reach the most pages in use, and these never do.
-    let (calls, a) = generate_again(REGION, 64 << 30, 8);
-    assert_eq!(calls[2..], [Some(0); 6], "calls a generation: {calls:?}");
-    let counts = a.plan_counts();
-    assert_eq!((counts.made, counts.placed), (0, 0), "{counts:?}");
-    assert!(counts.declined > 0, "{counts:?}");
-}
-
-#[test]
-fn a_regrowing_loops_plan_larger_than_the_device_is_given_up_once_laid_out() {
-    // 2% over its peak the loop's plan needs more pages than the device has. Followed, it
-    // moved memory in every period (2,528 and 3,000 calls in the seventh and eighth
-    // generations) until given up for moving; given up once laid out, the generations make
-    // the calls they make without a layout.
-    let capacity = over_its_peak(102);
-    let (calls, a) = generate_again(REGION, capacity, 10);
-    let (unlearned, _) = generate_again("learn_layout:False", capacity, 10);
-    assert_eq!(calls, unlearned);
-    let counts = a.plan_counts();
-    assert_eq!((counts.given_up_too_large, counts.placed), (1, 0), "{counts:?}");
-}
-
-#[test]
-fn a_regrowing_loops_learned_layout_fits_where_the_usual_placement_does_and_holds_no_more() {
-    // The decoder with a region, generation after generation, on devices from its peak to
-    // unbounded, against the usual placement (`learn_layout:False`): the same generations
-    // finish, every invariant holds after each, and what a followed plan reserves is no more.
-    for percent in [101, 102, 103, 104, 106, 110, 6400] {
-        let capacity = over_its_peak(percent);
-        let (learned, a) = generate_again(REGION, capacity, 10);
-        let (usual, b) = generate_again("learn_layout:False", capacity, 10);
-        let finished = |calls: &[Option<u64>]| calls.iter().map(Option::is_some).collect::<Vec<_>>();
-        assert_eq!(finished(&learned), finished(&usual), "{percent}%: generations finished");
-        let (planned, unplanned) = (a.stats().reserved_bytes.all.peak, b.stats().reserved_bytes.all.peak);
-        assert!(planned <= unplanned, "{percent}%: {planned} bytes reserved at most, against {unplanned}");
-    }
 }

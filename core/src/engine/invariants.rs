@@ -309,7 +309,8 @@ impl<D: Device> Allocator<D> {
     }
 
     /// Checks that each stream's region (tensors regrown by copy) ends where one of that
-    /// stream's own large ranges ends, starts inside it, and is no planned layout's.
+    /// stream's own large ranges ends, starts inside it, and is no planned layout's, and that
+    /// no allocator that learns layouts has one.
     fn check_regions(&self) -> Result<(), String> {
         for (stream, from) in self.regrowth_regions() {
             let own = self.vm.range_of(from).map(|r| &self.vm.ranges[r]).filter(|r| {
@@ -322,6 +323,9 @@ impl<D: Device> Allocator<D> {
             };
             if self.paged.regrowth.region(stream).is_none_or(|r| r.end != range.base + range.size) {
                 return Err(format!("stream {stream}'s region at {from:#x} does not end where its range does"));
+            }
+            if self.paged.learns {
+                return Err(format!("stream {stream} has a region while layouts are still learned"));
             }
         }
         Ok(())

@@ -13,6 +13,5 @@ pub(crate) mod planned_range;
 pub(crate) mod recurrence;
 pub(crate) mod region;
 pub(crate) mod regrowth;
-pub(crate) mod repeat_moves;
 pub(crate) mod single_pages;
 pub(crate) mod vm;

@@ -16,7 +16,6 @@ use crate::engine::paged::epochs::Epochs;
 use crate::engine::paged::layout_plan::{Plan, Planner};
 use crate::engine::paged::recurrence::Recurrence;
 use crate::engine::paged::regrowth::Regrowth;
-use crate::engine::paged::repeat_moves::RepeatMoves;
 use crate::engine::vrange::{whole_pages, Chunk};
 
 /// The paged policy's state.
@@ -37,8 +36,6 @@ pub struct PagedState {
     /// `maps` once the recurrence log's first request was served: a period recognized with
     /// none made since repeated with no memory mapped, and needs no plan.
     pub maps_when_logged: u64,
-    /// Pages mapped while a workload regrowing tensors repeats with no plan followed.
-    pub repeat_moves: RepeatMoves,
     /// Page size of the paged policy (the device's granularity).
     pub paged_page: u64,
     /// log2 of `paged_page` when it is a power of two (as the CUDA devices' granularity is),
@@ -96,19 +93,12 @@ pub struct PlanCounts {
     /// Of the plans given up, those given up once laid out, before being followed: the
     /// layout alone needs more pages than the policy may ever hold (the most pages ever in
     /// use and all the slack `page_slack` allows), so following it would move memory in every
-    /// period, as `given_up_moving` finds a period later; or, while a stream regrows tensors
-    /// in a region, more pages than the policy holds and may still be given. No plan is
-    /// learned after one.
+    /// period, as `given_up_moving` finds a period later. No plan is learned after one.
     pub given_up_too_large: u64,
     /// Periods recognized that repeated with no memory mapped, so that no plan was made for
     /// them: the usual placement had settled, and a plan would only move memory into its
     /// ranges (a plan is learned to stop memory moving).
     pub settled: u64,
-    /// Periods recognized, while a stream regrows tensors in a region, before the pages
-    /// mapped since its requests were first seen to repeat reached the most pages ever in use
-    /// (what moving into a plan costs), so that no plan was made for them: the region's holes
-    /// may settle the loop without one (`repeat_moves.rs`).
-    pub declined: u64,
 }
 
 impl PagedState {
@@ -121,7 +111,6 @@ impl PagedState {
             moved_pages: 0,
             maps: 0,
             maps_when_logged: 0,
-            repeat_moves: RepeatMoves::default(),
             paged_page,
             page_shift: paged_page.is_power_of_two().then(|| paged_page.trailing_zeros()),
             epochs: Epochs::default(),

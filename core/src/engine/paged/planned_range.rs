@@ -3,10 +3,8 @@
 //! While no plan is followed, every request served and every free is logged
 //! (`recurrence.rs`). A repeat seen with no memory mapped since the log began needs no plan
 //! (the usual placement has settled, and a plan would only move the memory held into its
-//! ranges): the log starts again. So does one seen while a stream regrows tensors in a region,
-//! until the pages mapped since the loop was first seen to repeat have paid for a plan
-//! (`repeat_moves.rs`). Once the requests are seen to repeat while memory still moves, the
-//! first period is laid out
+//! ranges): the log starts again. Once the requests are seen to repeat while memory still
+//! moves, the first period is laid out
 //! (`layout_plan.rs`) a few requests for each request served, while the workload is served
 //! the usual way and must go on repeating; the plan is followed from the next period's start.
 //! Each request the plan expects is placed at its planned address, in a range of its stream
@@ -138,15 +136,9 @@ impl<D: Device> Allocator<D> {
         }
         // The block handed out is the front `hand_out` split off: found by address.
         let Some(id) = self.heap.live_block(addr) else { return };
-        let before = self.paged.recurrence.len();
         let Some(period) = self.paged.recurrence.allocated(id, sig) else {
-            let len = self.paged.recurrence.len();
-            if len == 1 {
+            if self.paged.recurrence.len() == 1 {
                 self.paged.maps_when_logged = self.paged.maps;
-            }
-            // Unchanged when the request was skipped; 1 when a full log began again.
-            if len != before {
-                self.paged.repeat_moves.logged(len);
             }
             return;
         };
@@ -156,17 +148,8 @@ impl<D: Device> Allocator<D> {
             // may be held) leaves a layout the usual path may not settle into again. The log
             // has started again, as `Recurrence::allocated` does after every repeat found.
             self.paged.plan_counts.settled += 1;
-            self.paged.repeat_moves.forget();
             return;
         }
-        // A region's holes settle most regrowing loops by themselves: a plan must first be
-        // paid for by the pages they moved (`repeat_moves.rs`).
-        let moved = self.paged.repeat_moves.repeat_found(before + 1, period.requests.len());
-        if self.paged.regrowth.any() && moved < self.paged.peak_in_use {
-            self.paged.plan_counts.declined += 1;
-            return;
-        }
-        self.paged.repeat_moves.forget();
         self.paged.planner = Some(Planner::new(&period, self.paged.paged_page));
         self.paged.plan_counts.made += 1;
     }
@@ -306,20 +289,12 @@ impl<D: Device> Allocator<D> {
     /// 1.02 at batch 16 and 1.04 at batch 64 (1.05 and 1.67 laid out largest first). Following
     /// a plan past the check would move memory in every period: its first period followed
     /// would move every page held into its ranges, and `note_planned_move` would give it up in
-    /// the next. No peak yet (nothing mapped) decides nothing. While a stream regrows tensors
-    /// in a region, a layout needing more pages than the policy holds and may still be given
-    /// also exceeds: followed, a decoder's plan 2% over its peak moved memory in every period
-    /// until given up for moving (`core/tests/regrowth.rs`), and without the check
-    /// b64_p256_n256_l16_h2048 on its smallest device ran out of memory in ten warm passes of
-    /// twelve, not four. Other plans larger than the device still hold, the idle pages of
-    /// their ranges going back under pressure: checked for them too, the two-stream recording
-    /// needed 19 pages more over four runs.
+    /// the next. No peak yet (nothing mapped) decides nothing.
     fn exceeds_what_may_be_held(&self, plan: &Plan) -> bool {
         let page = self.paged.paged_page;
         let pages: u64 = plan.groups.iter().map(|g| g.bytes / page).sum();
         let peak = self.paged.peak_in_use;
-        let beyond_peak = peak > 0 && pages > peak.saturating_add(self.most_page_slack(peak)).saturating_add(peak / 8);
-        beyond_peak || (self.paged.regrowth.any() && pages > (self.reserved + self.headroom()) / page)
+        peak > 0 && pages > peak.saturating_add(self.most_page_slack(peak)).saturating_add(peak / 8)
     }
 
     /// Gives up the plan followed or being made, and learns no other.

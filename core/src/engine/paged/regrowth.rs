@@ -156,11 +156,6 @@ impl Regrowth {
         }
     }
 
-    /// True when some stream has a region.
-    pub fn any(&self) -> bool {
-        self.streams.iter().any(|s| s.region.is_some())
-    }
-
     /// Every stream's region.
     pub fn regions(&self) -> impl Iterator<Item = (Stream, Region)> + '_ {
         self.streams.iter().filter_map(|s| s.region.map(|r| (s.stream, r)))

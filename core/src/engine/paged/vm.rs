@@ -243,7 +243,6 @@ impl<D: Device> Allocator<D> {
             }
         }
         self.vm.mapped_pages += pages;
-        self.paged.repeat_moves.mapped(pages);
         if !fresh.is_empty() {
             self.heap.stats_mut().num_device_alloc += 1;
             self.paged.maps += 1;
