@@ -11,7 +11,8 @@ Imported after the allocator is chosen: it imports torch.
 kv="pair" makes each layer's longer keys and values before the cache lets the old ones go;
 kv="each" regrows the keys, lets the old keys go, then does the same for the values, as
 transformers' DynamicCache does (a stream cachalot's policy gives a region). The arithmetic is
-the same either way.
+the same either way. The prompt's keys and values are views of one projection, so the first
+step after it frees them together either way; "each" differs from the second step on.
 """
 import torch
 import torch.nn.functional as F

@@ -36,7 +36,7 @@ fi
 python3 - "$OUT" <<'PY'
 import glob, json, os, statistics, sys
 out = sys.argv[1]
-print("device capped at", os.environ.get("CAP_BYTES") or "nothing", "bytes")
+print("device capped at", os.environ.get("CAP_BYTES") or "nothing", "bytes; KV_CACHE", os.environ.get("KV_CACHE", "pair"))
 print("| allocator | seconds a generation, in order | median of the last half | peak reserved | device allocs / frees, last generation |")
 print("|---|---|---:|---:|---:|")
 for path in sorted(glob.glob(os.path.join(out, "serving_loop_*.json"))):

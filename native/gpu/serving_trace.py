@@ -25,6 +25,8 @@ OUT = sys.argv[1]
 GENERATIONS = int(os.environ.get("GENERATIONS", 2))
 BATCH = int(os.environ.get("BATCH", 64))
 KV_CACHE = os.environ.get("KV_CACHE", "pair")
+if KV_CACHE not in ("pair", "each"):
+    sys.exit(f"KV_CACHE={KV_CACHE!r}: 'pair' or 'each'")
 dev = torch.device("cuda")
 torch.manual_seed(0)
 torch.cuda.memory._record_memory_history(context=None, max_entries=4_000_000)
