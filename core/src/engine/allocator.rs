@@ -140,6 +140,12 @@ impl<D: Device> Allocator<D> {
         self.paged.regrowth.regions().map(|(stream, r)| (stream, r.from)).collect()
     }
 
+    /// The slot size of each region [`Allocator::regrowth_regions`] lists, in its order: 0 for
+    /// a packed one (`engine/paged/region.rs`).
+    pub fn regrowth_slots(&self) -> Vec<u64> {
+        self.paged.regrowth.regions().map(|(_, r)| r.slot).collect()
+    }
+
     /// What planned layouts have done so far (cachalot's policy, `learn_layout`).
     pub fn plan_counts(&self) -> crate::engine::paged::paged_state::PlanCounts {
         self.paged.plan_counts

@@ -86,6 +86,34 @@ impl<D: Device> Allocator<D> {
         out
     }
 
+    /// Moves a region's idle `chunks` into `got` for `span` (through `idle`, which holds
+    /// what is left) for a request of `stream` placed in `run`, those of other holes or slots
+    /// first: the run the request fills lends
+    /// its own only for what theirs cannot cover. Taken from there, they shift the hole's
+    /// unmapped part along to the next K or V placed at its front, which moves as many pages
+    /// again, tensor after tensor (docs/design.md, "A hole lends its own pages last"). Other
+    /// holes include other streams' regions, whose chunks may have to wait for their stream
+    /// where the run's own would not; every decoding workload measured has one regrowing
+    /// stream. Returns the pages moved.
+    pub(super) fn take_region_idle(
+        &mut self,
+        span: &Span,
+        chunks: Vec<IdleChunk>,
+        idle: &mut Vec<IdleChunk>,
+        got: &mut Vec<Chunk>,
+        (run_lo, run_hi): (u64, u64),
+        stream: Stream,
+    ) -> Result<u64, AllocError> {
+        let (own, others): (Vec<_>, Vec<_>) = chunks.into_iter().partition(|c| run_lo <= c.addr && c.addr < run_hi);
+        idle.extend(others);
+        let mut moved = self.take_idle(span, idle, got, stream)?;
+        if got.iter().map(|c| c.pages).sum::<u64>() < span.need && !own.is_empty() {
+            idle.extend(own);
+            moved += self.take_idle(span, idle, got, stream)?;
+        }
+        Ok(moved)
+    }
+
     /// Moves idle chunks from `idle` into `got` for `span`, for a request on `stream`: those
     /// that fit what is missing, largest first (the one furthest into its range first among
     /// equals, then the lowest address); then the smallest that the span's room can take.

@@ -34,6 +34,7 @@ use crate::base::error::AllocError;
 use crate::base::size::Pool;
 use crate::data::block::{BlockState, NIL};
 use crate::engine::allocator::Allocator;
+use crate::engine::paged::regrowth::RegionIdle;
 use crate::engine::vrange::{whole_pages, Chunk};
 use crate::report::explain::Decision;
 
@@ -121,8 +122,10 @@ impl<D: Device> Allocator<D> {
         let free = self.heap.free_index(pool).iter_from(stream, 0).map(|(_, id)| id);
         let unmapped = self.vm.unmapped[pool.index()].range((stream, 0)..=(stream, u64::MAX)).map(|(_, &id)| id);
         let region = self.region_of(pool, stream);
-        // The smallest run anywhere, and the smallest of the region's (the part of a run in it).
-        let (mut best, mut in_region) = (None, None);
+        let slotted = region.filter(|r| r.slotted(size));
+        // The smallest run anywhere, the smallest of the region's (the part of a run in it),
+        // and for a request placed at a slot's start, the start with the most mapped under it.
+        let (mut best, mut in_region, mut in_slot) = (None, None, None);
         for start in free.chain(unmapped) {
             let b = &self.heap[start];
             if !b.in_vm || in_run(b.prev) || self.is_parked(b) {
@@ -135,13 +138,19 @@ impl<D: Device> Allocator<D> {
             }
             let run = Placement { start, addr, run_end: end };
             keep_smallest(&mut best, run, size);
+            if let Some((mapped, at)) = slotted.and_then(|r| self.slot_in_run(r, run, size)) {
+                let key = |(m, p): &(u64, Placement)| (*m, core::cmp::Reverse(p.addr));
+                if in_slot.as_ref().is_none_or(|other| key(&(mapped, at)) > key(other)) {
+                    in_slot = Some((mapped, at));
+                }
+            }
             if let Some(r) = region.filter(|r| r.holds(end - 1) && addr < r.end) {
                 keep_smallest(&mut in_region, Placement { addr: addr.max(r.from), ..run }, size);
             }
         }
         let best = best.map(|(_, p)| p);
         debug_assert_eq!(best, self.best_run_by_walk(pool, stream, size), "runs found from the indexes");
-        in_region.map(|(_, p)| p).or(best)
+        in_slot.or(in_region).map(|(_, p)| p).or(best)
     }
 
     /// [`Allocator::best_run`] by a walk over every block of the stream's ranges, which it
@@ -345,32 +354,26 @@ impl<D: Device> Allocator<D> {
         }
         // Idle chunks from elsewhere (`take_idle`).
         if have(got) < span.need {
-            let idle = self.idle_chunks_outside(lo, hi, span.need - have(got));
-            // Regions of streams regrowing tensors keep their holes' pages while the device
-            // makes new ones (`regrowth.rs`): their idle chunks come last, for any request.
-            let (in_region, elsewhere): (Vec<_>, Vec<_>) =
-                idle.into_iter().partition(|c| self.paged.regrowth.holds(c.addr));
-            let mut idle = elsewhere;
+            let idle_all = self.idle_chunks_outside(lo, hi, span.need - have(got));
+            // Regions of streams regrowing tensors keep their free slots' pages until the
+            // pages in use reach their peak, and a packed region its holes' pages while the
+            // device makes new ones (`regrowth.rs`, `region.rs`): their idle chunks come last.
+            let (mut idle, mut slots, mut holes) = (Vec::new(), Vec::new(), Vec::new());
+            for c in idle_all {
+                match self.region_idle(c.addr, c.block) {
+                    RegionIdle::Movable => idle.push(c),
+                    RegionIdle::FreeSlot => slots.push(c),
+                    RegionIdle::Hole => holes.push(c),
+                }
+            }
             self.remake_single_pages(span, &mut idle, got, creation)?;
             let mut moved = self.take_idle(span, &mut idle, got, creation.stream)?;
-            if have(got) < span.need && !in_region.is_empty() {
+            if have(got) < span.need && !slots.is_empty() {
+                moved += self.take_region_idle(span, slots, &mut idle, got, creation.run, creation.stream)?;
+            }
+            if have(got) < span.need && !holes.is_empty() {
                 self.create_for(span, creation, &mut chunk, got)?;
-                // Other holes' pages first: the hole the request fills lends its back only for
-                // what their idle chunks cannot cover. Taken from there, they shift the hole's
-                // unmapped part along to the next K or V placed at its front, which moves as
-                // many pages again, tensor after tensor (docs/design.md, "A hole lends its
-                // own pages last"). Other holes include other streams' regions, whose chunks
-                // may have to wait for their stream where the run's own would not; every
-                // decoding workload measured has one regrowing stream.
-                let (run_lo, run_hi) = creation.run;
-                let (own, others): (Vec<_>, Vec<_>) =
-                    in_region.into_iter().partition(|c| run_lo <= c.addr && c.addr < run_hi);
-                idle.extend(others);
-                moved += self.take_idle(span, &mut idle, got, creation.stream)?;
-                if have(got) < span.need && !own.is_empty() {
-                    idle.extend(own);
-                    moved += self.take_idle(span, &mut idle, got, creation.stream)?;
-                }
+                moved += self.take_region_idle(span, holes, &mut idle, got, creation.run, creation.stream)?;
             }
             if have(got) < span.need {
                 if let Some(&c) = idle.iter().min_by_key(|c| (c.pages, c.addr)) {
@@ -420,7 +423,7 @@ impl<D: Device> Allocator<D> {
     /// memory could be found.
     pub(crate) fn grow_paged(&mut self, pool: Pool, stream: Stream, size: u64) -> Result<Option<u32>, AllocError> {
         let page = self.paged.paged_page;
-        self.note_miss(stream);
+        self.note_miss(stream, size);
         self.paged.epochs.advance(&mut self.device)?;
         let place = match self.best_run(pool, stream, size) {
             Some(p) => p,

@@ -36,11 +36,14 @@ const REGROWTH_WEIGHT: u32 = 64;
 /// The score above which a stream gets its region: half of every miss a regrowth.
 const REGION_SCORE: u32 = 8 * REGROWTH_WEIGHT;
 
-/// A stream's region: addresses `[from, end)` of one of its large ranges.
+/// A stream's region: addresses `[from, end)` of one of its large ranges, cut from `from` on
+/// into slots of `slot` bytes, or not cut (`slot` 0: a packed region). `region.rs` says when
+/// a region is cut and how requests are placed in its slots.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Region {
     pub from: u64,
     pub end: u64,
+    pub slot: u64,
 }
 
 impl Region {
@@ -48,6 +51,40 @@ impl Region {
     pub fn holds(&self, addr: u64) -> bool {
         (self.from..self.end).contains(&addr)
     }
+
+    /// The start of the slot holding `addr`, an address of a slotted region.
+    pub fn slot_start(&self, addr: u64) -> u64 {
+        let slot = self.slot.max(1);
+        self.from + addr.saturating_sub(self.from) / slot * slot
+    }
+
+    /// The first slot start at or after `addr` (the region's start for an address before it).
+    pub fn next_slot_start(&self, addr: u64) -> u64 {
+        let slot = self.slot.max(1);
+        self.from + addr.saturating_sub(self.from).div_ceil(slot) * slot
+    }
+
+    /// True when a request of `size` bytes is placed at a slot's start: the region is slotted
+    /// and the request is at least a sixteenth of a slot (a tensor regrown, a prompt's
+    /// projection); smaller ones (a step's logits) go where they fit best.
+    pub fn slotted(&self, size: u64) -> bool {
+        self.slot > 0 && size.saturating_mul(SLOTTED_FRACTION) >= self.slot
+    }
+}
+
+/// A request of at least a slot over this is placed at a slot's start.
+const SLOTTED_FRACTION: u64 = 16;
+
+/// What holds an idle chunk back from moving while the device makes new pages
+/// (`Allocator::region_idle`, `region.rs`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum RegionIdle {
+    /// Nothing: it moves as any idle chunk.
+    Movable,
+    /// It lies in a free slot: it moves before pages beyond the peak are made.
+    FreeSlot,
+    /// It lies in a packed region's hole: it moves only once the device gives no more.
+    Hole,
 }
 
 /// One stream's detector and region.
@@ -142,9 +179,9 @@ impl Regrowth {
         }
     }
 
-    /// True when `addr` lies in some stream's region.
-    pub fn holds(&self, addr: u64) -> bool {
-        self.streams.iter().any(|s| s.region.is_some_and(|r| r.holds(addr)))
+    /// The region holding `addr`, if some stream's does.
+    pub fn holding(&self, addr: u64) -> Option<Region> {
+        self.streams.iter().filter_map(|s| s.region).find(|r| r.holds(addr))
     }
 
     /// Forgets every region lying in `[base, base + size)`, a range being released.
@@ -180,7 +217,7 @@ mod tests {
         assert!(!r.note(7), "a first miss watches the stream");
         let due = (1..=40).position(|step| regrow(&mut r, 7, step << 20)).expect("due");
         assert!((8..16).contains(&due), "due after {} regrowths", due + 1);
-        r.set(7, Region { from: 0, end: 1 });
+        r.set(7, Region { from: 0, end: 1, slot: 0 });
         assert!(!regrow(&mut r, 7, 64 << 20), "due once");
     }
 
