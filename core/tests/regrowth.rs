@@ -21,6 +21,7 @@
 
 use crate::common;
 
+use cachalot_core::sim::FaultSite;
 use cachalot_core::{Allocator, Config, Decision, Replayer, SimDevice};
 use common::{load_trace, TRACES};
 
@@ -411,6 +412,48 @@ fn a_dynamic_cache_of_large_tensors_on_a_roomy_device_takes_slots_and_reserves_w
     assert_eq!(slots.len(), 1, "the stream regrowing K and V gets a region");
     assert!(ratio <= 1.05, "peak reserved {ratio:.4} times the peak requested");
     assert!(slots[0] >= 256 * MIB, "a slotted one: {slots:?}");
+}
+
+/// A server whose first generation, on a roomy device, slotted its region; `then` runs on it
+/// before two more generations, which stop at the first failed request: whether they finished.
+fn slotted_server(new: Shape, then: impl FnOnce(&mut Allocator<SimDevice>)) -> (bool, Allocator<SimDevice>) {
+    let mut a = Allocator::new(SimDevice::new(64 << 30), Config::parse(REGION).unwrap());
+    a.malloc(300 * MIB, 0).unwrap();
+    generate_with(&mut a, new, true, |a, size| a.malloc(size, 0).map_err(drop)).unwrap();
+    assert!(a.regrowth_slots().iter().all(|&s| s > 0), "slotted: {:?}", a.regrowth_slots());
+    then(&mut a);
+    let finished = (0..2).all(|_| generate_with(&mut a, new, true, |a, size| a.malloc(size, 0).map_err(drop)).is_ok());
+    a.check_invariants().unwrap();
+    (finished, a)
+}
+
+/// Slots against the packed region (the usual placement) under pressure and faults: capped a
+/// little over its peak once its region is slotted, a server finishes where one packed from
+/// the start under the same cap finishes, holding no more than the cap; a page creation or a
+/// map refused mid-generation is recovered from or is the request's error, and the allocator
+/// stays consistent either way.
+#[test]
+fn a_slotted_region_under_a_memory_fraction_and_injected_faults_fits_where_a_packed_one_does() {
+    let new = Shape { batch: 64, prompt: 256, layers: 8, hidden: 2048, new: 96, pairs: false };
+    let peak = serve(new, 1).1.stats().requested_bytes.all.peak as f64;
+    let fraction = peak * 1.03 / (64u64 << 30) as f64;
+    let mut packed = Allocator::new(SimDevice::new(64 << 30), Config::parse(REGION).unwrap());
+    packed.set_memory_fraction(fraction).unwrap();
+    packed.malloc(300 * MIB, 0).unwrap();
+    let packed_ok =
+        (0..3).all(|_| generate_with(&mut packed, new, true, |a, size| a.malloc(size, 0).map_err(drop)).is_ok());
+    assert!(packed.regrowth_slots().iter().all(|&s| s == 0), "a region given under a cap stays packed");
+    assert!(packed_ok, "the packed region fits at 1.03 times the peak");
+    let (slotted_ok, a) = slotted_server(new, |a| a.set_memory_fraction(fraction).unwrap());
+    assert!(slotted_ok, "the slotted region fits where the packed one does");
+    assert!(a.stats().reserved_bytes.all.current as f64 <= fraction * (64u64 << 30) as f64);
+    for (site, nth) in [(FaultSite::Create, 0), (FaultSite::Create, 1), (FaultSite::Map, 0), (FaultSite::Map, 9)] {
+        let (_, a) = slotted_server(new, |a| {
+            let call = a.device().next_call(site) + nth;
+            a.device_mut().fail_call(site, call);
+        });
+        assert_eq!(a.device().pending_faults(), 0, "{site:?} call {nth} was made and failed");
+    }
 }
 
 /// Tensors of a few pages stay packed: a slot's tail, up to a page a tensor, would cost more

@@ -158,6 +158,10 @@ impl<D: Device> Allocator<D> {
     /// `size` bytes would start in `region`'s slots: the run's first slot start, if the run
     /// holds the request from there; with the bytes mapped under it.
     pub(crate) fn slot_in_run(&self, region: Region, run: Placement, size: u64) -> Option<(u64, Placement)> {
+        // Most of a stream's runs lie below its region, or hold no slot start of the region.
+        if run.run_end <= region.from.saturating_add(size) {
+            return None;
+        }
         let at = region.next_slot_start(run.addr);
         if !region.holds(at) || at + size > run.run_end {
             return None;

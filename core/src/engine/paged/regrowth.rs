@@ -48,17 +48,20 @@ pub struct Region {
 
 impl Region {
     /// True when `addr` lies in the region.
+    #[inline]
     pub fn holds(&self, addr: u64) -> bool {
         (self.from..self.end).contains(&addr)
     }
 
     /// The start of the slot holding `addr`, an address of a slotted region.
+    #[inline]
     pub fn slot_start(&self, addr: u64) -> u64 {
         let slot = self.slot.max(1);
         self.from + addr.saturating_sub(self.from) / slot * slot
     }
 
     /// The first slot start at or after `addr` (the region's start for an address before it).
+    #[inline]
     pub fn next_slot_start(&self, addr: u64) -> u64 {
         let slot = self.slot.max(1);
         self.from + addr.saturating_sub(self.from).div_ceil(slot) * slot
@@ -67,6 +70,7 @@ impl Region {
     /// True when a request of `size` bytes is placed at a slot's start: the region is slotted
     /// and the request is at least a sixteenth of a slot (a tensor regrown, a prompt's
     /// projection); smaller ones (a step's logits) go where they fit best.
+    #[inline]
     pub fn slotted(&self, size: u64) -> bool {
         self.slot > 0 && size.saturating_mul(SLOTTED_FRACTION) >= self.slot
     }
