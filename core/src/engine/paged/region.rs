@@ -5,21 +5,20 @@
 //! full, as a miss is, from the front of a run (`at_front_of_run`), and no layout is learned
 //! once one is given.
 //!
-//! Slots: a region given for tensors of at least [`MIN_SLOTTED_PAGES`] pages while the device
-//! can still give 16 GiB (`SLOTS_HEADROOM_PAGES`) is cut into slots of [`SLOT_PER_REQUEST`] times
-//! the request that gave it (a power of two), and each request of at least a sixteenth of a
-//! slot, hit or miss, is placed at the start of the slot with the most mapped bytes under it
-//! (the lowest on ties). Packed side by side, a tensor regrown one token longer fits no hole
-//! its predecessors left, so holes multiply and keep their pages: a DynamicCache-style serving
-//! loop reserved 1.197 times its peak requested bytes over four runs, where PyTorch's default
-//! reserves 1.101. Apart, the slot a tensor leaves is the next one's, one page short at most,
-//! mapped at its end where nothing lies; the waste is a slot's tail, one page a tensor, and a
-//! free slot's pages, which (unlike a packed region's holes) move before the device is asked
-//! for pages beyond the peak. Slots move pages in whole chunks, which the device gives only
-//! while it has room (`chunk_pages_now`): on a device near full their moves are single
-//! pages: slotted on devices of 6.45 to 7.0 GB, twelve generations of that loop made 2.1
-//! times the driver calls of a packed region, so a region given under pressure stays packed
-//! (docs/design.md, "Slots").
+//! Slots: a region given for tensors of at least [`MIN_SLOTTED_PAGES`] pages is cut into
+//! slots of [`SLOT_PER_REQUEST`] times the request that gave it (a power of two), and each
+//! request of at least a sixteenth of a slot, hit or miss, is placed at the start of the slot
+//! with the most mapped bytes under it (the lowest on ties). Packed side by side, a tensor
+//! regrown one token longer fits no hole its predecessors left, so holes multiply and keep
+//! their pages: a DynamicCache-style serving loop reserved 1.197 times its peak requested
+//! bytes over four runs, where PyTorch's default reserves 1.101. Apart, the slot a tensor
+//! leaves is the next one's, one page short at most, mapped at its end where nothing lies;
+//! the waste is a slot's tail, one page a tensor, and a free slot's pages, which (unlike a
+//! packed region's holes) move before the device is asked for pages beyond the peak. On a
+//! device near full, packed holes give their pages up a tensor at a time, and slots, which
+//! keep each tensor's pages where the next one goes, move far fewer: 15,024 driver calls
+//! against 249,306 at that loop's smallest device. The region needs room for its slots: the
+//! large pool's range spans 11 times the device's memory (`vm.rs`, `REGION_RANGES`).
 //!
 //! Invariants: a region starts where nothing was mapped above it in its range when given, and
 //! ends where that range ends; it lies in none of a planned layout's ranges; its slots do not
@@ -30,7 +29,7 @@ use crate::base::error::AllocError;
 use crate::base::size::Pool;
 use crate::data::block::{BlockState, NIL};
 use crate::engine::allocator::Allocator;
-use crate::engine::paged::paging::{Placement, HEADROOM_PER_CHUNK, MAX_CHUNK_PAGES};
+use crate::engine::paged::paging::{Placement, MAX_CHUNK_PAGES};
 use crate::engine::paged::regrowth::{Region, RegionIdle};
 use crate::report::explain::Decision;
 
@@ -41,18 +40,12 @@ pub const MIN_SLOTTED_PAGES: u64 = 16;
 /// Slots are this many times the request that gave the region, rounded up to a power of two.
 pub const SLOT_PER_REQUEST: u64 = 4;
 
-/// The pages the device must be able to give for a region to be slotted: those below which
-/// chunks shrink (`HEADROOM_PER_CHUNK` whole chunks).
-const SLOTS_HEADROOM_PAGES: u64 = HEADROOM_PER_CHUNK * MAX_CHUNK_PAGES;
-
 impl<D: Device> Allocator<D> {
     /// The slot size of a region given at a miss of `size` bytes: 0 (packed) for a tensor
     /// under [`MIN_SLOTTED_PAGES`] pages, whose slot's tail (up to a page) would cost more than
-    /// the holes, or while the device cannot give `SLOTS_HEADROOM_PAGES` (16 GiB of
-    /// 2 MiB pages; asked only then: on a GPU it may be a driver call).
+    /// the holes.
     fn slot_for(&self, size: u64) -> u64 {
-        let page = self.paged.paged_page;
-        if size < MIN_SLOTTED_PAGES * page || self.headroom() < SLOTS_HEADROOM_PAGES * page {
+        if size < MIN_SLOTTED_PAGES * self.paged.paged_page {
             return 0;
         }
         size.saturating_mul(SLOT_PER_REQUEST).checked_next_power_of_two().unwrap_or(0)

@@ -47,19 +47,32 @@ pub(crate) struct MapFailure {
     pub mapped: usize,
 }
 
-/// How many times the device's memory a range spans under `regrow_region`.
-const REGION_RANGES: u64 = 3;
+/// How many times the device's memory a large pool's range spans under `regrow_region`: 3 for
+/// what the moves of a stream's first steps leave mapped before its region is given, and 8
+/// for a slotted region's slots (`region.rs`), each under 8 times the tensor that set it, so
+/// that the region holds a slot for as many such tensors as the device can. At 3 in all, the
+/// DynamicCache-style trace's slots ran out on a device near full, where a request past the
+/// last slot fills holes as in a packed region: 249,306 driver calls at its smallest device
+/// against 15,024 (docs/design.md, "Slots").
+const REGION_RANGES: u64 = 11;
 
 impl<D: Device> Allocator<D> {
     /// Reserves a range for `stream` and `pool` with pages of `page` bytes, large enough for
     /// the device's whole memory and an eighth more ([`Allocator::range_size`]). Returns its
     /// single unmapped block, or `None` if the device has no address space left.
     pub(crate) fn reserve_range(&mut self, stream: Stream, pool: Pool, page: u64) -> Result<Option<u32>, AllocError> {
-        let size = self.range_size(page, pool);
-        let base = match self.device.vm_reserve(size) {
-            Ok(b) => b,
-            Err(DeviceError::OutOfMemory) => return Ok(None),
-            Err(e) => return Err(e.into()),
+        let mut size = self.range_size(page, pool);
+        let base = loop {
+            match self.device.vm_reserve(size) {
+                Ok(b) => break b,
+                // Address space is the process's, shared by every range of every device: a
+                // region's room is given up before a range.
+                Err(DeviceError::OutOfMemory) if size > self.plain_range_size(page) => {
+                    size = self.plain_range_size(page);
+                }
+                Err(DeviceError::OutOfMemory) => return Ok(None),
+                Err(e) => return Err(e.into()),
+            }
         };
         let stream_index = self.heap.lane_of(stream);
         let id = self.heap.insert_block(Block::new(base, size, stream_index, BlockState::Unmapped, pool, true));
@@ -79,20 +92,27 @@ impl<D: Device> Allocator<D> {
     }
 
     /// Bytes of a range with pages of `page` bytes: the device's whole memory and an eighth
-    /// more, as PyTorch reserves; a large pool's under `regrow_region` three times the
-    /// device's memory, so that a stream regrowing tensors finds room for its region above what
-    /// the moves of its first steps left unmapped (`regrowth.rs`). Address space costs no
-    /// memory, but a process has 128 TiB of it for every range of every device.
+    /// more, as PyTorch reserves; a large pool's under `regrow_region` [`REGION_RANGES`] times
+    /// the device's memory, so that a stream regrowing tensors finds room for its region, and
+    /// its slots, above what the moves of its first steps left mapped (`regrowth.rs`). Address
+    /// space costs no memory, but a process has 128 TiB of it for every range of every device
+    /// (1.4 TiB a range on a 141 GB card): when none is left for that, the range is reserved
+    /// plain (`reserve_range`).
     pub(crate) fn range_size(&self, page: u64, pool: Pool) -> u64 {
         let total = self.device.total_memory();
-        let want = match self.vm.mode {
+        match self.vm.mode {
             crate::engine::vrange::VmMode::Paged if self.config.regrow_region && pool == Pool::Large => {
-                total.saturating_mul(REGION_RANGES)
+                whole_pages_capped(total.saturating_mul(REGION_RANGES), page)
             }
-            _ => total.saturating_add(total / 8),
-        };
-        // A device near 2^64 bytes exists only in simulation: cap rather than overflow.
-        want.checked_next_multiple_of(page).unwrap_or(want / page * page).max(page)
+            _ => self.plain_range_size(page),
+        }
+    }
+
+    /// Bytes of a range with pages of `page` bytes spanning the device's whole memory and an
+    /// eighth more, as PyTorch reserves.
+    fn plain_range_size(&self, page: u64) -> u64 {
+        let total = self.device.total_memory();
+        whole_pages_capped(total.saturating_add(total / 8), page)
     }
 
     /// Returns a range whose only block is the unmapped block `id` to the device.
@@ -514,4 +534,10 @@ impl<D: Device> Allocator<D> {
         }
         Ok(())
     }
+}
+
+/// `bytes` rounded up to whole pages of `page` bytes, at least one; a device near 2^64 bytes
+/// exists only in simulation: capped rather than overflowing.
+fn whole_pages_capped(bytes: u64, page: u64) -> u64 {
+    bytes.checked_next_multiple_of(page).unwrap_or(bytes / page * page).max(page)
 }
