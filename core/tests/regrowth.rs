@@ -18,14 +18,15 @@
 //!   requests fills; a server whose usual placement has settled gets no plan and stays so;
 //! - a cache regrowing K, then V, with tensors of 16 pages or more gets a slotted region: within
 //!   5% of its peak on a roomy device, a few driver calls a tensor on a device near full;
-//!   smaller tensors keep a packed one;
+//!   smaller tensors keep a packed one; its range, 11 times the device's memory, is a plain one
+//!   where the address space cannot hold that;
 //! - training loops, which never regrow, get no region (the visible traces);
 //! - with `regrow_region:False`, no stream gets one.
 
 use crate::common;
 
 use cachalot_core::sim::FaultSite;
-use cachalot_core::{Allocator, Config, Decision, Replayer, SimDevice};
+use cachalot_core::{Allocator, Config, Decision, Device, Replayer, SimDevice};
 use common::{load_trace, TRACES};
 
 const MIB: u64 = 1 << 20;
@@ -579,14 +580,22 @@ fn a_server_at_the_serving_loops_shape_follows_its_generation_layout_and_calls_t
 }
 
 /// A large pool's range spans 11 times the device's memory, room for a region's slots; but
-/// address space is the process's, shared by every range, and where it cannot hold such a
-/// range a stream gets a plain one (the device's memory and an eighth more), not an
-/// out-of-memory: here a device of 1 PiB, whose 11 PiB do not fit the simulated device's
-/// 8 PiB of address space.
+/// address space is the process's, shared by every range (and by whatever else the process
+/// reserves), and where it cannot hold such a range a stream gets a plain one (the device's
+/// memory and an eighth more), not an out-of-memory. Here the address space left to a device
+/// of 1 TiB is one hole of 3 TiB.
 #[test]
-fn a_device_whose_region_range_does_not_fit_the_address_space_gets_a_plain_range() {
-    let mut a = Allocator::new(SimDevice::new(1 << 50), Config::parse(REGION).unwrap());
+fn a_stream_whose_region_range_does_not_fit_the_address_space_gets_a_plain_range() {
+    const TIB: u64 = 1 << 40;
+    let mut a = Allocator::new(SimDevice::new(TIB), Config::parse(REGION).unwrap());
+    let d = a.device_mut();
+    let filled: Vec<u64> = core::iter::from_fn(|| d.vm_reserve(11 * TIB).ok()).collect();
+    while d.vm_reserve(TIB).is_ok() {}
+    d.vm_release(filled[0], 11 * TIB).unwrap();
+    d.vm_reserve(8 * TIB).unwrap();
+    assert!(d.vm_reserve(11 * TIB).is_err(), "no room for a region's range");
     let block = a.malloc(64 * MIB, 0).expect("a plain range");
+    assert!(a.device_mut().vm_reserve(2 * TIB).is_err(), "the range took the hole's first 1.125 TiB");
     a.free(block).unwrap();
     a.check_invariants().unwrap();
 }

@@ -183,7 +183,7 @@ impl<D: Device> Allocator<D> {
             // Released ranges are forgotten (`forget_planned_range`): a base is reserved.
             return Ok(Some(base));
         }
-        let Some(id) = self.reserve_range(g.stream, g.pool, self.paged.paged_page)? else { return Ok(None) };
+        let Some(id) = self.reserve_plain_range(g.stream, g.pool, self.paged.paged_page)? else { return Ok(None) };
         let base = self.heap[id].addr;
         self.paged.plan_ranges.push(base);
         self.set_group_range(group, base);
