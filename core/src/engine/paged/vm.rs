@@ -77,6 +77,8 @@ impl<D: Device> Allocator<D> {
         self.reserve_range_of(stream, pool, page, self.plain_range_size(page))
     }
 
+    /// A range of `size` bytes, or a plain one when the driver has no address space for that
+    /// (the only retry: a plain range refused is `None`).
     fn reserve_range_of(
         &mut self,
         stream: Stream,
