@@ -34,7 +34,7 @@ use crate::base::error::AllocError;
 use crate::base::size::Pool;
 use crate::data::block::{BlockState, NIL};
 use crate::engine::allocator::Allocator;
-use crate::engine::paged::regrowth::RegionIdle;
+use crate::engine::paged::regrowth::{RegionIdle, SlotFit};
 use crate::engine::vrange::{whole_pages, Chunk};
 use crate::report::explain::Decision;
 
@@ -138,10 +138,10 @@ impl<D: Device> Allocator<D> {
             }
             let run = Placement { start, addr, run_end: end };
             keep_smallest(&mut best, run, size);
-            if let Some((mapped, at)) = slotted.and_then(|r| self.slot_in_run(r, run, size)) {
-                let key = |(m, p): &(u64, Placement)| (*m, core::cmp::Reverse(p.addr));
-                if in_slot.as_ref().is_none_or(|other| key(&(mapped, at)) > key(other)) {
-                    in_slot = Some((mapped, at));
+            if let Some((fit, at)) = slotted.and_then(|r| self.slot_in_run(r, run, size)) {
+                let better = |(f, p): &(SlotFit, Placement)| fit.better_than(f) || (fit == *f && at.addr < p.addr);
+                if in_slot.as_ref().is_none_or(better) {
+                    in_slot = Some((fit, at));
                 }
             }
             if let Some(r) = region.filter(|r| r.holds(end - 1) && addr < r.end) {
@@ -150,7 +150,7 @@ impl<D: Device> Allocator<D> {
         }
         let best = best.map(|(_, p)| p);
         debug_assert_eq!(best, self.best_run_by_walk(pool, stream, size), "runs found from the indexes");
-        in_slot.or(in_region).map(|(_, p)| p).or(best)
+        in_slot.map(|(_, p)| p).or(in_region.map(|(_, p)| p)).or(best)
     }
 
     /// [`Allocator::best_run`] by a walk over every block of the stream's ranges, which it

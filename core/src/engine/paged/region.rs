@@ -8,9 +8,9 @@
 //! Slots: a region given for tensors of at least [`MIN_SLOTTED_PAGES`] pages is cut into
 //! slots of [`SLOT_PER_REQUEST`] times the request that gave it (a power of two), and each
 //! request of at least a sixteenth of a slot, hit or miss, is placed at the start of the slot
-//! with the most mapped bytes under it (the lowest on ties). Packed side by side, a tensor
-//! regrown one token longer fits no hole its predecessors left, so holes multiply and keep
-//! their pages: a DynamicCache-style serving loop reserved 1.197 times its peak requested
+//! with the most mapped bytes under it, of those the one with the fewest mapped in all
+//! (`SlotFit`), then the lowest. Packed side by side, a tensor regrown one token longer fits
+//! no hole its predecessors left, so holes multiply and keep their pages: a DynamicCache-style serving loop reserved 1.197 times its peak requested
 //! bytes over four runs, where PyTorch's default reserves 1.101. Apart, the slot a tensor
 //! leaves is the next one's, one page short at most, mapped at its end where nothing lies;
 //! the waste is a slot's tail, one page a tensor, and a free slot's pages, which (unlike a
@@ -24,13 +24,15 @@
 //! ends where that range ends; it lies in none of a planned layout's ranges; its slots do not
 //! change while it lives.
 
+use alloc::vec::Vec;
+
 use crate::base::device::{Device, Stream};
 use crate::base::error::AllocError;
 use crate::base::size::Pool;
 use crate::data::block::{BlockState, NIL};
 use crate::engine::allocator::Allocator;
 use crate::engine::paged::paging::{Placement, MAX_CHUNK_PAGES};
-use crate::engine::paged::regrowth::{Region, RegionIdle};
+use crate::engine::paged::regrowth::{Region, RegionIdle, SlotFit};
 use crate::report::explain::Decision;
 
 /// A region's tensors of fewer pages than this are packed: a slot's tail wastes up to a page
@@ -148,26 +150,46 @@ impl<D: Device> Allocator<D> {
     }
 
     /// Where in `run` (a run of free and unmapped blocks, from its first block) a request of
-    /// `size` bytes would start in `region`'s slots: the run's first slot start, if the run
-    /// holds the request from there; with the bytes mapped under it.
-    pub(crate) fn slot_in_run(&self, region: Region, run: Placement, size: u64) -> Option<(u64, Placement)> {
+    /// `size` bytes would start in `region`'s slots, by [`SlotFit`]: the slot start of the run
+    /// with the most bytes mapped under the request, and of those the one whose slot holds
+    /// the fewest mapped bytes in the run. A tensor shorter than the slot then leaves a
+    /// slot mapped whole to the request that needs it whole: a prompt's temporary a slot
+    /// long, placed where the shorter keys and values of the same prompt already went, took
+    /// their slots' tails away from them, page by page, every generation.
+    pub(crate) fn slot_in_run(&self, region: Region, run: Placement, size: u64) -> Option<(SlotFit, Placement)> {
         // Most of a stream's runs lie below its region, or hold no slot start of the region.
         if run.run_end <= region.from.saturating_add(size) {
             return None;
         }
-        let at = region.next_slot_start(run.addr);
-        if !region.holds(at) || at + size > run.run_end {
-            return None;
-        }
-        let (end, mut id, mut mapped) = (at + size, run.start, 0);
-        while id != NIL && self.heap[id].addr < end {
+        let first = region.next_slot_start(run.addr);
+        let mut mapped: Vec<(u64, u64)> = Vec::new();
+        let mut id = run.start;
+        while id != NIL && self.heap[id].addr < run.run_end {
             let b = &self.heap[id];
             if b.state == BlockState::Free {
-                mapped += b.end().min(end).saturating_sub(b.addr.max(at));
+                mapped.push((b.addr, b.end()));
             }
             id = b.next;
         }
-        Some((mapped, Placement { addr: at, ..run }))
+        let overlap =
+            |from: u64, to: u64| -> u64 { mapped.iter().map(|&(a, e)| e.min(to).saturating_sub(a.max(from))).sum() };
+        let slot = region.slot;
+        // A slot wholly unmapped is as good as the run's first: only slots with pages count.
+        let starts = core::iter::once(first).chain(mapped.iter().flat_map(|&(a, e)| {
+            let from = region.slot_start(a).max(first);
+            (0..).map(move |k| from + k * slot).take_while(move |&s| s < e)
+        }));
+        let mut best: Option<(SlotFit, u64)> = None;
+        for at in starts {
+            if !region.holds(at) || at + size > run.run_end {
+                continue;
+            }
+            let fit = SlotFit { under: overlap(at, at + size), slot: overlap(at, at + slot) };
+            if best.is_none_or(|(b, a)| fit.better_than(&b) || (fit == b && at < a)) {
+                best = Some((fit, at));
+            }
+        }
+        best.map(|(fit, at)| (fit, Placement { addr: at, ..run }))
     }
 
     /// What holds the idle chunk at `addr`, in free block `block`, back while the device makes

@@ -79,6 +79,21 @@ impl Region {
 /// A request of at least a slot over this is placed at a slot's start.
 const SLOTTED_FRACTION: u64 = 16;
 
+/// How well a slot start fits a request: the bytes mapped under the request, and in the slot.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct SlotFit {
+    pub under: u64,
+    pub slot: u64,
+}
+
+impl SlotFit {
+    /// More mapped under the request (fewer pages to move), then fewer mapped in the slot
+    /// (a slot mapped further kept for a longer request).
+    pub(crate) fn better_than(&self, other: &SlotFit) -> bool {
+        (self.under, core::cmp::Reverse(self.slot)) > (other.under, core::cmp::Reverse(other.slot))
+    }
+}
+
 /// What holds an idle chunk back from moving while the device makes new pages
 /// (`Allocator::region_idle`, `region.rs`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
