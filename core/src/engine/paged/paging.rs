@@ -423,7 +423,7 @@ impl<D: Device> Allocator<D> {
     /// memory could be found.
     pub(crate) fn grow_paged(&mut self, pool: Pool, stream: Stream, size: u64) -> Result<Option<u32>, AllocError> {
         let page = self.paged.paged_page;
-        self.note_miss(stream, size);
+        self.note_miss(stream);
         self.paged.epochs.advance(&mut self.device)?;
         let place = match self.best_run(pool, stream, size) {
             Some(p) => p,

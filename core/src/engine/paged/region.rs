@@ -5,12 +5,12 @@
 //! full, as a miss is, from the front of a run (`at_front_of_run`), and no layout is learned
 //! once one is given.
 //!
-//! Slots: a region given for tensors of at least [`MIN_SLOTTED_PAGES`] pages is cut into
-//! slots of [`SLOT_PER_REQUEST`] times the request that gave it (a power of two), and each
-//! request of at least a sixteenth of a slot, hit or miss, is placed at the start of the slot
-//! with the most mapped bytes under it, of those the one with the fewest mapped in all
-//! (`SlotFit`), then the lowest. Packed side by side, a tensor regrown one token longer fits
-//! no hole its predecessors left, so holes multiply and keep their pages: a DynamicCache-style serving loop reserved 1.197 times its peak requested
+//! Slots: a region given for tensors regrown of at least [`MIN_SLOTTED_PAGES`] pages is cut
+//! into slots of [`SLOT_PER_REQUEST`] times those tensors (a power of two), and each request of
+//! at least a sixteenth of a slot, hit or miss, is placed at the start of the slot with the
+//! most mapped bytes under it, of those the one with the fewest mapped in all (`SlotFit`), then
+//! the lowest. Packed side by side, a tensor regrown one token longer fits no hole its
+//! predecessors left, so holes multiply and keep their pages: a DynamicCache-style serving loop reserved 1.197 times its peak requested
 //! bytes over four runs, where PyTorch's default reserves 1.101. Apart, the slot a tensor
 //! leaves is the next one's, one page short at most, mapped at its end where nothing lies;
 //! the waste is a slot's tail, one page a tensor, and a free slot's pages, which (unlike a
@@ -43,7 +43,7 @@ pub const MIN_SLOTTED_PAGES: u64 = 16;
 pub const SLOT_PER_REQUEST: u64 = 4;
 
 impl<D: Device> Allocator<D> {
-    /// The slot size of a region given at a miss of `size` bytes: 0 (packed) for a tensor
+    /// The slot size of a region for tensors regrown of `size` bytes: 0 (packed) for a tensor
     /// under [`MIN_SLOTTED_PAGES`] pages, whose slot's tail (up to a page) would cost more than
     /// the holes.
     fn slot_for(&self, size: u64) -> u64 {
@@ -54,18 +54,22 @@ impl<D: Device> Allocator<D> {
     }
 
     /// Counts a miss of `stream` and gives the stream its region once its misses look like
-    /// regrowth.
-    pub(crate) fn note_miss(&mut self, stream: Stream, size: u64) {
-        if self.config.regrow_region && self.paged.regrowth.note(stream) {
-            if let Some(region) = self.top_of_ranges(stream, self.slot_for(size)) {
-                self.paged.regrowth.set(stream, region);
-                self.explainer.note(|| Decision::RegionForRegrowth { stream, from: region.from });
-                // A plan is learned from requests that repeat; a stream regrowing tensors asks
-                // for a longer one each step, and a plan of its prompt alone, followed, holds
-                // pages the region's holes need (b64_p256_n256_l16_h2048: 6% more reserved
-                // from the fourth generation on).
-                self.stop_learning();
-            }
+    /// regrowth, slotted by the size of the tensors regrown.
+    pub(crate) fn note_miss(&mut self, stream: Stream) {
+        if !self.config.regrow_region {
+            return;
+        }
+        let Some(regrown) = self.paged.regrowth.note(stream, MIN_SLOTTED_PAGES * self.paged.paged_page) else {
+            return;
+        };
+        if let Some(region) = self.top_of_ranges(stream, self.slot_for(regrown)) {
+            self.paged.regrowth.set(stream, region);
+            self.explainer.note(|| Decision::RegionForRegrowth { stream, from: region.from });
+            // A plan is learned from requests that repeat; a stream regrowing tensors asks
+            // for a longer one each step, and a plan of its prompt alone, followed, holds
+            // pages the region's holes need (b64_p256_n256_l16_h2048: 6% more reserved
+            // from the fourth generation on).
+            self.stop_learning();
         }
     }
 

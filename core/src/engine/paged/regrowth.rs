@@ -15,10 +15,12 @@
 //!
 //! The detector: a miss counts as a regrowth when, since the stream's previous miss, a large
 //! block was freed just after a longer one was handed out (the only one since the free before),
-//! and is at least 7/8 of it (the copy's source, freed once copied); a running share (each miss weighs 1/16) above one half
-//! turns the region on, until its range is released (by `empty_cache`, once nothing is mapped
-//! there). On the training traces it never does; on decoding traces it
-//! does within a dozen misses of the first step.
+//! and is at least 7/8 of it (the copy's source, freed once copied), or just after two longer
+//! ones alike (K and V regrown as a pair) where the tensors are long enough for slots; a
+//! running share (each miss weighs 1/16) above one half turns the region on, until its range
+//! is released (by `empty_cache`, once nothing is mapped there), slotted or packed by the size
+//! of the tensors regrown (`region.rs`). On the training traces it never does; on decoding
+//! traces it does within a dozen misses of the first step.
 //!
 //! Invariants: streams are sorted and unique; a stream has at most one region, in the large
 //! pool, lying in one of its own ranges (not a planned layout's); a released range takes its
@@ -114,11 +116,18 @@ struct StreamRegrowth {
     region: Option<Region>,
     /// Bytes of the stream's last block handed out in the large pool.
     last_handed_out: u64,
+    /// Bytes of the one handed out before it.
+    handed_out_before: u64,
     /// Large blocks handed out on the stream since its last large free.
     handed_since_free: u32,
     /// Whether a block just short of the block handed out before it was freed since the
     /// stream's last miss: a tensor copied into a longer one, then freed.
     copied: bool,
+    /// Whether such a block was freed just after two longer ones were handed out since the
+    /// free before: K and V regrown as a pair, both copies made before either old one is freed.
+    paired: bool,
+    /// Bytes of the last copy's source freed, the size of the tensors regrown.
+    regrown: u64,
 }
 
 /// Every stream's detector and region, sorted by stream: every large allocation and free under
@@ -141,24 +150,30 @@ impl Regrowth {
     }
 
     /// Counts a miss of `stream`, a regrowth when a copy regrown was freed since its last
-    /// miss; returns true when the stream has no region yet and now should.
-    pub(crate) fn note(&mut self, stream: Stream) -> bool {
+    /// miss, or a pair regrown of at least `pairs_from` bytes (below that a region is packed,
+    /// and a pair's holes would pile up in it); returns the size of the last tensor regrown
+    /// when the stream has no region yet and now should have one.
+    pub(crate) fn note(&mut self, stream: Stream, pairs_from: u64) -> Option<u64> {
         let i = self.position(stream).unwrap_or_else(|i| {
             let fresh = StreamRegrowth {
                 stream,
                 score: 0,
                 region: None,
                 last_handed_out: 0,
+                handed_out_before: 0,
                 handed_since_free: 0,
                 copied: false,
+                paired: false,
+                regrown: 0,
             };
             self.streams.insert(i, fresh);
             i
         });
         let s = &mut self.streams[i];
-        let regrowth = core::mem::take(&mut s.copied);
+        let paired = core::mem::take(&mut s.paired) && s.regrown >= pairs_from;
+        let regrowth = core::mem::take(&mut s.copied) || paired;
         s.score = s.score - s.score / 16 + if regrowth { REGROWTH_WEIGHT } else { 0 };
-        s.region.is_none() && s.score > REGION_SCORE
+        (s.region.is_none() && s.score > REGION_SCORE).then_some(s.regrown)
     }
 
     /// The stream's entry, if it has missed before (only those are watched).
@@ -171,7 +186,7 @@ impl Regrowth {
     #[inline]
     pub fn handed_out(&mut self, stream: Stream, size: u64) {
         if let Some(s) = self.watched(stream) {
-            s.last_handed_out = size;
+            s.handed_out_before = core::mem::replace(&mut s.last_handed_out, size);
             s.handed_since_free = s.handed_since_free.saturating_add(1);
         }
     }
@@ -179,14 +194,21 @@ impl Regrowth {
     /// Notes a large block of `size` bytes freed on `stream`: a tensor copied into a longer
     /// one when the one block handed out since the last free is longer, and this one at least
     /// 7/8 of it. A loop freeing a block before asking for a longer one copies nothing (it
-    /// frees first); a cache regrowing K and V before freeing either (two blocks handed out,
-    /// then two freed) is not counted either: the freed pair's hole falls a little short of
-    /// the next pair, and holes kept for it pile up (docs/design.md).
+    /// frees first). A cache regrowing K and V before freeing either (the last two blocks
+    /// handed out alike, then two freed) is a pair regrown: it counts only for tensors long
+    /// enough for slots (`note`), where each goes to a slot of its own; in a packed region the
+    /// freed pair's hole falls a little short of the next pair, and holes kept for it pile up
+    /// (docs/design.md).
     #[inline]
     pub fn freed(&mut self, stream: Stream, size: u64) {
         if let Some(s) = self.watched(stream) {
             let copy = size < s.last_handed_out && s.last_handed_out - s.last_handed_out / 8 <= size;
             s.copied |= copy && s.handed_since_free == 1;
+            let pair = copy && s.handed_since_free >= 2 && s.handed_out_before == s.last_handed_out;
+            s.paired |= pair;
+            if pair || (copy && s.handed_since_free == 1) {
+                s.regrown = size;
+            }
             s.handed_since_free = 0;
         }
     }
@@ -227,13 +249,13 @@ mod tests {
     fn regrow(r: &mut Regrowth, stream: Stream, old: u64) -> bool {
         r.handed_out(stream, old + old / 16);
         r.freed(stream, old);
-        r.note(stream)
+        r.note(stream, u64::MAX).is_some()
     }
 
     #[test]
     fn a_region_is_due_once_over_half_of_the_recent_misses_follow_a_copy() {
         let mut r = Regrowth::default();
-        assert!(!r.note(7), "a first miss watches the stream");
+        assert!(r.note(7, u64::MAX).is_none(), "a first miss watches the stream");
         let due = (1..=40).position(|step| regrow(&mut r, 7, step << 20)).expect("due");
         assert!((8..16).contains(&due), "due after {} regrowths", due + 1);
         r.set(7, Region { from: 0, end: 1, slot: 0 });
@@ -243,30 +265,60 @@ mod tests {
     #[test]
     fn a_block_freed_before_a_longer_one_is_asked_for_or_far_shorter_is_no_copy() {
         let mut r = Regrowth::default();
-        r.note(1);
+        r.note(1, u64::MAX);
         for step in 1..200u64 {
             // Freed first, then the longer one handed out.
             r.freed(1, step << 20);
             r.handed_out(1, (step + 1) << 20);
-            assert!(!r.note(1));
+            assert!(r.note(1, u64::MAX).is_none());
             // Freed after a block twice as long: a copy into something else.
             r.handed_out(1, step << 21);
             r.freed(1, step << 20);
-            assert!(!r.note(1));
+            assert!(r.note(1, u64::MAX).is_none());
+        }
+    }
+
+    /// One decoding step's layer on `stream` regrowing K and V as a pair, after a temporary
+    /// of `temporary` bytes (0: none): both longer copies handed out, both old ones freed, then
+    /// the miss of the next request, where pairs of `pairs_from` bytes or more count.
+    fn regrow_pair(r: &mut Regrowth, stream: Stream, old: u64, temporary: u64, pairs_from: u64) -> Option<u64> {
+        if temporary > 0 {
+            r.handed_out(stream, temporary);
+        }
+        r.handed_out(stream, old + old / 16);
+        r.handed_out(stream, old + old / 16);
+        r.freed(stream, old);
+        r.freed(stream, old);
+        r.note(stream, pairs_from)
+    }
+
+    #[test]
+    fn a_pair_regrown_where_the_region_would_be_packed_is_not_counted() {
+        let mut r = Regrowth::default();
+        r.note(2, u64::MAX);
+        for step in 1..200u64 {
+            assert!(regrow_pair(&mut r, 2, step << 20, 0, u64::MAX).is_none());
         }
     }
 
     #[test]
-    fn a_pair_regrown_before_either_old_one_is_freed_is_not_counted() {
+    fn a_pair_of_tensors_long_enough_for_slots_counts_even_after_a_temporary_and_names_its_size() {
         let mut r = Regrowth::default();
-        r.note(2);
+        r.note(4, 32 << 20);
+        let shorter = (1..=40).find_map(|step| regrow_pair(&mut r, 4, step << 20, 0, 32 << 20));
+        assert_eq!(shorter, None, "pairs shorter than 32 MiB do not count");
+        let due = (64..=104).find_map(|step| regrow_pair(&mut r, 4, step << 20, 3 << 20, 32 << 20));
+        let regrown = due.expect("a region is due");
+        assert!((64 << 20..=80 << 20).contains(&regrown), "the tensors regrown: {regrown}");
+        let mut unequal = Regrowth::default();
+        unequal.note(5, 0);
         for step in 1..200u64 {
             let old = step << 20;
-            r.handed_out(2, old + old / 16);
-            r.handed_out(2, old + old / 16);
-            r.freed(2, old);
-            r.freed(2, old);
-            assert!(!r.note(2));
+            // Two blocks handed out, the second not the first's twin: no pair.
+            unequal.handed_out(5, old + old / 2);
+            unequal.handed_out(5, old + old / 16);
+            unequal.freed(5, old);
+            assert!(unequal.note(5, 0).is_none());
         }
     }
 
@@ -274,12 +326,12 @@ mod tests {
     fn streams_are_found_among_many_and_each_keeps_its_own_count() {
         let mut r = Regrowth::default();
         for s in (0..1000u64).rev() {
-            r.note(s * 3);
+            r.note(s * 3, u64::MAX);
         }
         assert!(r.streams.windows(2).all(|w| w[0].stream < w[1].stream));
         let due = (1..=40).position(|step| regrow(&mut r, 300, step << 20));
         assert!(due.is_some());
-        assert!(!r.note(303), "another stream's count is its own");
+        assert!(r.note(303, u64::MAX).is_none(), "another stream's count is its own");
         assert_eq!(r.region(300), None, "due, not given");
     }
 }
