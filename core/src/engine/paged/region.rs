@@ -24,8 +24,6 @@
 //! ends where that range ends; it lies in none of a planned layout's ranges; its slots do not
 //! change while it lives.
 
-use alloc::vec::Vec;
-
 use crate::base::device::{Device, Stream};
 use crate::base::error::AllocError;
 use crate::base::size::Pool;
@@ -165,33 +163,41 @@ impl<D: Device> Allocator<D> {
         if run.run_end <= region.from.saturating_add(size) {
             return None;
         }
-        let first = region.next_slot_start(run.addr);
-        let mut mapped: Vec<(u64, u64)> = Vec::new();
+        let (first, slot) = (region.next_slot_start(run.addr), region.slot);
+        let mut best: Option<(SlotFit, u64)> = None;
+        let mut consider = |fit: SlotFit, at: u64| {
+            let fits = region.holds(at) && at + size <= run.run_end;
+            if fits && best.is_none_or(|(b, a)| fit.better_than(&b) || (fit == b && at < a)) {
+                best = Some((fit, at));
+            }
+        };
+        // One walk over the run's blocks, summing each slot's mapped bytes as it passes: a slot
+        // wholly unmapped is as good as the run's first, so only slots with pages are summed.
+        let (mut summing, mut first_summed): (Option<(u64, SlotFit)>, bool) = (None, false);
         let mut id = run.start;
         while id != NIL && self.heap[id].addr < run.run_end {
             let b = &self.heap[id];
-            if b.state == BlockState::Free {
-                mapped.push((b.addr, b.end()));
+            let (mut from, end) = (b.addr.max(first), b.end());
+            while b.state == BlockState::Free && from < end {
+                let at = region.slot_start(from);
+                if let Some((s, fit)) = summing.filter(|&(s, _)| s != at) {
+                    consider(fit, s);
+                    summing = None;
+                }
+                first_summed |= at == first;
+                let fit = &mut summing.get_or_insert((at, SlotFit { under: 0, slot: 0 })).1;
+                let to = end.min(at + slot);
+                fit.slot += to - from;
+                fit.under += to.min(at + size).saturating_sub(from);
+                from = to;
             }
             id = b.next;
         }
-        let overlap =
-            |from: u64, to: u64| -> u64 { mapped.iter().map(|&(a, e)| e.min(to).saturating_sub(a.max(from))).sum() };
-        let slot = region.slot;
-        // A slot wholly unmapped is as good as the run's first: only slots with pages count.
-        let starts = core::iter::once(first).chain(mapped.iter().flat_map(|&(a, e)| {
-            let from = region.slot_start(a).max(first);
-            (0..).map(move |k| from + k * slot).take_while(move |&s| s < e)
-        }));
-        let mut best: Option<(SlotFit, u64)> = None;
-        for at in starts {
-            if !region.holds(at) || at + size > run.run_end {
-                continue;
-            }
-            let fit = SlotFit { under: overlap(at, at + size), slot: overlap(at, at + slot) };
-            if best.is_none_or(|(b, a)| fit.better_than(&b) || (fit == b && at < a)) {
-                best = Some((fit, at));
-            }
+        if let Some((s, fit)) = summing {
+            consider(fit, s);
+        }
+        if !first_summed {
+            consider(SlotFit { under: 0, slot: 0 }, first);
         }
         best.map(|(fit, at)| (fit, Placement { addr: at, ..run }))
     }
