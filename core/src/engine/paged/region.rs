@@ -10,15 +10,16 @@
 //! at least a sixteenth of a slot, hit or miss, is placed at the start of the slot with the
 //! most mapped bytes under it, of those the one with the fewest mapped in all (`SlotFit`), then
 //! the lowest. Packed side by side, a tensor regrown one token longer fits no hole its
-//! predecessors left, so holes multiply and keep their pages: a DynamicCache-style serving loop reserved 1.197 times its peak requested
-//! bytes over four runs, where PyTorch's default reserves 1.101. Apart, the slot a tensor
-//! leaves is the next one's, one page short at most, mapped at its end where nothing lies;
-//! the waste is a slot's tail, one page a tensor, and a free slot's pages, which (unlike a
-//! packed region's holes) move before the device is asked for pages beyond the peak. On a
-//! device near full, packed holes give their pages up a tensor at a time, and slots, which
-//! keep each tensor's pages where the next one goes, move far fewer: 15,024 driver calls
-//! against 249,306 at that loop's smallest device. The region needs room for its slots: the
-//! large pool's range spans 11 times the device's memory (`vm.rs`, `REGION_RANGES`).
+//! predecessors left, so holes multiply and keep their pages: a DynamicCache-style serving
+//! loop reserved 1.197 times its peak requested bytes over four runs, where PyTorch's default
+//! reserves 1.101. Apart, the slot a tensor leaves is the next one's, one page short at most,
+//! mapped at its end where nothing lies; the waste is a slot's tail, one page a tensor, and a
+//! free slot's pages, which (unlike a packed region's holes) move before the device is asked
+//! for pages beyond the peak. On a device near full, packed holes give their pages up a tensor
+//! at a time, and slots, which keep each tensor's pages where the next one goes, move far
+//! fewer: 12,854 driver calls against 249,306 at that loop's smallest device. The region needs
+//! room for its slots: the large pool's range spans 11 times the device's memory (`vm.rs`,
+//! `REGION_RANGES`).
 //!
 //! Invariants: a region starts where nothing was mapped above it in its range when given, and
 //! ends where that range ends; it lies in none of a planned layout's ranges; its slots do not
@@ -155,9 +156,9 @@ impl<D: Device> Allocator<D> {
     /// `size` bytes would start in `region`'s slots, by [`SlotFit`]: the slot start of the run
     /// with the most bytes mapped under the request, and of those the one whose slot holds
     /// the fewest mapped bytes in the run. A tensor shorter than the slot then leaves a
-    /// slot mapped whole to the request that needs it whole: a prompt's temporary a slot
-    /// long, placed where the shorter keys and values of the same prompt already went, took
-    /// their slots' tails away from them, page by page, every generation.
+    /// slot mapped whole to the request that needs it whole: a prompt's temporaries (half a
+    /// slot or more), when the shorter keys and values of the same prompt took their slots,
+    /// moved pages out of those tensors' slots' tails, every generation.
     pub(crate) fn slot_in_run(&self, region: Region, run: Placement, size: u64) -> Option<(SlotFit, Placement)> {
         // Most of a stream's runs lie below its region, or hold no slot start of the region.
         if run.run_end <= region.from.saturating_add(size) {
