@@ -38,7 +38,8 @@ use crate::report::explain::Decision;
 /// a tensor.
 pub const MIN_SLOTTED_PAGES: u64 = 16;
 
-/// Slots are this many times the request that gave the region, rounded up to a power of two.
+/// Slots are this many times the tensors regrown when the region was given, rounded up to a
+/// power of two: room for those tensors to grow fourfold.
 pub const SLOT_PER_REQUEST: u64 = 4;
 
 impl<D: Device> Allocator<D> {
@@ -165,28 +166,53 @@ impl<D: Device> Allocator<D> {
             return None;
         }
         let (first, slot) = (region.next_slot_start(run.addr), region.slot);
+        // The run's mapped bytes in `[from, to)`: a request longer than a slot (a temporary of
+        // a prompt longer than the one that set the slots) lies over the slots after its own.
+        let mapped_in = |from: u64, to: u64| {
+            let mut id = run.start;
+            let mut mapped = 0;
+            while id != NIL && self.heap[id].addr < to {
+                let b = &self.heap[id];
+                if b.state == BlockState::Free {
+                    mapped += b.end().min(to).saturating_sub(b.addr.max(from));
+                }
+                id = b.next;
+            }
+            mapped
+        };
         let mut best: Option<(SlotFit, u64)> = None;
-        let mut consider = |fit: SlotFit, at: u64| {
+        let mut consider = |mut fit: SlotFit, at: u64| {
             let fits = region.holds(at) && at + size <= run.run_end;
+            if fits && size > slot {
+                fit.under = mapped_in(at, at + size);
+            }
             if fits && best.is_none_or(|(b, a)| fit.better_than(&b) || (fit == b && at < a)) {
                 best = Some((fit, at));
             }
         };
-        // One walk over the run's blocks, summing each slot's mapped bytes as it passes: a slot
-        // wholly unmapped is as good as the run's first, so only slots with pages are summed.
-        let (mut summing, mut first_summed): (Option<(u64, SlotFit)>, bool) = (None, false);
+        // One walk over the run's blocks, summing each slot's mapped bytes as it passes. Of the
+        // slots with no pages only the lowest is scored: the others are no better.
+        let mut summing: Option<(u64, SlotFit)> = None;
+        let (mut empty, mut empty_found) = (first, false);
         let mut id = run.start;
         while id != NIL && self.heap[id].addr < run.run_end {
             let b = &self.heap[id];
             let (mut from, end) = (b.addr.max(first), b.end());
             while b.state == BlockState::Free && from < end {
                 let at = region.slot_start(from);
-                if let Some((s, fit)) = summing.filter(|&(s, _)| s != at) {
-                    consider(fit, s);
-                    summing = None;
+                if summing.is_none_or(|(s, _)| s != at) {
+                    if let Some((s, fit)) = summing.take() {
+                        consider(fit, s);
+                    }
+                    // Slots are met in address order: one skipped before `at` has no pages.
+                    if !empty_found {
+                        empty_found = empty < at;
+                        if empty == at {
+                            empty = at + slot;
+                        }
+                    }
                 }
-                first_summed |= at == first;
-                let fit = &mut summing.get_or_insert((at, SlotFit { under: 0, slot: 0 })).1;
+                let (_, fit) = summing.get_or_insert((at, SlotFit { under: 0, slot: 0 }));
                 let to = end.min(at + slot);
                 fit.slot += to - from;
                 fit.under += to.min(at + size).saturating_sub(from);
@@ -197,9 +223,7 @@ impl<D: Device> Allocator<D> {
         if let Some((s, fit)) = summing {
             consider(fit, s);
         }
-        if !first_summed {
-            consider(SlotFit { under: 0, slot: 0 }, first);
-        }
+        consider(SlotFit { under: 0, slot: 0 }, empty);
         best.map(|(fit, at)| (fit, Placement { addr: at, ..run }))
     }
 
