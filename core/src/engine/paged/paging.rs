@@ -124,7 +124,8 @@ impl<D: Device> Allocator<D> {
         let region = self.region_of(pool, stream);
         let slotted = region.filter(|r| r.slotted(size));
         // The smallest run anywhere, the smallest of the region's (the part of a run in it),
-        // and for a request placed at a slot's start, the start with the most mapped under it.
+        // and for a request placed at a slot's start, the start with the most mapped under it
+        // and, of those, the fewest mapped in its slot (`SlotFit`).
         let (mut best, mut in_region, mut in_slot) = (None, None, None);
         for start in free.chain(unmapped) {
             let b = &self.heap[start];

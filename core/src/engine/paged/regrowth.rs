@@ -123,8 +123,9 @@ struct StreamRegrowth {
     /// Whether a block just short of the block handed out before it was freed since the
     /// stream's last miss: a tensor copied into a longer one, then freed.
     copied: bool,
-    /// Whether such a block was freed just after two longer ones were handed out since the
-    /// free before: K and V regrown as a pair, both copies made before either old one is freed.
+    /// Whether such a block was freed just after two longer ones alike (of one size) were
+    /// handed out since the free before: K and V regrown as a pair, both copies made before
+    /// either old one is freed.
     paired: bool,
     /// Bytes of the last copy's source freed, the size of the tensors regrown.
     regrown: u64,
@@ -307,9 +308,9 @@ mod tests {
         r.note(4, 32 << 20);
         let shorter = (1..=40).find_map(|step| regrow_pair(&mut r, 4, step << 20, 0, 32 << 20));
         assert_eq!(shorter, None, "pairs shorter than 32 MiB do not count");
-        let due = (64..=104).find_map(|step| regrow_pair(&mut r, 4, step << 20, 3 << 20, 32 << 20));
-        let regrown = due.expect("a region is due");
-        assert!((64 << 20..=80 << 20).contains(&regrown), "the tensors regrown: {regrown}");
+        let due = (64..=104).find_map(|step| regrow_pair(&mut r, 4, step << 20, 3 << 20, 32 << 20).map(|r| (step, r)));
+        let (step, regrown) = due.expect("a region is due");
+        assert_eq!(regrown, step << 20, "the size of the tensors regrown (the copies' sources)");
         let mut unequal = Regrowth::default();
         unequal.note(5, 0);
         for step in 1..200u64 {
