@@ -204,10 +204,11 @@ impl Regrowth {
     pub fn freed(&mut self, stream: Stream, size: u64) {
         if let Some(s) = self.watched(stream) {
             let copy = size < s.last_handed_out && s.last_handed_out - s.last_handed_out / 8 <= size;
-            s.copied |= copy && s.handed_since_free == 1;
+            let single = copy && s.handed_since_free == 1;
             let pair = copy && s.handed_since_free >= 2 && s.handed_out_before == s.last_handed_out;
+            s.copied |= single;
             s.paired |= pair;
-            if pair || (copy && s.handed_since_free == 1) {
+            if single || pair {
                 s.regrown = size;
             }
             s.handed_since_free = 0;

@@ -53,8 +53,8 @@ pub(crate) struct MapFailure {
 /// that the region holds a slot for as many such tensors as the device can. At 3 in all, the
 /// DynamicCache-style loop's slots ran out on a device near full, where a request past the
 /// last slot fills holes as in a packed region: twelve generations on devices of 6.45 to 7.0 GB
-/// made 4,947,420 driver calls slotted and 2,318,319 packed, against 803,119 now
-/// (docs/design.md, "Slots").
+/// made 4,947,420 driver calls slotted and 2,318,319 packed, against 803,119 at 11 (b46203c;
+/// docs/design.md, "Slots").
 const REGION_RANGES: u64 = 11;
 
 impl<D: Device> Allocator<D> {
