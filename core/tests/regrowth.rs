@@ -20,7 +20,8 @@
 //! - a cache regrowing K, then V, or the two as a pair, with tensors of 16 pages or more gets a
 //!   slotted region: within 5% of its peak on a roomy device, a few driver calls a tensor on a
 //!   device near full, less memory than a learned layout for a pair; a slot mapped whole is
-//!   left to a request that needs it whole; smaller tensors keep a packed one; its range, 11
+//!   left to a request that needs it whole, and on a roomy device a slot's tail takes its
+//!   pages a chunk at a time; smaller tensors keep a packed one; its range, 11
 //!   times the device's memory, is a plain one where the address space cannot hold that;
 //! - training loops, which never regrow, get no region (the visible traces);
 //! - with `regrow_region:False`, no stream gets one.
@@ -448,6 +449,7 @@ fn slotted_server(new: Shape, then: impl FnOnce(&mut Allocator<SimDevice>)) -> (
 /// is the request's error, and the allocator stays consistent either way.
 #[test]
 fn a_slotted_region_under_a_memory_fraction_and_injected_faults_fits_where_the_usual_placement_does() {
+    let mut creates_faulted = 0;
     for pairs in [false, true] {
         let new = Shape { batch: 64, prompt: 256, layers: 8, hidden: 2048, new: 96, pairs };
         let peak = serve(new, 1).1.stats().requested_bytes.all.peak as f64;
@@ -462,10 +464,14 @@ fn a_slotted_region_under_a_memory_fraction_and_injected_faults_fits_where_the_u
         let (slotted_ok, a) = slotted_server(new, |a| a.set_memory_fraction(fraction).unwrap());
         assert!(slotted_ok, "pairs {pairs}: the slotted region fits where the usual placement does");
         assert!(a.stats().reserved_bytes.all.current as f64 <= fraction * (64u64 << 30) as f64);
-        // A pair's server, on a roomy device, makes a single new chunk in the two generations
-        // after its first: its pages move rather than grow.
-        let creates = if pairs { 1 } else { 2 };
-        let faults = (0..creates).map(|n| (FaultSite::Create, n)).chain([(FaultSite::Map, 0), (FaultSite::Map, 9)]);
+        // On a roomy device the two generations after the first make few new chunks (none
+        // for K then V: their pages move rather than grow), each of which is failed in turn.
+        let mut first = 0;
+        let (_, calm) = slotted_server(new, |a| first = a.device().next_call(FaultSite::Create));
+        let creates = calm.device().next_call(FaultSite::Create) - first;
+        creates_faulted += creates.min(2);
+        let faults =
+            (0..creates.min(2)).map(|n| (FaultSite::Create, n)).chain([(FaultSite::Map, 0), (FaultSite::Map, 9)]);
         for (site, nth) in faults {
             let (_, a) = slotted_server(new, |a| {
                 let call = a.device().next_call(site) + nth;
@@ -474,6 +480,7 @@ fn a_slotted_region_under_a_memory_fraction_and_injected_faults_fits_where_the_u
             assert_eq!(a.device().pending_faults(), 0, "pairs {pairs}: {site:?} call {nth} was made and failed");
         }
     }
+    assert!(creates_faulted > 0, "a page creation was failed");
 }
 
 /// A slot is cut for a tensor four times as long as the one regrown when the region was given,
@@ -501,15 +508,21 @@ fn requests_shorter_than_a_slot_take_the_slot_mapped_whole_last() {
             break;
         }
     }
-    let maps = a.device().calls().vm_maps;
-    shorter.push(a.malloc(slot / 8, 0).unwrap());
-    assert!(a.device().calls().vm_maps > maps, "the slot mapped whole was taken before {} others", shorter.len() - 1);
-    for addr in shorter {
-        a.free(addr).unwrap();
-    }
+    // Given back, it is whole still, and taken again for a request shorter than a slot.
+    a.free(shorter.pop().unwrap()).unwrap();
     let maps = a.device().calls().vm_maps;
     assert_eq!(a.malloc(slot, 0).unwrap(), whole);
     assert_eq!(a.device().calls().vm_maps, maps, "the slot is mapped whole again");
+    a.free(whole).unwrap();
+    assert_eq!(a.malloc(slot / 8, 0).unwrap(), whole);
+    shorter.push(whole);
+    // It was the last free slot holding the request's bytes: the next one maps pages.
+    let maps = a.device().calls().vm_maps;
+    shorter.push(a.malloc(slot / 8, 0).unwrap());
+    assert!(a.device().calls().vm_maps > maps, "the slot mapped whole was taken before {} others", shorter.len() - 2);
+    for addr in shorter {
+        a.free(addr).unwrap();
+    }
     a.check_invariants().unwrap();
 }
 
@@ -687,5 +700,32 @@ fn a_stream_whose_region_range_does_not_fit_the_address_space_gets_a_plain_range
     let block = a.malloc(64 * MIB, 0).expect("a plain range");
     assert!(a.device_mut().vm_reserve(2 * TIB).is_err(), "the range took the hole's first 1.125 TiB");
     a.free(block).unwrap();
+    a.check_invariants().unwrap();
+}
+
+/// On a roomy device, a tensor regrown into its slot's unmapped tail is given pages up to the
+/// slot's next 8-page boundary in one chunk (`slot_tail.rs`): the largest idle chunk that
+/// covers it, rather than single pages. The serving loop's recorded trace (K and V regrown as
+/// a pair, two generations a run), run after run on one allocator: its keys and values then
+/// take back the pages its prompt's temporaries lent a chunk at a time. Taking single pages
+/// first, its runs after the second made 4,400 to 5,300 maps, unmaps and creations each; now
+/// 2,700 to 3,600.
+#[test]
+fn a_serving_loop_moves_its_slot_tails_a_chunk_at_a_time_on_a_roomy_device() {
+    let trace = load_trace("../native/gpu/results/serving_trace_h100.snapshot.json.gz");
+    let mut a = Allocator::new(SimDevice::new(140 << 30), Config::parse(REGION).unwrap());
+    let mut r = Replayer::new(trace.slots);
+    let mut requested = 0;
+    for run in 0..5 {
+        let before = a.device().calls();
+        requested = r.run_pass(&mut a, &trace.ops).unwrap().peak_requested_bytes;
+        let c = a.device().calls().since(&before);
+        let calls = c.vm_maps + c.vm_unmaps + c.vm_creates;
+        assert!(run < 2 || calls <= 4_000, "run {run}: {calls} maps, unmaps and creations");
+    }
+    // What it costs: the most reserved over the runs, 1.0251 times the peak requested bytes
+    // with single pages taken first, 1.0196 now.
+    let reserved = a.stats().reserved_bytes.all.peak as f64 / requested as f64;
+    assert!(reserved <= 1.025, "peak reserved {reserved:.4} times the peak requested");
     a.check_invariants().unwrap();
 }

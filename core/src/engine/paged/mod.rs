@@ -14,4 +14,5 @@ pub(crate) mod recurrence;
 pub(crate) mod region;
 pub(crate) mod regrowth;
 pub(crate) mod single_pages;
+pub(crate) mod slot_tail;
 pub(crate) mod vm;

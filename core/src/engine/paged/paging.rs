@@ -16,7 +16,8 @@
 //! driver calls, not one per page. A stream regrowing tensors by copy (`regrowth.rs`) has its
 //! large misses placed in its region, and the regions' idle chunks are taken only after the
 //! new chunks the device (or the memory fraction) still gives, those of other runs before
-//! those of the run the request fills. A request served from a cached block that touches live
+//! those of the run the request fills; on a device with room, a span at a slot's tail takes
+//! its pages up to the slot's next 8-page boundary as one chunk (`slot_tail.rs`). A request served from a cached block that touches live
 //! memory only at its back takes that back, so the block's idle chunks stay free to move.
 //!
 //! Invariants: chunks are taken only from outside the chosen run (for a stream with a region,
@@ -103,7 +104,7 @@ pub(super) struct Creation {
 /// An unmapped stretch under a request: where it starts, the pages the request needs there
 /// and the pages its unmapped block could take.
 pub(super) struct Span {
-    from: u64,
+    pub(super) from: u64,
     pub need: u64,
     pub(super) room: u64,
 }
@@ -339,6 +340,10 @@ impl<D: Device> Allocator<D> {
                 None => break,
             }
         }
+        // At a slot's tail, on a device with room: pages up to the slot's next 8-page boundary,
+        // in one chunk (`slot_tail.rs`).
+        let tail = self.slot_tail_pages(span, creation.stream);
+        self.create_tail_chunk(tail, creation, got, true)?;
         // New chunks, within the pages ever in use. Their size is decided once a span: on a
         // GPU, asking what is free may be a driver call.
         let mut chunk = None;
@@ -368,7 +373,13 @@ impl<D: Device> Allocator<D> {
                 }
             }
             self.remake_single_pages(span, &mut idle, got, creation)?;
-            let mut moved = self.take_idle(span, &mut idle, got, creation.stream)?;
+            let mut moved = match tail {
+                Some(pages) if have(got) < span.need => {
+                    self.take_idle_for_tail(span, pages, &mut idle, got, creation.stream)?
+                }
+                _ => 0,
+            };
+            moved += self.take_idle(span, &mut idle, got, creation.stream)?;
             if have(got) < span.need && !slots.is_empty() {
                 moved += self.take_region_idle(span, slots, &mut idle, got, creation.run, creation.stream)?;
             }
@@ -392,8 +403,30 @@ impl<D: Device> Allocator<D> {
             creation.moved += moved;
         }
         // Beyond the peak: new chunks for the rest.
+        self.create_tail_chunk(tail, creation, got, false)?;
         self.create_for(span, creation, &mut chunk, got)?;
         Ok(have(got) >= span.need)
+    }
+
+    /// A new chunk of the `tail` pages a span at a slot's tail is given (`slot_tail.rs`), into
+    /// an empty `got`: `within_peak`, only if the pages ever in use allow it all.
+    fn create_tail_chunk(
+        &mut self,
+        tail: Option<u64>,
+        creation: &mut Creation,
+        got: &mut Vec<Chunk>,
+        within_peak: bool,
+    ) -> Result<(), AllocError> {
+        let Some(pages) = tail.filter(|&p| got.is_empty() && (!within_peak || creation.within_peak >= p)) else {
+            return Ok(());
+        };
+        if let Some(c) = self.create_chunk(pages, creation)? {
+            if within_peak {
+                creation.within_peak -= pages;
+            }
+            got.push(c);
+        }
+        Ok(())
     }
 
     /// New chunks of `chunk` pages (decided at the first, on a GPU perhaps a driver call) into `got`
