@@ -40,7 +40,8 @@ impl IdleChunk {
 impl<D: Device> Allocator<D> {
     /// Idle chunks wholly outside `[keep_lo, keep_hi)` that a span short of `need` pages might take
     /// (`u64::MAX`: every one). The picks in `fill_span` take at most `need / p` chunks of
-    /// `p` pages, best first, and then at most one larger chunk, the lowest in its range. So
+    /// `p` pages, best first, and then at most one larger chunk, the lowest in its range (a
+    /// slot's tail, `slot_tail.rs`, first takes one chunk, the best of the largest). So
     /// from each free block only its `need / p + 1` highest chunks of each size `p` and its
     /// lowest one can be picked; the rest are left out. A free block may hold a hundred
     /// chunks and a span takes a few: listing every one made up most of what growth cost.

@@ -17,8 +17,9 @@
 //! large misses placed in its region, and the regions' idle chunks are taken only after the
 //! new chunks the device (or the memory fraction) still gives, those of other runs before
 //! those of the run the request fills; on a device with room, a span at a slot's tail takes
-//! its pages up to the slot's next 8-page boundary as one chunk (`slot_tail.rs`). A request served from a cached block that touches live
-//! memory only at its back takes that back, so the block's idle chunks stay free to move.
+//! its pages up to the slot's next 8-page boundary as one chunk (`slot_tail.rs`). A request
+//! served from a cached block that touches live memory only at its back takes that back, so
+//! the block's idle chunks stay free to move.
 //!
 //! Invariants: chunks are taken only from outside the chosen run (for a stream with a region,
 //! from outside the pages the request covers, see `map_under`); a span gets chunks adding
@@ -90,12 +91,15 @@ fn keep_smallest(best: &mut Option<(u64, Placement)>, run: Placement, size: u64)
 /// What one request may still create: pages within the most ever in use, and the bytes of
 /// chunks already created for it that reserved memory does not count yet.
 pub(super) struct Creation {
-    within_peak: u64,
+    pub(super) within_peak: u64,
     uncounted: u64,
     /// Idle pages moved for the request so far (explained once every span is filled).
     moved: u64,
     /// The stream whose range the request is placed in.
-    stream: Stream,
+    pub(super) stream: Stream,
+    /// Whether 16 GiB or more are to be had (`slot_tail.rs`), once asked: on a GPU, asking
+    /// what is free may be a driver call.
+    pub(super) roomy: Option<bool>,
     /// The addresses of the run the request is placed in (for a request a followed plan places,
     /// the blocks under it: no region lies in a plan's ranges).
     run: (u64, u64),
@@ -342,7 +346,7 @@ impl<D: Device> Allocator<D> {
         }
         // At a slot's tail, on a device with room: pages up to the slot's next 8-page boundary,
         // in one chunk (`slot_tail.rs`).
-        let tail = self.slot_tail_pages(span, creation.stream);
+        let tail = if got.is_empty() { self.slot_tail_pages(span, creation) } else { None };
         self.create_tail_chunk(tail, creation, got, true)?;
         // New chunks, within the pages ever in use. Their size is decided once a span: on a
         // GPU, asking what is free may be a driver call.
@@ -406,27 +410,6 @@ impl<D: Device> Allocator<D> {
         self.create_tail_chunk(tail, creation, got, false)?;
         self.create_for(span, creation, &mut chunk, got)?;
         Ok(have(got) >= span.need)
-    }
-
-    /// A new chunk of the `tail` pages a span at a slot's tail is given (`slot_tail.rs`), into
-    /// an empty `got`: `within_peak`, only if the pages ever in use allow it all.
-    fn create_tail_chunk(
-        &mut self,
-        tail: Option<u64>,
-        creation: &mut Creation,
-        got: &mut Vec<Chunk>,
-        within_peak: bool,
-    ) -> Result<(), AllocError> {
-        let Some(pages) = tail.filter(|&p| got.is_empty() && (!within_peak || creation.within_peak >= p)) else {
-            return Ok(());
-        };
-        if let Some(c) = self.create_chunk(pages, creation)? {
-            if within_peak {
-                creation.within_peak -= pages;
-            }
-            got.push(c);
-        }
-        Ok(())
     }
 
     /// New chunks of `chunk` pages (decided at the first, on a GPU perhaps a driver call) into `got`
@@ -510,7 +493,7 @@ impl<D: Device> Allocator<D> {
             Some(_) => (place.addr / page * page, (place.addr + size).div_ceil(page) * page),
             None => run,
         };
-        let mut creation = Creation { within_peak, uncounted: 0, moved: 0, stream, run };
+        let mut creation = Creation { within_peak, uncounted: 0, moved: 0, stream, run, roomy: None };
         let mut plans: Vec<(u64, Vec<Chunk>)> = Vec::with_capacity(spans.len());
         for span in &spans {
             let mut got = Vec::new();
