@@ -62,6 +62,11 @@ pub(crate) const MAX_CHUNK_PAGES: u64 = 8;
 /// 8.71 GiB where expandable segments need 8.65 (`cachalot fit`, docs/benchmarks.md).
 pub(super) const HEADROOM_PER_CHUNK: u64 = 1024;
 
+/// Pages to be had from which a new chunk has its full size (16 GiB of 2 MiB pages): below it
+/// single pages are remade as chunks (`single_pages.rs`) and slots' tails take no pages ahead
+/// (`slot_tail.rs`).
+pub(super) const FULL_CHUNK_HEADROOM: u64 = HEADROOM_PER_CHUNK * MAX_CHUNK_PAGES;
+
 /// Pages that must move before one page of slack is earned (`page_slack`). A move costs a
 /// GPU tens of microseconds (an unmap, a map and an access grant), a page held costs memory
 /// for good: like renting before buying, slack is bought only once moving has cost many

@@ -30,7 +30,7 @@ use crate::base::device::Device;
 use crate::base::error::AllocError;
 use crate::engine::allocator::Allocator;
 use crate::engine::paged::idle_chunks::IdleChunk;
-use crate::engine::paged::paging::{chunk_pages, Creation, Span, HEADROOM_PER_CHUNK, MAX_CHUNK_PAGES};
+use crate::engine::paged::paging::{chunk_pages, Creation, Span, FULL_CHUNK_HEADROOM};
 use crate::engine::vrange::Chunk;
 use crate::report::explain::Decision;
 
@@ -62,7 +62,7 @@ impl<D: Device> Allocator<D> {
         while have(got) + 2 <= span.need {
             // On a GPU, asking what is free may be a driver call: once a chunk.
             let headroom = self.headroom() / page;
-            if headroom >= HEADROOM_PER_CHUNK * MAX_CHUNK_PAGES {
+            if headroom >= FULL_CHUNK_HEADROOM {
                 break;
             }
             let want = chunk_pages(span.need).min(span.need - have(got)).min(headroom / HEADROOM_PER_REMADE_CHUNK);

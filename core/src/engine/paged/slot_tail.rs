@@ -40,7 +40,7 @@ use crate::base::device::{Device, Stream};
 use crate::base::error::AllocError;
 use crate::engine::allocator::Allocator;
 use crate::engine::paged::idle_chunks::IdleChunk;
-use crate::engine::paged::paging::{Creation, Span, HEADROOM_PER_CHUNK, MAX_CHUNK_PAGES};
+use crate::engine::paged::paging::{Creation, Span, FULL_CHUNK_HEADROOM, MAX_CHUNK_PAGES};
 use crate::engine::vrange::Chunk;
 
 impl<D: Device> Allocator<D> {
@@ -61,7 +61,7 @@ impl<D: Device> Allocator<D> {
         }
         // On a GPU, asking what is free may be a driver call: not where the device's size or
         // the memory fraction already says there is too little, and once a request.
-        let enough = HEADROOM_PER_CHUNK * MAX_CHUNK_PAGES * page;
+        let enough = FULL_CHUNK_HEADROOM * page;
         let roomy = *creation.roomy.get_or_insert_with(|| {
             let most = self.allowed_here().unwrap_or_else(|| self.device.total_memory());
             most.saturating_sub(self.reserved) >= enough && self.headroom() >= enough
