@@ -1,7 +1,8 @@
 // Fit table: the smallest simulated device a trace runs on without an out-of-memory under
 // each config compared (PyTorch's default, expandable segments, cachalot's policy, and the
 // configs the person chose), its ratio to the peak requested bytes, the driver calls at that
-// size, the driver calls on the device PyTorch's default needs, and whether the run fits each
+// size, the calm device from which the calls stay near those with room, the driver calls on
+// the device PyTorch's default needs, and whether the run fits each
 // named card: `cachalot fit --json`'s figures, from the same search in the core
 // (TraceFile.fit_json and calls_at_json, core/src/replay/fit.rs). It is computed on
 // demand: the search replays the trace a dozen times or more per config, seconds on a
@@ -21,7 +22,7 @@ export const ALWAYS = [
   { config: '', role: 'cachalot’s policy' },
 ];
 
-const HEADINGS = ['Config', 'Smallest device', '× peak requested', 'Driver calls',
+const HEADINGS = ['Config', 'Smallest device', '× peak requested', 'Driver calls', 'Calm device',
   'Calls where PyTorch’s default fits', 'Fits'];
 
 /** A turn of the event loop, so that the page paints the progress line. */
@@ -141,6 +142,8 @@ export class FitTable {
         cell('td', bytes(fit.capacity_bytes), 'capacity_bytes', fit.capacity_bytes),
         cell('td', fit.capacity_over_requested.toFixed(3), 'capacity_over_requested', fit.capacity_over_requested),
         cell('td', count(fit.driver_calls), 'driver_calls', fit.driver_calls),
+        cell('td', `${bytes(fit.calm_capacity_bytes)}, ${count(fit.calm_driver_calls)} calls`, 'calm_capacity_bytes',
+          fit.calm_capacity_bytes),
         cell('td', wherePyTorchFits === null ? 'out of memory' : count(wherePyTorchFits), 'where_pytorch_fits',
           wherePyTorchFits),
       );
@@ -164,7 +167,10 @@ export class FitTable {
       + `with no out-of-memory (the allocator may free its cache and retry); the device size set above does not apply. `
       + `× peak requested: it over the trace’s peak requested bytes (${bytes(requested)}). Driver calls: cuMemAlloc, `
       + `cuMemFree, cuMemCreate, cuMemMap, cuMemUnmap and cuMemRelease of the replay at that size; where PyTorch’s `
-      + `default fits, those of the replay on the smallest device PyTorch’s default needs. A card’s usable `
+      + `default fits, those of the replay on the smallest device PyTorch’s default needs. Calm device: the least `
+      + 'capacity the search finds from which the driver calls stay within a tenth of those with room (on a device of '
+      + 'the unbounded peak) plus one per thousand operations, and the calls there: near its smallest device a policy '
+      + 'may move the same pages again and again. A card’s usable '
       + `memory is the total PyTorch reports for it less ${bytes(context)} for the CUDA context: ${usable.join('; ')}. `
       + 'The same search as cachalot fit TRACE --config A --config B.';
   }

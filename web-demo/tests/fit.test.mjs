@@ -1,7 +1,7 @@
 // End-to-end test of Compare's "smallest device it fits on" table (issue 44): on demand, for
 // PyTorch's default, expandable segments, cachalot's policy and the two configs compared, the
 // page shows the smallest simulated device the trace runs on, its ratio to the peak requested
-// bytes, the driver calls there, the driver calls on the device PyTorch's default needs and the
+// bytes, the driver calls there, the calm device, the driver calls on the device PyTorch's default needs and the
 // card verdicts; every figure equals `cachalot fit --json`'s for the same trace and configs (one
 // search in the core serves both), and so does the whole entry TraceFile.fit_json gives. At 390 px the table scrolls in its own box, if at all.
 
@@ -65,12 +65,15 @@ test('Compare\'s smallest devices equal cachalot fit --json for the same trace a
     assert.equal(r.capacity_bytes, f.capacity_bytes, f.config);
     assert.equal(r.capacity_over_requested, f.capacity_over_requested, f.config);
     assert.equal(r.driver_calls, f.driver_calls, f.config);
+    assert.equal(r.calm_capacity_bytes, f.calm_capacity_bytes, f.config);
     assert.equal(r.where_pytorch_fits, cli.where_pytorch_fits.driver_calls[i], f.config);
     assert.deepEqual(r.cards, Object.fromEntries(f.cards.map((c) => [c.card, c.fits])), f.config);
   }
   // The shown figures in words, as the CLI prints them ("15.13 GiB", "1.079").
   const first = await page.$$eval('#compare-fit-table tbody tr:first-child td', (tds) => tds.map((td) => td.textContent));
   assert.deepEqual(first.slice(1, 3), ['15.13 GiB', '1.079']);
+  const calmShown = `${(cli.fits[0].calm_capacity_bytes / 2 ** 30).toFixed(2)} GiB, `;
+  assert.ok(first[4].startsWith(calmShown), `${first[4]} against ${calmShown}`);
 
   // The binding's entry is the CLI's, field for field; its cards are the CLI's cards.
   const bound = await page.evaluate(async ({ trace, configs }) => {

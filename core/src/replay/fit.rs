@@ -15,10 +15,20 @@
 //! kept, as a loop repeating the recorded steps would: a second run may need a page or a few
 //! more than the first (its requests meet the first's cache, not an empty device).
 //!
+//! Fitting may cost driver calls: near its smallest device a policy that moves pages moves
+//! the last ones again and again. So the search goes on to the calm device: the least
+//! capacity from which the replay's driver calls stay within a tenth of those with room (at
+//! the unbounded peak, the search's upper bound), by a second bisection between the two,
+//! which reuses the first one's probes. Calls fall as the capacity grows on every trace
+//! measured, though not strictly by the page (docs/benchmarks.md).
+//!
 //! Invariants: a [`Fit`]'s `capacity_bytes` is a multiple of [`GRANULE`] on which a probe
 //! finished with no out-of-memory, and `capacity_bytes - GRANULE` is one on which a probe
 //! failed (or is below the peak requested bytes, where nothing can fit); the driver calls
-//! reported are those of the probe at `capacity_bytes`.
+//! reported are those of the probe at `capacity_bytes`. `calm_capacity_bytes` is a multiple of
+//! [`GRANULE`], no less than `capacity_bytes` and no more than `roomy_capacity_bytes`, where a
+//! probe finished with calls within [`CALM_CALLS`] of `roomy_driver_calls`; a granule less is
+//! below `capacity_bytes` or a probe there failed or made more calls.
 
 use alloc::string::String;
 use alloc::vec::Vec;
@@ -39,6 +49,25 @@ pub const GRANULE: u64 = 2 << 20;
 
 /// The device an unbounded replay runs on: the most the simulated device holds.
 const UNBOUNDED: u64 = MAX_CAPACITY;
+
+/// Calm: driver calls at most those with room plus this fraction of them (a tenth), and
+/// [`CALM_CALLS_PER_OPERATION`] more. Near its smallest device a policy that moves pages makes
+/// two to four times the calls it makes with room; a tenth more is the spread between devices
+/// a few pages apart.
+pub const CALM_CALLS: f64 = 0.1;
+
+/// Calls a run may make beyond [`CALM_CALLS`] and still be calm, per operation replayed: one
+/// per thousand. A call costs a GPU 10 to 70 µs (docs/benchmarks.md), a thousand allocations
+/// and frees of a training or decoding step launch kernels for milliseconds: under 1% of the
+/// time. Without it a handful of calls more would count: PyTorch's default, which frees its
+/// cache and retries on any device smaller than its unbounded peak, made 410 calls on its
+/// smallest device for a decoding trace of 323,528 operations against 278 with room.
+pub const CALM_CALLS_PER_OPERATION: f64 = 0.001;
+
+/// Whether `calls` over `operations` replayed are calm beside `roomy` calls (see [`CALM_CALLS`]).
+fn calm(calls: u64, roomy: u64, operations: u64) -> bool {
+    calls as f64 <= roomy as f64 * (1.0 + CALM_CALLS) + operations as f64 * CALM_CALLS_PER_OPERATION
+}
 
 /// A named card and the capacity a run has on it.
 #[derive(Clone, Copy, Debug, serde::Serialize)]
@@ -98,6 +127,17 @@ pub struct Fit {
     pub driver_calls_runs: Vec<u64>,
     /// Allocation retries (cache freed and the allocation tried again) at `capacity_bytes`.
     pub alloc_retries: u64,
+    /// The device with room the calm device is judged against: the unbounded peak reserved
+    /// bytes, to a granule up (doubled until the replay finishes, for a policy whose decisions
+    /// look at the capacity).
+    pub roomy_capacity_bytes: u64,
+    /// Driver calls of the replay at `roomy_capacity_bytes` (all its runs).
+    pub roomy_driver_calls: u64,
+    /// The calm device: the least capacity the search found from which the driver calls stay
+    /// within [`CALM_CALLS`] of `roomy_driver_calls` (`capacity_bytes` when they do there).
+    pub calm_capacity_bytes: u64,
+    /// Driver calls of the replay at `calm_capacity_bytes` (all its runs).
+    pub calm_driver_calls: u64,
     /// For each of [`CARDS`], whether the run fits its usable bytes (probed where it lies
     /// between the smallest fitting capacity and the unbounded peak).
     pub cards: Vec<CardFit>,
@@ -179,6 +219,8 @@ struct Probe {
     retries: u64,
     peak_reserved: u64,
     peak_requested: u64,
+    /// Operations replayed, over all runs.
+    operations: u64,
 }
 
 /// Replays `ops` (the operations of `trace`) `runs` times in a row under `config` on a device
@@ -195,6 +237,7 @@ fn probe<S: OpSource + ?Sized>(
     let mut failed = false;
     let mut refused = None;
     let mut calls_runs = Vec::with_capacity(runs.max(1) as usize);
+    let mut operations = 0;
     for _ in 0..runs.max(1) {
         let before = alloc.device().calls().driver_calls();
         let mut end = 0;
@@ -220,6 +263,7 @@ fn probe<S: OpSource + ?Sized>(
             replayer.free_live(&mut alloc).map_err(|error| FitError::Replay { op: end, error })?;
         }
         calls_runs.push(alloc.device().calls().driver_calls() - before);
+        operations += end as u64;
         if failed {
             break;
         }
@@ -232,6 +276,7 @@ fn probe<S: OpSource + ?Sized>(
         retries: s.num_alloc_retries,
         peak_reserved: s.reserved_bytes.all.peak as u64,
         peak_requested: s.requested_bytes.all.peak as u64,
+        operations,
     })
 }
 
@@ -270,15 +315,39 @@ pub fn fit<S: OpSource + ?Sized>(
         at_hi = if hi == UNBOUNDED { unbounded.clone() } else { probe(trace, ops, config, hi, runs)? };
         probes += 1;
     }
+    let (roomy_at, roomy, operations) = (hi, at_hi.calls.driver_calls(), unbounded.operations);
+    // The calls of every probe that finished, for the calm device's search.
+    let mut finished = alloc::vec![(hi, at_hi.clone())];
     while hi - lo > GRANULE {
         let mid = lo + (hi - lo) / GRANULE / 2 * GRANULE;
         let p = probe(trace, ops, config, mid, runs)?;
         probes += 1;
         if p.fits {
             hi = mid;
+            finished.push((mid, p.clone()));
             at_hi = p;
         } else {
             lo = mid;
+        }
+    }
+    let (mut calm_lo, mut calm_hi, mut at_calm) = (hi - GRANULE, hi, at_hi.clone());
+    if !calm(at_calm.calls.driver_calls(), roomy, operations) {
+        (calm_lo, calm_hi, at_calm) = (hi, roomy_at, finished[0].1.clone());
+    }
+    while calm_hi - calm_lo > GRANULE {
+        let mid = calm_lo + (calm_hi - calm_lo) / GRANULE / 2 * GRANULE;
+        let p = match finished.iter().find(|(at, _)| *at == mid) {
+            Some((_, p)) => p.clone(),
+            None => {
+                probes += 1;
+                probe(trace, ops, config, mid, runs)?
+            }
+        };
+        if p.fits && calm(p.calls.driver_calls(), roomy, operations) {
+            calm_hi = mid;
+            at_calm = p;
+        } else {
+            calm_lo = mid;
         }
     }
     let mut cards = Vec::with_capacity(CARDS.len());
@@ -305,6 +374,10 @@ pub fn fit<S: OpSource + ?Sized>(
         device_calls: at_hi.calls,
         driver_calls_runs: at_hi.calls_runs,
         alloc_retries: at_hi.retries,
+        roomy_capacity_bytes: roomy_at,
+        roomy_driver_calls: roomy,
+        calm_capacity_bytes: calm_hi,
+        calm_driver_calls: at_calm.calls.driver_calls(),
         cards,
         probes,
     })
@@ -350,6 +423,24 @@ mod tests {
             // The same replay where it fits; none a granule below.
             assert_eq!(calls_at(&t, &t.ops[..], &config, f.capacity_bytes, runs).unwrap(), Some(f.driver_calls));
             assert_eq!(calls_at(&t, &t.ops[..], &config, f.capacity_bytes - GRANULE, runs).unwrap(), None);
+            // Calm between the smallest device and the roomy one, where the replays make the
+            // calls reported.
+            assert!(f.capacity_bytes <= f.calm_capacity_bytes && f.calm_capacity_bytes <= f.roomy_capacity_bytes);
+            assert_eq!(
+                calls_at(&t, &t.ops[..], &config, f.calm_capacity_bytes, runs).unwrap(),
+                Some(f.calm_driver_calls)
+            );
+            assert_eq!(
+                calls_at(&t, &t.ops[..], &config, f.roomy_capacity_bytes, runs).unwrap(),
+                Some(f.roomy_driver_calls)
+            );
         }
+    }
+
+    #[test]
+    fn calls_are_calm_within_a_tenth_of_those_with_room_and_one_per_thousand_operations() {
+        assert!(calm(110, 100, 0) && !calm(111, 100, 0));
+        assert!(calm(111, 100, 1_000) && !calm(112, 100, 1_000));
+        assert!(calm(0, 0, 0) && !calm(1, 0, 999));
     }
 }

@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use cachalot_core::replay::fit::{calls_at, fit, FitError, OpSource};
 use cachalot_core::{Config, TraceOp};
 
-pub use cachalot_core::replay::fit::{Card, Fit, CARDS, CUDA_CONTEXT, GRANULE};
+pub use cachalot_core::replay::fit::{Card, Fit, CALM_CALLS, CALM_CALLS_PER_OPERATION, CARDS, CUDA_CONTEXT, GRANULE};
 
 use super::input::NamedTrace;
 

@@ -1,8 +1,8 @@
 //! `cachalot fit`: the smallest device a trace runs on under PyTorch's default, expandable
 //! segments, cachalot's default policy and each config given, with the driver calls at that
-//! size, each config's driver calls on the device PyTorch's default needs (what a user whose
-//! card fits the run under PyTorch pays there), and whether the run fits the named cards
-//! (see `fit.rs`).
+//! size, the calm device from which they stay near those with room, each config's driver
+//! calls on the device PyTorch's default needs (what a user whose card fits the run under
+//! PyTorch pays there), and whether the run fits the named cards (see `fit.rs`).
 //!
 //! Invariants: with `--json`, stdout holds exactly one JSON object; the text report's table
 //! fits 100 columns and names the usable bytes assumed for every card it names.
@@ -11,7 +11,9 @@ use std::time::Instant;
 
 use super::byte_size::human;
 use super::command_line::FitArgs;
-use super::fit::{calls_all_at, fit_all, Card, Fit, CARDS, CUDA_CONTEXT, GRANULE};
+use super::fit::{
+    calls_all_at, fit_all, Card, Fit, CALM_CALLS, CALM_CALLS_PER_OPERATION, CARDS, CUDA_CONTEXT, GRANULE,
+};
 use super::output::Out;
 use super::paragraph::fill;
 use super::table::{Align, Table, DEFAULT_WIDTH};
@@ -127,6 +129,16 @@ pub fn run(args: &FitArgs, out: Out) -> Result<(), Failure> {
         .collect();
     let line = format!("Calls on the {} device PyTorch's default needs: {}.", human(pytorch_needs), beside.join("; "));
     writeln!(out, "\n{}", fill(&line, DEFAULT_WIDTH, ""))?;
+    let calm: Vec<String> = fits
+        .iter()
+        .map(|f| {
+            let (at, n, roomy) = (human(f.calm_capacity_bytes), f.calm_driver_calls, f.roomy_driver_calls);
+            let ratio = f.calm_capacity_bytes as f64 / f.peak_requested_bytes.max(1) as f64;
+            format!("{} {at} ({ratio:.3}x), {n} calls ({roomy} on {})", f.config, human(f.roomy_capacity_bytes))
+        })
+        .collect();
+    let line = format!("Calm device (calls with room): {}.", calm.join("; "));
+    writeln!(out, "\n{}", fill(&line, DEFAULT_WIDTH, ""))?;
     if args.runs > 1 {
         // A later run may move pages the first did not: the total alone would hide which.
         let each: Vec<String> = fits
@@ -155,9 +167,14 @@ pub fn run(args: &FitArgs, out: Out) -> Result<(), Failure> {
          out-of-memory (the allocator may free its cache and retry: 'retries'); 'x requested' is it over \
          the peak requested bytes, 'unbounded' the peak reserved bytes on an unbounded device over them. \
          Calls: the driver calls cuMemAlloc, cuMemFree, cuMemCreate, cuMemMap, cuMemUnmap and cuMemRelease of the \
-         replay (all its runs) at the smallest device. A card's usable memory is the total PyTorch reports for it less \
+         replay (all its runs) at the smallest device. Calm: the least capacity the search finds from which the \
+         calls stay within {}% of those with room (on a device of the unbounded peak reserved bytes) plus one \
+         per {} operations replayed; near its smallest device a policy may move the same pages again and \
+         again. A card's usable memory is the total PyTorch reports for it less \
          {} for the CUDA context: {}. Searched in {seconds:.1} s ({probes} replays).",
         human(GRANULE),
+        CALM_CALLS * 100.0,
+        (1.0 / CALM_CALLS_PER_OPERATION).round(),
         human(CUDA_CONTEXT),
         cards.join("; ")
     );
