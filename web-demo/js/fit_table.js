@@ -1,7 +1,7 @@
 // Fit table: the smallest simulated device a trace runs on without an out-of-memory under
 // each config compared (PyTorch's default, expandable segments, cachalot's policy, and the
 // configs the person chose), its ratio to the peak requested bytes, the driver calls at that
-// size, the calm device from which the calls stay near those with room, the driver calls on
+// size, the calm device where the calls come near those with room, the driver calls on
 // the device PyTorch's default needs, and whether the run fits each
 // named card: `cachalot fit --json`'s figures, from the same search in the core
 // (TraceFile.fit_json and calls_at_json, core/src/replay/fit.rs). It is computed on
@@ -168,9 +168,9 @@ export class FitTable {
       + `× peak requested: it over the trace’s peak requested bytes (${bytes(requested)}). Driver calls: cuMemAlloc, `
       + `cuMemFree, cuMemCreate, cuMemMap, cuMemUnmap and cuMemRelease of the replay at that size; where PyTorch’s `
       + `default fits, those of the replay on the smallest device PyTorch’s default needs. Calm device: the least `
-      + 'capacity the search finds from which the driver calls stay within a tenth of those with room (on a device of '
-      + 'the unbounded peak) plus one per thousand operations, and the calls there: near its smallest device a policy '
-      + 'may move the same pages again and again. A card’s usable '
+      + 'capacity the search finds at which the driver calls are within a tenth of those on the least device the run '
+      + 'never fills (its unbounded peak) plus one per thousand operations, and the calls there: near its smallest '
+      + 'device a policy may move the same pages again and again. A card’s usable '
       + `memory is the total PyTorch reports for it less ${bytes(context)} for the CUDA context: ${usable.join('; ')}. `
       + 'The same search as cachalot fit TRACE --config A --config B.';
   }

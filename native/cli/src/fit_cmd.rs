@@ -1,6 +1,6 @@
 //! `cachalot fit`: the smallest device a trace runs on under PyTorch's default, expandable
 //! segments, cachalot's default policy and each config given, with the driver calls at that
-//! size, the calm device from which they stay near those with room, each config's driver
+//! size, the calm device where they come near those with room, each config's driver
 //! calls on the device PyTorch's default needs (what a user whose card fits the run under
 //! PyTorch pays there), and whether the run fits the named cards (see `fit.rs`).
 //!
@@ -132,12 +132,20 @@ pub fn run(args: &FitArgs, out: Out) -> Result<(), Failure> {
     let calm: Vec<String> = fits
         .iter()
         .map(|f| {
-            let (at, n, roomy) = (human(f.calm_capacity_bytes), f.calm_driver_calls, f.roomy_driver_calls);
             let ratio = f.calm_capacity_bytes as f64 / f.peak_requested_bytes.max(1) as f64;
-            format!("{} {at} ({ratio:.3}x), {n} calls ({roomy} on {})", f.config, human(f.roomy_capacity_bytes))
+            let above = match (f.calm_capacity_bytes - f.capacity_bytes) / GRANULE {
+                0 => "the smallest".to_string(),
+                1 => "1 page above the smallest".to_string(),
+                n => format!("{n} pages above the smallest"),
+            };
+            let (n, roomy, on) = (f.calm_driver_calls, f.roomy_driver_calls, human(f.roomy_capacity_bytes));
+            format!("{} {} ({ratio:.3}x, {above}), {n} calls ({roomy} on {on})", f.config, human(f.calm_capacity_bytes))
         })
         .collect();
-    let line = format!("Calm device (calls with room): {}.", calm.join("; "));
+    let line = format!(
+        "Calm device, where pages no longer move over and over (its calls; those on the device with room): {}.",
+        calm.join("; ")
+    );
     writeln!(out, "\n{}", fill(&line, DEFAULT_WIDTH, ""))?;
     if args.runs > 1 {
         // A later run may move pages the first did not: the total alone would hide which.
@@ -167,14 +175,16 @@ pub fn run(args: &FitArgs, out: Out) -> Result<(), Failure> {
          out-of-memory (the allocator may free its cache and retry: 'retries'); 'x requested' is it over \
          the peak requested bytes, 'unbounded' the peak reserved bytes on an unbounded device over them. \
          Calls: the driver calls cuMemAlloc, cuMemFree, cuMemCreate, cuMemMap, cuMemUnmap and cuMemRelease of the \
-         replay (all its runs) at the smallest device. Calm: the least capacity the search finds from which the \
-         calls stay within {}% of those with room (on a device of the unbounded peak reserved bytes) plus one \
-         per {} operations replayed; near its smallest device a policy may move the same pages again and \
-         again. A card's usable memory is the total PyTorch reports for it less \
+         replay (all its runs) at the smallest device. Calm: the least capacity the search finds at which the \
+         calls are within {}% of those with room plus one per {} operations replayed; near its smallest device a \
+         policy may move the same pages again and again, and a larger device may still make more calls. With \
+         room: the unbounded peak reserved bytes, to {} up (doubled until the run finishes there), the least \
+         device the run never fills. A card's usable memory is the total PyTorch reports for it less \
          {} for the CUDA context: {}. Searched in {seconds:.1} s ({probes} replays).",
         human(GRANULE),
         CALM_CALLS * 100.0,
         (1.0 / CALM_CALLS_PER_OPERATION).round(),
+        human(GRANULE),
         human(CUDA_CONTEXT),
         cards.join("; ")
     );
