@@ -123,11 +123,14 @@ struct StreamRegrowth {
     /// Whether a block just short of the block handed out before it was freed since the
     /// stream's last miss: a tensor copied into a longer one, then freed.
     copied: bool,
-    /// Whether such a block was freed just after two longer ones alike (of one size) were
-    /// handed out since the free before: K and V regrown as a pair, both copies made before
-    /// either old one is freed.
-    paired: bool,
-    /// Bytes of the last copy's source freed, the size of the tensors regrown.
+    /// The longest such block freed just after two longer ones alike (of one size) were
+    /// handed out since the free before, since the stream's last miss (0 when none): K and V
+    /// regrown as a pair, both copies made before either old one is freed. Its own size, not
+    /// `regrown`, decides whether the pair counts: a shorter tensor copied alone in the same
+    /// interval would otherwise hide it.
+    paired: u64,
+    /// Bytes of the last copy's source freed, the size of the tensors regrown (no less than
+    /// `paired`: a pair regrown since the last miss sets the size for a shorter copy after it).
     regrown: u64,
 }
 
@@ -164,14 +167,14 @@ impl Regrowth {
                 handed_out_before: 0,
                 handed_since_free: 0,
                 copied: false,
-                paired: false,
+                paired: 0,
                 regrown: 0,
             };
             self.streams.insert(i, fresh);
             i
         });
         let s = &mut self.streams[i];
-        let paired = core::mem::take(&mut s.paired) && s.regrown >= pairs_from;
+        let paired = core::mem::take(&mut s.paired) >= pairs_from.max(1);
         let regrowth = core::mem::take(&mut s.copied) || paired;
         s.score = s.score - s.score / 16 + if regrowth { REGROWTH_WEIGHT } else { 0 };
         (s.region.is_none() && s.score > REGION_SCORE).then_some(s.regrown)
@@ -207,9 +210,11 @@ impl Regrowth {
             let single = copy && s.handed_since_free == 1;
             let pair = copy && s.handed_since_free >= 2 && s.handed_out_before == s.last_handed_out;
             s.copied |= single;
-            s.paired |= pair;
+            if pair {
+                s.paired = s.paired.max(size);
+            }
             if single || pair {
-                s.regrown = size;
+                s.regrown = size.max(s.paired);
             }
             s.handed_since_free = 0;
         }
@@ -322,6 +327,26 @@ mod tests {
             unequal.freed(5, old);
             assert!(unequal.note(5, 0).is_none());
         }
+    }
+
+    /// A pair of K and V regrown, then a shorter tensor copied alone before the next miss:
+    /// the pair counts and names the size, which the shorter copy used to set.
+    #[test]
+    fn a_pair_counts_and_names_its_size_though_a_shorter_tensor_is_copied_after_it() {
+        let mut r = Regrowth::default();
+        r.note(6, 32 << 20);
+        let due = (64..=104u64).find_map(|step| {
+            let old = step << 20;
+            r.handed_out(6, old + old / 16);
+            r.handed_out(6, old + old / 16);
+            r.freed(6, old);
+            r.freed(6, old);
+            r.handed_out(6, 9 << 20);
+            r.freed(6, 8 << 20);
+            r.note(6, 32 << 20).map(|size| (step, size))
+        });
+        let (step, size) = due.expect("a region is due");
+        assert_eq!(size, step << 20, "the pair's size, not the shorter copy's");
     }
 
     #[test]
