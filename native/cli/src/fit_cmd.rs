@@ -143,7 +143,7 @@ pub fn run(args: &FitArgs, out: Out) -> Result<(), Failure> {
         })
         .collect();
     let line = format!(
-        "Calm device, where pages no longer move over and over (its calls; those on the device with room): {}.",
+        "Calm device, where fitting no longer costs a storm of driver calls (its calls; those on the device with room): {}.",
         calm.join("; ")
     );
     writeln!(out, "\n{}", fill(&line, DEFAULT_WIDTH, ""))?;
