@@ -2,11 +2,13 @@
 // memory, measured as replay_torch.py measures PyTorch's allocator: a cold pass on a fresh
 // allocator (device calls included), then warm passes with the cache the previous pass left.
 //
-//   replay_timing OPS_FILE [--config CONF] [--passes N] [--label NAME] [--simulated]
+//   replay_timing OPS_FILE [--config CONF] [--passes N] [--label NAME] [--simulated] [--leave BYTES]
 //
 // --simulated replays over a simulated device of 1 TiB instead of the GPU: the same C ABI and
 // process, no CUDA context, so the two runs side by side separate the host's CPU cost from the
-// device's.
+// device's. --leave fills the GPU (one cuMemAlloc in the primary context, which cachalot shares)
+// until only BYTES are free before the allocator is made: a card of that size, where the driver
+// itself refuses memory, unlike per_process_memory_fraction, which the allocator checks first.
 // Each pass times the replay loop alone; what the trace leaves live is freed after the clock
 // stops. Prints a readable line and `RESULT {json}` with the cold ns/op, the warm median,
 // every warm pass, and the cold pass's peak reserved bytes and device calls from the stats.
@@ -17,6 +19,8 @@
 #include <cstdlib>
 #include <string>
 #include <vector>
+
+#include <cuda.h>
 
 #include "cachalot.h"
 #include "ops_file.h"
@@ -56,6 +60,7 @@ int main(int argc, char **argv) {
     std::string config = "policy:pytorch", label;
     int passes = 6;
     bool simulated = false;
+    unsigned long long leave = 0;
     const char *path = nullptr;
     for (int i = 1; i < argc; i++) {
         std::string s = argv[i];
@@ -63,15 +68,32 @@ int main(int argc, char **argv) {
         else if (s == "--passes" && i + 1 < argc) passes = std::max(0, std::atoi(argv[++i]));
         else if (s == "--label" && i + 1 < argc) label = argv[++i];
         else if (s == "--simulated") simulated = true;
+        else if (s == "--leave" && i + 1 < argc) leave = std::strtoull(argv[++i], nullptr, 10);
         else if (path == nullptr) path = argv[i];
         else {
-            std::fprintf(stderr, "usage: replay_timing OPS_FILE [--config CONF] [--passes N] [--label NAME] [--simulated]\n");
+            std::fprintf(stderr, "usage: replay_timing OPS_FILE [--config CONF] [--passes N] [--label NAME] [--simulated] "
+                                 "[--leave BYTES]\n");
             return 2;
         }
     }
     Ops t;
     if (path == nullptr || !load_ops(path, t)) return 2;
     if (label.empty()) label = path;
+    CUdeviceptr filler = 0;
+    if (leave > 0 && !simulated) {
+        CUdevice dev;
+        CUcontext ctx;
+        size_t free_b = 0, total_b = 0;
+        if (cuInit(0) != CUDA_SUCCESS || cuDeviceGet(&dev, 0) != CUDA_SUCCESS ||
+            cuDevicePrimaryCtxRetain(&ctx, dev) != CUDA_SUCCESS || cuCtxSetCurrent(ctx) != CUDA_SUCCESS ||
+            cuMemGetInfo(&free_b, &total_b) != CUDA_SUCCESS || free_b <= leave ||
+            cuMemAlloc(&filler, free_b - leave) != CUDA_SUCCESS) {
+            std::fprintf(stderr, "replay_timing: could not leave %llu bytes free\n", leave);
+            return 1;
+        }
+        cuMemGetInfo(&free_b, &total_b);
+        std::printf("left free: %zu bytes of %zu\n", free_b, total_b);
+    }
     cachalot_allocator *a = nullptr;
     cachalot_status s = simulated ? cachalot_allocator_new_simulated(1ull << 40, config.c_str(), &a)
                                   : cachalot_allocator_new_cuda(0, config.c_str(), &a);
@@ -94,6 +116,7 @@ int main(int argc, char **argv) {
         warm.push_back(ns);
     }
     cachalot_allocator_free(a);
+    if (filler) cuMemFree(filler);
     if (cold < 0) return 1;
     std::vector<double> sorted = warm;
     std::sort(sorted.begin(), sorted.end());

@@ -1,7 +1,8 @@
 // vmm_costs: what each CUDA virtual-memory call costs on this GPU, from C, in the pattern
 // cachalot's paged policy uses them (2 MiB pages, one handle per page), and whether the
 // driver unmaps a range made of several mappings in one cuMemUnmap call; also what the policy's
-// slow paths ask besides: cuMemGetInfo (what is free) and an event recorded and queried.
+// slow paths ask besides: cuMemGetInfo (what is free) and an event recorded and queried; and
+// what a cuMemCreate the driver refuses costs on a device filled to within a page.
 //
 //   vmm_costs [PAGES]      (default 512 pages = 1 GiB)
 //
@@ -102,6 +103,40 @@ int main(int argc, char **argv) {
         query.push_back(us(c, d));
     }
     CU(cuEventDestroy(ev));
+    // A page the driver refuses: the device filled to within a page (one large handle, then
+    // pages until refused), then as many refused cuMemCreate calls of one page, and what is
+    // free asked there, as the paged policy does at a job's smallest device.
+    std::vector<CUmemGenericAllocationHandle> fill;
+    size_t free_b = 0, total_b = 0;
+    CU(cuMemGetInfo(&free_b, &total_b));
+    size_t bulk = free_b > 64 * g ? (free_b - 64 * g) / g * g : 0;
+    CUmemGenericAllocationHandle hb;
+    if (bulk && cuMemCreate(&hb, bulk, &prop, 0) == CUDA_SUCCESS) fill.push_back(hb);
+    for (int i = 0; i < 4096; i++) {
+        if (cuMemCreate(&hb, g, &prop, 0) != CUDA_SUCCESS) break;
+        fill.push_back(hb);
+    }
+    std::vector<double> refused, info_full;
+    int granted = 0;
+    for (int i = 0; i < pages; i++) {
+        auto a = Clock::now();
+        CUresult r = cuMemCreate(&hb, g, &prop, 0);
+        auto b = Clock::now();
+        size_t f2 = 0, t2b = 0;
+        CU(cuMemGetInfo(&f2, &t2b));
+        auto c = Clock::now();
+        if (r == CUDA_SUCCESS) {
+            fill.push_back(hb);
+            granted++;
+            continue;
+        }
+        refused.push_back(us(a, b));
+        info_full.push_back(us(b, c));
+    }
+    for (auto x : fill) CU(cuMemRelease(x));
+    std::printf("device full (%zu handles): refused cuMemCreate of a page %.1f us, cuMemGetInfo %.2f us "
+                "(median of %zu; %d granted meanwhile)\n",
+                fill.size(), median(refused), median(info_full), refused.size(), granted);
     std::printf("granularity %zu bytes, %d pages\n", g, pages);
     std::printf("per 2 MiB page (median us): cuMemCreate %.1f, cuMemMap %.1f, cuMemSetAccess %.1f, cuMemUnmap %.1f, "
                 "cuMemRelease %.1f; re-map %.1f\n",
@@ -116,9 +151,10 @@ int main(int argc, char **argv) {
                 "\"unmap_us\": %.1f, \"release_us\": %.1f, \"remap_us\": %.1f, \"set_access_range_us\": %.1f, "
                 "\"multi_unmap\": %s, \"multi_unmap_us\": %.1f, \"big_create_us\": %.1f, \"big_map_access_us\": %.1f, "
                 "\"big_unmap_release_us\": %.1f, \"mem_get_info_us\": %.2f, \"event_record_us\": %.2f, "
-                "\"event_query_us\": %.2f}\n",
+                "\"event_query_us\": %.2f, \"refused_create_us\": %.1f, \"mem_get_info_full_us\": %.2f}\n",
                 g, median(create), median(map), median(access1), median(unmap1), median(release), median(mapB),
-                access_range, multi_ok ? "true" : "false", us(t3, t4), us(b0, b1), us(b1, b2), us(b2, b3), median(info), median(record), median(query));
+                access_range, multi_ok ? "true" : "false", us(t3, t4), us(b0, b1), us(b1, b2), us(b2, b3), median(info), median(record), median(query),
+                median(refused), median(info_full));
     CU(cuDevicePrimaryCtxRelease(dev));
     return 0;
 }
