@@ -68,7 +68,14 @@ int main(int argc, char **argv) {
         else if (s == "--passes" && i + 1 < argc) passes = std::max(0, std::atoi(argv[++i]));
         else if (s == "--label" && i + 1 < argc) label = argv[++i];
         else if (s == "--simulated") simulated = true;
-        else if (s == "--leave" && i + 1 < argc) leave = std::strtoull(argv[++i], nullptr, 10);
+        else if (s == "--leave" && i + 1 < argc) {
+            char *end = nullptr;
+            leave = std::strtoull(argv[++i], &end, 10);
+            if (leave == 0 || *end != '\0') {
+                std::fprintf(stderr, "replay_timing: --leave takes a number of bytes above 0, not '%s'\n", argv[i]);
+                return 2;
+            }
+        }
         else if (path == nullptr) path = argv[i];
         else {
             std::fprintf(stderr, "usage: replay_timing OPS_FILE [--config CONF] [--passes N] [--label NAME] [--simulated] "
@@ -77,10 +84,14 @@ int main(int argc, char **argv) {
         }
     }
     Ops t;
+    if (leave > 0 && simulated) {
+        std::fprintf(stderr, "replay_timing: --leave fills a GPU; it means nothing with --simulated\n");
+        return 2;
+    }
     if (path == nullptr || !load_ops(path, t)) return 2;
     if (label.empty()) label = path;
     CUdeviceptr filler = 0;
-    if (leave > 0 && !simulated) {
+    if (leave > 0) {
         CUdevice dev;
         CUcontext ctx;
         size_t free_b = 0, total_b = 0;

@@ -103,18 +103,13 @@ int main(int argc, char **argv) {
         query.push_back(us(c, d));
     }
     CU(cuEventDestroy(ev));
-    // A page the driver refuses: the device filled to within a page (one large handle, then
-    // pages until refused), then as many refused cuMemCreate calls of one page, and what is
-    // free asked there, as the paged policy does at a job's smallest device.
+    // A page the driver refuses: the device filled to within a page (handles of 1 GiB, then
+    // pages, each until refused), then as many refused cuMemCreate calls of one page, and what
+    // is free asked there, as the paged policy does at a job's smallest device.
     std::vector<CUmemGenericAllocationHandle> fill;
-    size_t free_b = 0, total_b = 0;
-    CU(cuMemGetInfo(&free_b, &total_b));
-    size_t bulk = free_b > 64 * g ? (free_b - 64 * g) / g * g : 0;
     CUmemGenericAllocationHandle hb;
-    if (bulk && cuMemCreate(&hb, bulk, &prop, 0) == CUDA_SUCCESS) fill.push_back(hb);
-    for (int i = 0; i < 4096; i++) {
-        if (cuMemCreate(&hb, g, &prop, 0) != CUDA_SUCCESS) break;
-        fill.push_back(hb);
+    for (size_t size : {g * 512, g}) {
+        while (cuMemCreate(&hb, size, &prop, 0) == CUDA_SUCCESS) fill.push_back(hb);
     }
     std::vector<double> refused, info_full;
     int granted = 0;
@@ -134,9 +129,12 @@ int main(int argc, char **argv) {
         info_full.push_back(us(b, c));
     }
     for (auto x : fill) CU(cuMemRelease(x));
-    std::printf("device full (%zu handles): refused cuMemCreate of a page %.1f us, cuMemGetInfo %.2f us "
-                "(median of %zu; %d granted meanwhile)\n",
-                fill.size(), median(refused), median(info_full), refused.size(), granted);
+    if (refused.empty())
+        std::printf("device full (%zu handles): no cuMemCreate refused (%d granted)\n", fill.size(), granted);
+    else
+        std::printf("device full (%zu handles): refused cuMemCreate of a page %.1f us, cuMemGetInfo %.2f us "
+                    "(median of %zu; %d granted meanwhile)\n",
+                    fill.size(), median(refused), median(info_full), refused.size(), granted);
     std::printf("granularity %zu bytes, %d pages\n", g, pages);
     std::printf("per 2 MiB page (median us): cuMemCreate %.1f, cuMemMap %.1f, cuMemSetAccess %.1f, cuMemUnmap %.1f, "
                 "cuMemRelease %.1f; re-map %.1f\n",

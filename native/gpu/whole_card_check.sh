@@ -25,22 +25,26 @@ gunzip -c "target/decode-ops/$TRACE.ops.gz" > "$WORK/trace.ops" || exit 2
 log="$OUT/whole_card.log"
 : > "$log"
 status=0
-n=0
-for lib in $LIBS; do
-    n=$((n + 1))
-    mkdir -p "$WORK/lib$n"
-    cp "$lib" "$WORK/lib$n/libcachalot.so" && soname_link "$WORK/lib$n/libcachalot.so" || exit 2
-    nvcc -O2 -std=c++17 native/gpu/replay_timing.cpp -o "$WORK/replay$n" -I include -L "$WORK/lib$n" \
-        -lcachalot -lcuda -Xlinker -rpath="$WORK/lib$n" || exit 2
+read -ra libs <<< "$LIBS"
+for i in "${!libs[@]}"; do
+    mkdir -p "$WORK/lib$i"
+    cp "${libs[$i]}" "$WORK/lib$i/libcachalot.so" && soname_link "$WORK/lib$i/libcachalot.so" || exit 2
+    nvcc -O2 -std=c++17 native/gpu/replay_timing.cpp -o "$WORK/replay$i" -I include -L "$WORK/lib$i" \
+        -lcachalot -lcuda -Xlinker -rpath="$WORK/lib$i" || exit 2
 done
 for round in 1 2; do
     for leave in $LEAVES; do
-        for i in $(seq 1 "$n"); do
-            lib=$(echo $LIBS | cut -d' ' -f"$i")
-            echo "== round $round, $(basename "$lib"), $leave bytes left" | tee -a "$log"
-            timeout 120 "$WORK/replay$i" "$WORK/trace.ops" --config policy:cachalot --passes 0 --leave "$leave" \
-                --label "$TRACE" >> "$log" 2>&1 || { echo "FAILED (exit $?)" | tee -a "$log"; status=1; }
-            grep RESULT "$log" | tail -n 1 | cut -c1-160
+        for i in "${!libs[@]}"; do
+            echo "== round $round, $(basename "${libs[$i]}"), $leave bytes left" | tee -a "$log"
+            if timeout 120 "$WORK/replay$i" "$WORK/trace.ops" --config policy:cachalot --passes 0 \
+                --leave "$leave" --label "$TRACE" > "$WORK/run.txt" 2>&1; then
+                line=$(grep RESULT "$WORK/run.txt" | cut -c1-160)
+            else
+                line="FAILED (exit $?)"
+                status=1
+            fi
+            cat "$WORK/run.txt" >> "$log"
+            echo "$line" | tee -a "$log"
         done
     done
 done

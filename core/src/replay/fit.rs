@@ -23,10 +23,11 @@
 //! first bisection's probes. The device with room is the least on which the run never meets
 //! the limit, not a roomy card: there cachalot's policy makes small chunks (single pages once
 //! less than 4 GiB is free) and about twice the calls of an unbounded device, so calm means
-//! that pages no longer move over and over, not that calls are as few as with plenty of memory. The bisection takes the calls to
-//! fall as the device grows, as they do for cachalot's policy near its smallest device on every
-//! trace measured (docs/benchmarks.md), but they need not: PyTorch's default makes 49 calls at
-//! its calm device on mixed_fc_conv and 83 fifteen pages up. So a larger device may make more.
+//! that pages no longer move over and over, not that calls are as few as with plenty of
+//! memory. The bisection takes the calls to fall as the device grows, as they do for
+//! cachalot's policy near its smallest device on every trace measured (docs/benchmarks.md),
+//! but they need not: PyTorch's default makes 49 calls at its calm device on mixed_fc_conv
+//! and 83 fifteen pages up. So a larger device may make more.
 //!
 //! Invariants: a [`Fit`]'s `capacity_bytes` is a multiple of [`GRANULE`] on which a probe
 //! finished with no out-of-memory, and `capacity_bytes - GRANULE` is one on which a probe

@@ -97,11 +97,7 @@ fn replay_reports_each_warm_pass_s_driver_calls_and_names_the_busiest() {
         let v = json(&cachalot(&["replay", "mixed_fc_conv", "--json", "--passes", n]));
         let passes = v["driver_calls_passes"].as_array().unwrap().iter().map(|n| n.as_u64().unwrap()).collect();
         let w = &v["device_calls_warm"];
-        let last = ["allocations", "frees", "vm_creates", "vm_maps", "vm_unmaps", "vm_destroys"]
-            .iter()
-            .map(|k| w[k].as_u64().unwrap())
-            .sum();
-        (passes, last)
+        (passes, driver_calls(w))
     };
     let (four, last) = passes_of("4");
     assert_eq!(four.len(), 4, "{four:?}");
@@ -663,8 +659,8 @@ fn the_plot_path_is_checked_before_the_replay() {
     assert!(!unwritten.exists());
 }
 
-/// The sum `replay` and `advise` call driver calls.
-fn driver_calls(c: &serde_json::Value) -> u64 {
+/// The sum `replay`, `advise` and `fit` call driver calls.
+pub(crate) fn driver_calls(c: &serde_json::Value) -> u64 {
     ["allocations", "frees", "vm_creates", "vm_maps", "vm_unmaps", "vm_destroys"]
         .iter()
         .map(|k| c[k].as_u64().unwrap())

@@ -327,9 +327,7 @@ fn first_pass_calls(trace: &str, config: &str, capacity: u64) -> Option<u64> {
     let cap = format!("{capacity}B");
     let out = cachalot(&["replay", trace, "--config", config, "--capacity", &cap, "--json"]);
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("stdout is one JSON value");
-    let c = &v["device_calls_cold"];
-    let kinds = ["allocations", "frees", "vm_creates", "vm_maps", "vm_unmaps", "vm_destroys"];
-    (v["ooms"] == 0).then(|| kinds.iter().map(|k| c[k].as_u64().unwrap()).sum())
+    (v["ooms"] == 0).then(|| super::cli::driver_calls(&v["device_calls_cold"]))
 }
 
 /// Fitting must not cost a remap storm (issue 44): near its smallest device a policy that
